@@ -1,0 +1,54 @@
+# dpopt make targets. Every target bootstraps .venv from pyproject.toml when it is missing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: help install run test test-slow lint bench bench-full figures fig1 notebooks clean
+
+help:
+	@echo "make run        bootstrap and run 'dpopt demo'"
+	@echo "make test       the test suite (what CI runs)"
+	@echo "make lint       ruff + mypy"
+	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
+	@echo "make figures    every reproduction figure under results/"
+	@echo "make notebooks  execute the notebooks"
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,figures,notebooks]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/dpopt demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(PY) -m ruff check dpopt solvers certificates tests scripts
+	$(PY) -m mypy
+
+bench: $(STAMP)
+	$(PY) scripts/bench_covariance.py
+
+bench-full: $(STAMP)
+	$(PY) scripts/bench_covariance.py --full
+
+fig1: $(STAMP)
+	$(PY) -m dpopt.figures fig1
+
+figures: $(STAMP)
+	$(PY) -m dpopt.figures all
+
+notebooks: $(STAMP)
+	$(PY) scripts/run_notebooks.py
+
+clean:
+	rm -rf $(VENV) results .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,176 @@
+r"""Plain data of the covariance program, shared by every layer.
+
+The optimal-covariance program of seed 002 (Theorem 3, MATH.md §6.1) is
+
+.. math::
+
+    v_\eta(q) = \min_{\Sigma \succeq \eta I} \operatorname{tr}(W\Sigma)
+    \quad\text{s.t.}\quad s_j^\top \Sigma^{-1} s_j \le q,\quad j = 1..J,
+
+with sensitivity vectors :math:`s_j` (rows of ``vectors``), weight :math:`W \succ 0`, Mahalanobis
+bound :math:`q > 0` and noise floor :math:`\eta \ge 0`. The vectors are either an in-memory
+``(J, d)`` array or a :class:`VectorSource` that yields them in chunks (two-record vectors of a
+large domain are generated on the fly).
+
+A solution is certified by a *factored dual* (MATH.md §12.1): multipliers :math:`\lambda_j \ge 0`
+and directions :math:`u_j` on a support, and a factor :math:`G` with :math:`H = GG^\top`, so that
+:math:`Z_j = \lambda_j [u_j; -1][u_j; -1]^\top \succeq 0` and :math:`H \succeq 0` by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from certificates._errors import InvalidParameterError
+from certificates._validate import as_float_array, as_psd_matrix, as_scalar, as_vectors
+
+__all__ = ["ArrayVectors", "CovarianceProblem", "FactoredDual", "VectorSource"]
+
+#: Default number of vectors per chunk in a pass over a :class:`VectorSource`.
+DEFAULT_CHUNK = 65536
+
+
+@runtime_checkable
+class VectorSource(Protocol):
+    """A re-iterable collection of ``count`` vectors in ``R^dim``, produced in chunks.
+
+    ``chunks(size)`` yields ``(start, block)`` with ``block`` a ``(k, dim)`` float64 array holding
+    vectors ``start .. start + k - 1``; every call restarts from vector 0 and yields the same
+    vectors in the same order. ``take(indices)`` returns the given vectors as an array.
+    """
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def chunks(self, size: int = DEFAULT_CHUNK) -> Iterator[tuple[int, NDArray[np.float64]]]: ...
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]: ...
+
+
+@dataclass(frozen=True)
+class ArrayVectors:
+    """A :class:`VectorSource` over an in-memory ``(J, d)`` array."""
+
+    array: NDArray[np.float64]
+
+    @property
+    def count(self) -> int:
+        return int(self.array.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.array.shape[1])
+
+    def chunks(self, size: int = DEFAULT_CHUNK) -> Iterator[tuple[int, NDArray[np.float64]]]:
+        for start in range(0, self.count, size):
+            yield start, self.array[start : start + size]
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
+        return np.asarray(self.array[np.asarray(indices, dtype=np.intp)], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class CovarianceProblem:
+    r"""Validated data of :math:`\min \operatorname{tr}(W\Sigma)` s.t.
+    :math:`s_j^\top\Sigma^{-1}s_j \le q`, :math:`\Sigma \succeq \eta I`.
+
+    Parameters
+    ----------
+    vectors : array_like, shape (J, d), or VectorSource
+        Sensitivity vectors :math:`s_j`.
+    weight : array_like, shape (d, d), optional
+        Symmetric positive definite :math:`W`; identity when omitted.
+    bound : float
+        Mahalanobis bound :math:`q > 0` (from a budget's ``mahalanobis_bound``).
+    noise_floor : float, default 0
+        :math:`\eta \ge 0`.
+    """
+
+    vectors: Any
+    weight: NDArray[np.float64] | None = None
+    bound: float = 1.0
+    noise_floor: float = 0.0
+    source: VectorSource = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.vectors, VectorSource) and not isinstance(self.vectors, np.ndarray):
+            src: VectorSource = self.vectors
+            if src.count < 1 or src.dim < 1:
+                raise InvalidParameterError("vectors", src, "must hold at least one vector")
+        else:
+            arr = as_vectors("vectors", self.vectors)
+            object.__setattr__(self, "vectors", arr)
+            src = ArrayVectors(arr)
+        object.__setattr__(self, "source", src)
+        d = src.dim
+        w = np.eye(d) if self.weight is None else as_psd_matrix("weight", self.weight, dim=d)
+        object.__setattr__(self, "weight", w)
+        object.__setattr__(self, "bound", as_scalar("bound", self.bound, low=0.0))
+        object.__setattr__(
+            self, "noise_floor", as_scalar("noise_floor", self.noise_floor, low=0.0, low_open=False)
+        )
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return self.source.dim
+
+    @property
+    def count(self) -> int:
+        """Number of sensitivity vectors J."""
+        return self.source.count
+
+    def dense_vectors(self) -> NDArray[np.float64]:
+        """All vectors as one ``(J, d)`` array (materialises a chunked source)."""
+        if isinstance(self.vectors, np.ndarray):
+            return self.vectors
+        return np.concatenate([blk for _, blk in self.source.chunks()], axis=0)
+
+
+@dataclass(frozen=True)
+class FactoredDual:
+    r"""Factored dual certificate (MATH.md §12.1).
+
+    Attributes
+    ----------
+    support : ndarray of int, shape (k,)
+        Indices j of the vectors carrying dual weight.
+    multipliers : ndarray, shape (k,)
+        :math:`\lambda_j \ge 0`.
+    directions : ndarray, shape (k, d)
+        :math:`u_j`; :math:`Z_j = \lambda_j [u_j; -1][u_j; -1]^\top`.
+    floor_factor : ndarray, shape (d, r)
+        :math:`G` with :math:`H = GG^\top` (``r = 0`` when there is no floor block).
+    """
+
+    support: NDArray[np.intp]
+    multipliers: NDArray[np.float64]
+    directions: NDArray[np.float64]
+    floor_factor: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        sup = np.asarray(self.support)
+        if sup.ndim != 1 or (sup.size and not np.issubdtype(sup.dtype, np.integer)):
+            raise InvalidParameterError("support", self.support, "must be a 1-D integer array")
+        k = sup.shape[0]
+        lam = as_float_array("multipliers", self.multipliers, ndim=1, allow_empty=True)
+        u = as_float_array("directions", self.directions, ndim=2, allow_empty=True)
+        g = as_float_array("floor_factor", self.floor_factor, ndim=2, allow_empty=True)
+        if lam.shape[0] != k or u.shape[0] != k:
+            raise InvalidParameterError(
+                "multipliers/directions", (lam.shape, u.shape), f"must have {k} rows like support"
+            )
+        if np.any(lam < 0):
+            raise InvalidParameterError("multipliers", lam, "must be >= 0")
+        object.__setattr__(self, "support", sup.astype(np.intp))
+        object.__setattr__(self, "multipliers", lam)
+        object.__setattr__(self, "directions", u)
+        object.__setattr__(self, "floor_factor", g)
