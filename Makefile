@@ -32,7 +32,7 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 lint: $(STAMP)
-	$(PY) -m ruff check dpopt solvers certificates tests scripts
+	$(PY) -m ruff check .
 	$(PY) -m mypy
 
 bench: $(STAMP)
