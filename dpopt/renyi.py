@@ -185,8 +185,9 @@ def renyi_laplace(alpha: Any, shift: Any, scale: Any) -> FloatOrArray:
 def renyi_gaussian(alpha: Any, shift: Any, sigma: Any) -> FloatOrArray:
     r"""Gaussian Rényi divergence :math:`D_\alpha = \alpha z^2/(2\sigma^2)` (MATH.md §1.2).
 
-    Here :math:`D_\alpha(N(z,\sigma^2)\,\|\,N(0,\sigma^2))`. For ``alpha = inf`` the result is ``inf`` when ``z != 0`` and 0 when ``z = 0``
-    (the Gaussian mechanism has no pure-DP guarantee).
+    Here :math:`D_\alpha` is :math:`D_\alpha(N(z,\sigma^2)\,\|\,N(0,\sigma^2))`. For
+    ``alpha = inf`` the result is ``inf`` when ``z != 0`` and 0 when ``z = 0`` (the Gaussian
+    mechanism has no pure-DP guarantee).
 
     Parameters
     ----------
