@@ -1,0 +1,305 @@
+r"""Transport costs for the RPP-OT condition, all as log-costs (MATH.md §2.3, §2.6, §3.3).
+
+For noise :math:`N_b` of scale :math:`b` the condition of MATH.md §2.2 is
+
+.. math:: \log \min_\pi \sum_{kl} \pi_{kl}\, C_\alpha(x_k - y_l;\, b) \le (\alpha - 1)\varepsilon,
+
+for any cost with :math:`M_\alpha(z) \le C_\alpha(z)`. Every cost here has the form
+:math:`\log C_\alpha(z; b) \le g(\lVert z\rVert / b)` for a ground norm :math:`\lVert\cdot\rVert`
+(:meth:`RenyiCost.distance`) and an increasing *profile* :math:`g` with :math:`g(0) = 0`, with
+equality whenever the cost depends on :math:`z` through the norm only; this gives the
+:math:`W_\infty` baselines (MATH.md §2.4) and brackets. All costs are convex in :math:`z` (so the
+1-D quantile coupling is optimal, MATH.md §3.2) and nonincreasing in the scale (MATH.md §3.1).
+
+========================  =========================================  ==========================
+cost                      :math:`\log C_\alpha(z; b)`                 ground norm / status
+========================  =========================================  ==========================
+``LaplaceCost("exact")``  :math:`\sum_c \log M^{Lap}_\alpha(|z_c|/b)`  :math:`\ell_1`; exact moment
+``LaplaceCost("ratio")``  :math:`(\alpha-1)\lVert z\rVert_1/b`          likelihood-ratio bound
+``LaplaceCost("paper")``  :math:`\alpha\lVert z\rVert_1/b`              seed 000 form, loosest
+``GaussianCost``          :math:`\alpha(\alpha-1) z^\top S^{-1}z/(2\sigma^2)`  Mahalanobis; exact
+``ExponentialCost``       :math:`(\alpha-1)\lVert z\rVert/\theta`       any norm (§2.6)
+========================  =========================================  ==========================
+
+Laplace noise in :math:`\mathbb{R}^d` is the product of independent :math:`\mathrm{Lap}(0, b)`
+coordinates (log-moments add, MATH.md §1.3); Gaussian noise is :math:`N(0, \sigma^2 S)`;
+exponential-mechanism noise has density :math:`\propto \exp(-\lVert z\rVert/\theta)`.
+With :math:`\alpha = \infty` (Laplace, exponential) the log-cost is the pure-DP log density-ratio
+bound :math:`\lVert z\rVert/b` and the condition is its maximum over the coupling's support.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import cholesky, solve_triangular
+from scipy.optimize import brentq
+
+from certificates._errors import InvalidParameterError
+from certificates._validate import as_psd_matrix, as_scalar
+from dpopt.renyi import gaussian_log_moment, laplace_log_moment
+
+__all__ = ["ExponentialCost", "GaussianCost", "LaplaceCost", "RenyiCost", "make_cost"]
+
+
+def _alpha(value: Any, allow_inf: bool) -> float:
+    return as_scalar("alpha", value, low=1.0, allow_inf=allow_inf)
+
+
+@dataclass(frozen=True)
+class RenyiCost(ABC):
+    """Base class: a log-cost :math:`\\log C_\\alpha(z; \\text{scale})` for a noise family."""
+
+    alpha: float
+
+    #: ``"laplace"``, ``"gaussian"`` or ``"exponential"``.
+    mechanism: ClassVar[str] = ""
+
+    @property
+    def name(self) -> str:
+        """Short label, e.g. ``laplace-exact``."""
+        return self.mechanism
+
+    @property
+    def is_pure(self) -> bool:
+        """True for :math:`\\alpha = \\infty` (pure Pufferfish: max over the support)."""
+        return bool(np.isinf(self.alpha))
+
+    def level(self, epsilon: float) -> float:
+        """The threshold on the log-cost: :math:`(\\alpha-1)\\varepsilon`, or ε when α = ∞."""
+        return float(epsilon) if self.is_pure else (self.alpha - 1.0) * float(epsilon)
+
+    @abstractmethod
+    def distance(self, diff: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Ground norm of each row of ``diff`` (shape (k, d)) -> (k,)."""
+
+    @abstractmethod
+    def profile(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Increasing :math:`g(t)` with :math:`\\log C(z; b) \\le g(\\lVert z\\rVert/b)`."""
+
+    def log_cost(self, diff: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
+        """:math:`\\log C_\\alpha(z; \\text{scale})` for each row of ``diff`` (shape (k, d))."""
+        return self.profile(self.distance(diff) / scale)
+
+    def profile_inverse(self, level: float) -> float:
+        """Largest :math:`t` with :math:`g(t) \\le` ``level`` (the safe side), ``level > 0``."""
+        return _invert(self.profile, level, self._t_bracket(level))
+
+    def _t_bracket(self, level: float) -> tuple[float, float]:
+        lo, hi = 0.0, 1.0
+        while float(self.profile(np.array([hi]))[0]) <= level:
+            lo, hi = hi, 2.0 * hi
+            if hi > 1e300:  # pragma: no cover - profiles are unbounded
+                raise InvalidParameterError("level", level, "profile never reaches the level")
+        return lo, hi
+
+
+def _invert(g: Any, level: float, bracket: tuple[float, float]) -> float:
+    lo, hi = bracket
+
+    def f(t: float) -> float:
+        return float(g(np.array([t]))[0]) - level
+
+    if f(hi) <= 0.0:
+        return hi
+    if f(lo) < 0.0:
+        t = float(brentq(f, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500))
+    else:
+        t = lo
+    # Nudge to the safe side: g(t) <= level exactly in floating point.
+    step = max(abs(t), 1e-300) * 1e-15
+    while t > 0.0 and f(t) > 0.0:
+        t = max(t - step, 0.0)
+        step *= 2.0
+    return float(t)
+
+
+@dataclass(frozen=True)
+class LaplaceCost(RenyiCost):
+    r"""Product-Laplace noise :math:`\mathrm{Lap}(0, b)^{\otimes d}`.
+
+    Parameters
+    ----------
+    alpha : float
+        Rényi order > 1; ``np.inf`` for pure Pufferfish (log-cost :math:`\lVert z\rVert_1/b`).
+    form : {"exact", "ratio", "paper"}
+        ``exact`` (default): :math:`\sum_c \log M^{Lap}_\alpha(|z_c|/b)` (MATH.md §1.1, the
+        tightest); ``ratio``: :math:`(\alpha-1)\lVert z\rVert_1/b`; ``paper``:
+        :math:`\alpha\lVert z\rVert_1/b` (seed 000's form, for reproduction only; MATH.md §10.1).
+    """
+
+    form: str = "exact"
+    mechanism: ClassVar[str] = "laplace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alpha", _alpha(self.alpha, allow_inf=True))
+        if self.form not in ("exact", "ratio", "paper"):
+            raise InvalidParameterError("form", self.form, "must be 'exact', 'ratio' or 'paper'")
+
+    @property
+    def name(self) -> str:
+        return "laplace-pure" if self.is_pure else f"laplace-{self.form}"
+
+    def distance(self, diff: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray(np.sum(np.abs(diff), axis=-1), dtype=np.float64)
+
+    def profile(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        t = np.asarray(t, dtype=np.float64)
+        if self.is_pure:
+            return t
+        if self.form == "exact":
+            return np.asarray(laplace_log_moment(self.alpha, t), dtype=np.float64)
+        factor = self.alpha - 1.0 if self.form == "ratio" else self.alpha
+        return factor * t
+
+    def log_cost(self, diff: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
+        if self.is_pure or self.form != "exact" or diff.shape[-1] == 1:
+            return super().log_cost(diff, scale)
+        per = laplace_log_moment(self.alpha, np.abs(diff) / scale)
+        return np.asarray(np.sum(per, axis=-1), dtype=np.float64)
+
+    def profile_inverse(self, level: float) -> float:
+        if self.is_pure:
+            return float(level)
+        if self.form == "exact":
+            a = self.alpha
+            lo = level / (a - 1.0)  # g(t) <= (a-1) t
+            hi = (level + np.log((2.0 * a - 1.0) / a)) / (a - 1.0)  # g(t) >= (a-1)t - log(...)
+            return _invert(self.profile, level, (lo, hi * (1 + 1e-12)))
+        factor = self.alpha - 1.0 if self.form == "ratio" else self.alpha
+        return _safe_div(level, factor, self.profile)
+
+
+def _safe_div(level: float, factor: float, g: Any) -> float:
+    t = level / factor
+    while float(g(np.array([t]))[0]) > level:
+        t = np.nextafter(t, 0.0)
+    return float(t)
+
+
+@dataclass(frozen=True)
+class GaussianCost(RenyiCost):
+    r"""Gaussian noise :math:`N(0, \sigma^2 S)`; the cost is the exact Rényi moment.
+
+    :math:`\log C = \alpha(\alpha-1) z^\top S^{-1} z / (2\sigma^2)` (MATH.md §1.2, §2.3: the
+    seed's Gaussian cost is right). The ground norm is the Mahalanobis norm
+    :math:`\sqrt{z^\top S^{-1} z}` (computed by a Cholesky solve).
+
+    Parameters
+    ----------
+    alpha : float
+        Finite Rényi order > 1.
+    covariance : array_like (d, d), optional
+        Shape :math:`S` of the noise (positive definite); identity when omitted.
+    """
+
+    covariance: Any = None
+    mechanism: ClassVar[str] = "gaussian"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alpha", _alpha(self.alpha, allow_inf=False))
+        if self.covariance is not None:
+            cov = as_psd_matrix("covariance", self.covariance)
+            object.__setattr__(self, "covariance", cov)
+            object.__setattr__(self, "_chol", cholesky(cov, lower=True))
+
+    @property
+    def name(self) -> str:
+        return "gaussian"
+
+    def distance(self, diff: NDArray[np.float64]) -> NDArray[np.float64]:
+        diff = np.asarray(diff, dtype=np.float64)
+        if self.covariance is None:
+            return np.asarray(np.sqrt(np.sum(diff * diff, axis=-1)), dtype=np.float64)
+        chol = self._chol  # type: ignore[attr-defined]
+        if diff.shape[-1] != chol.shape[0]:
+            raise InvalidParameterError(
+                "covariance", chol.shape, f"must match the query dimension {diff.shape[-1]}"
+            )
+        y = solve_triangular(chol, diff.reshape(-1, chol.shape[0]).T, lower=True)
+        return np.asarray(np.sqrt(np.sum(y * y, axis=0)), dtype=np.float64)
+
+    def profile(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray(gaussian_log_moment(self.alpha, np.asarray(t)), dtype=np.float64)
+
+    def profile_inverse(self, level: float) -> float:
+        return _sqrt_inverse(level, self.alpha, self.profile)
+
+
+def _sqrt_inverse(level: float, a: float, g: Any) -> float:
+    t = float(np.sqrt(2.0 * level / (a * (a - 1.0))))
+    while float(g(np.array([t]))[0]) > level:
+        t = float(np.nextafter(t, 0.0))
+    return t
+
+
+@dataclass(frozen=True)
+class ExponentialCost(RenyiCost):
+    r"""Exponential-mechanism noise :math:`f_\theta(z) \propto \exp(-\lVert z\rVert/\theta)`.
+
+    For a symmetric subadditive :math:`c` (any norm) :math:`f(y-x)/f(y-x') \le e^{c(x-x')/\theta}`,
+    so :math:`M_\alpha(z) \le \exp((\alpha-1)c(z)/\theta)` (``form="ratio"``, default) and
+    :math:`\le \exp(\alpha c(z)/\theta)` (``form="paper"``); MATH.md §2.6. ``alpha = np.inf``
+    gives the pure condition :math:`c(z)/\theta \le \varepsilon`.
+
+    Parameters
+    ----------
+    alpha : float
+    norm : float, default 2
+        Order of the :math:`\ell_p` norm :math:`c` (``1``, ``2``, ``np.inf``, any p >= 1).
+    form : {"ratio", "paper"}
+    """
+
+    norm: float = 2.0
+    form: str = "ratio"
+    mechanism: ClassVar[str] = "exponential"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alpha", _alpha(self.alpha, allow_inf=True))
+        p = as_scalar("norm", self.norm, low=1.0, low_open=False, allow_inf=True)
+        object.__setattr__(self, "norm", p)
+        if self.form not in ("ratio", "paper"):
+            raise InvalidParameterError("form", self.form, "must be 'ratio' or 'paper'")
+
+    @property
+    def name(self) -> str:
+        return "exponential-pure" if self.is_pure else f"exponential-{self.form}"
+
+    def distance(self, diff: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray(np.linalg.norm(diff, ord=self.norm, axis=-1), dtype=np.float64)
+
+    def profile(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        t = np.asarray(t, dtype=np.float64)
+        if self.is_pure:
+            return t
+        return (self.alpha - 1.0 if self.form == "ratio" else self.alpha) * t
+
+    def profile_inverse(self, level: float) -> float:
+        if self.is_pure:
+            return float(level)
+        factor = self.alpha - 1.0 if self.form == "ratio" else self.alpha
+        return _safe_div(level, factor, self.profile)
+
+
+def make_cost(mechanism: str, alpha: float, **options: Any) -> RenyiCost:
+    """Build a cost by name: ``"laplace"`` (``form=``), ``"gaussian"`` (``covariance=``) or
+    ``"exponential"`` (``norm=``, ``form=``)."""
+    kinds: dict[str, type[RenyiCost]] = {
+        "laplace": LaplaceCost,
+        "gaussian": GaussianCost,
+        "exponential": ExponentialCost,
+    }
+    if mechanism not in kinds:
+        raise InvalidParameterError(
+            "mechanism", mechanism, "must be 'laplace', 'gaussian' or 'exponential'"
+        )
+    try:
+        return kinds[mechanism](alpha, **options)
+    except TypeError as exc:
+        raise InvalidParameterError(
+            "options", options, f"not accepted by {mechanism} ({exc})"
+        ) from None
