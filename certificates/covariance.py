@@ -1,0 +1,296 @@
+r"""Independent certificate of an optimal covariance (MATH.md §6, §12).
+
+:func:`check` takes the problem data, a candidate :math:`\Sigma` and a
+:class:`~certificates.problem.FactoredDual`, trusts neither, and returns a
+:class:`CovarianceCertificate` with a certified interval ``[lower, upper]`` on the optimal value
+
+.. math::
+
+    v_\eta(q) = \min\{\operatorname{tr}(W\Sigma) : s_j^\top\Sigma^{-1}s_j \le q\ \forall j,\
+    \Sigma \succeq \eta I\}.
+
+* **upper** (MATH.md §12.3, scale, don't reject): :math:`\hat\Sigma = c\Sigma` with
+  :math:`c = \max(1, \bar r/q\,(1+m), \eta/\lambda_{\min}(\Sigma)\,(1+m))`, where :math:`\bar r`
+  is an upper bound on :math:`\max_j s_j^\top\Sigma^{-1}s_j` over ALL J vectors (one chunked pass,
+  Cholesky + triangular solves, with a forward error bound; :func:`certificates.rigorous.
+  ratio_upper_bound`). :math:`\hat\Sigma` is re-verified after the (rounded) scaling, so it is
+  strictly feasible; ``upper`` = :math:`\operatorname{tr}(W\hat\Sigma)`.
+* **lower** (MATH.md §12.2, self-bounding): with :math:`D = \eta\operatorname{tr}H +
+  \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`E = W - H - \sum_j\lambda_ju_ju_j^\top`,
+  every feasible :math:`\Sigma` has :math:`\operatorname{tr}(W\Sigma) \ge D/(1 + \|E\|_F/w_{\min})`
+  for :math:`w_{\min} \le \lambda_{\min}(W)`. Valid whatever the solver's accuracy.
+* **gap** = (upper - lower) / upper; ``certified`` iff gap <= tol.
+* ``complementarity`` is the gap formula (19) of seed 002 evaluated at :math:`\hat\Sigma`:
+  :math:`\sum_j\langle Z_j, F_j(\hat\Sigma)\rangle + \langle H, \hat\Sigma - \eta I\rangle`
+  relative to ``upper`` (about 0 at an optimum).
+
+With ``rigorous=True`` the d x d and support-sized parts are exact (Python integers on the dyadic
+values of the doubles) and the J-vector pass is error-bounded, so ``[lower, upper]`` is a proof
+about the returned float matrix ``repaired_covariance``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+from numpy.typing import NDArray
+
+from certificates._errors import InvalidParameterError, InvalidTypeError
+from certificates._validate import as_matrix, as_scalar
+from certificates.problem import CovarianceProblem, FactoredDual
+from certificates.rigorous import (
+    certified_min_eigenvalue,
+    certify_psd,
+    cholesky_bounds,
+    exact_dual_bound,
+    exact_trace_product,
+    ratio_upper_bound,
+)
+
+__all__ = ["CovarianceCertificate", "check", "primal_ratio"]
+
+#: Scaling margins tried in turn by the repair (relative enlargement of the scale factor).
+_MARGINS = (1e-12, 1e-10, 1e-8, 1e-6, 1e-4)
+
+
+@dataclass(frozen=True)
+class CovarianceCertificate:
+    """Result of :func:`check`.
+
+    Attributes
+    ----------
+    lower, upper : float
+        Certified interval on the optimal value (proof when ``rigorous``).
+    gap : float
+        (upper - lower) / upper.
+    primal_residual : float
+        max_j s_j^T Sigma^{-1} s_j / q - 1 over all J vectors at the GIVEN Sigma (> 0: violated;
+        inf when Sigma is not positive definite).
+    floor_residual : float
+        lambda_min(Sigma) - eta at the given Sigma.
+    dual_residual : float
+        Upper bound on ||E||_F, E = W - H - sum_j lambda_j u_j u_j^T.
+    complementarity : float
+        Gap formula (19) at the repaired Sigma, relative to ``upper``.
+    repaired_covariance : ndarray, shape (d, d)
+        Sigma scaled (and ridged if singular) to strict feasibility; ``upper`` is its value.
+    scale : float
+        The factor applied (1.0 when Sigma was already strictly feasible).
+    dual_value : float
+        D (the dual objective of the factored dual).
+    w_min : float
+        The lower bound on lambda_min(W) used.
+    certified : bool
+        gap <= tol.
+    rigorous : bool
+        Whether every rounding error was accounted for.
+    tol : float
+    message : str
+    """
+
+    lower: float
+    upper: float
+    gap: float
+    primal_residual: float
+    floor_residual: float
+    dual_residual: float
+    complementarity: float
+    repaired_covariance: NDArray[np.float64]
+    scale: float
+    dual_value: float
+    w_min: float
+    certified: bool
+    rigorous: bool
+    tol: float
+    message: str
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.lower, self.upper)
+
+    def __str__(self) -> str:
+        kind = "rigorous" if self.rigorous else "float"
+        state = "certified" if self.certified else "NOT certified"
+        return (
+            f"{state} ({kind}): optimal value in [{self.lower:.12g}, {self.upper:.12g}], "
+            f"relative gap {self.gap:.3g} (tol {self.tol:g}); primal residual "
+            f"{self.primal_residual:.3g}, ||E||_F {self.dual_residual:.3g}, scale {self.scale:.12g}"
+        )
+
+
+def _validate_dual(dual: object, d: int, count: int) -> FactoredDual:
+    if not isinstance(dual, FactoredDual):
+        raise InvalidTypeError("dual", dual, "a FactoredDual")
+    k = dual.support.shape[0]
+    if k and (dual.directions.shape != (k, d)):
+        raise InvalidParameterError("dual.directions", dual.directions.shape, f"must be ({k}, {d})")
+    if dual.floor_factor.shape[0] != d and dual.floor_factor.size:
+        raise InvalidParameterError(
+            "dual.floor_factor", dual.floor_factor.shape, f"must have {d} rows"
+        )
+    if k and (dual.support.min() < 0 or dual.support.max() >= count):
+        raise InvalidParameterError("dual.support", dual.support, f"must index 0..{count - 1}")
+    return dual
+
+
+def primal_ratio(problem: CovarianceProblem, covariance: NDArray[np.float64]) -> float:
+    """Float max_j s_j^T Sigma^{-1} s_j over all vectors (inf if Sigma is not positive definite)."""
+    try:
+        chol = sla.cholesky(covariance, lower=True)
+    except (np.linalg.LinAlgError, ValueError):
+        return math.inf
+    _, est, _ = ratio_upper_bound(problem.source, chol, 0.0, 1.0)
+    return est
+
+
+def _feasibility(
+    problem: CovarianceProblem, sigma: NDArray[np.float64], rigorous: bool
+) -> tuple[float, float]:
+    """(upper bound on max_j r_j, lower bound on lambda_min(sigma)); (inf, 0) if not PD."""
+    try:
+        chol = sla.cholesky(sigma, lower=True)
+    except (np.linalg.LinAlgError, ValueError):
+        return math.inf, 0.0
+    eps, theta = cholesky_bounds(sigma, chol, rigorous=rigorous)
+    rbar, _, _ = ratio_upper_bound(problem.source, chol, eps, theta)
+    lam = float(sla.eigvalsh(sigma)[0])
+    if problem.noise_floor > 0:
+        if rigorous:
+            lam_low = certified_min_eigenvalue(sigma)
+        else:
+            lam_low = lam * (1 - 1e-12) - 1e-15 * float(np.max(np.abs(sigma)))
+    else:
+        lam_low = lam
+    return rbar, lam_low
+
+
+def _failed(
+    sigma: NDArray[np.float64], primal_residual: float, floor_residual: float, scale: float,
+    rigorous: bool, tol: float, message: str,
+) -> CovarianceCertificate:
+    return CovarianceCertificate(
+        lower=0.0, upper=math.inf, gap=math.inf, primal_residual=primal_residual,
+        floor_residual=floor_residual, dual_residual=math.inf, complementarity=math.nan,
+        repaired_covariance=np.array(sigma, dtype=np.float64), scale=scale, dual_value=math.nan,
+        w_min=0.0, certified=False, rigorous=rigorous, tol=tol, message="NOT certified: " + message,
+    )
+
+
+def check(
+    problem: CovarianceProblem,
+    covariance: object,
+    dual: FactoredDual,
+    *,
+    tol: float = 1e-6,
+    rigorous: bool = False,
+) -> CovarianceCertificate:
+    """Certify a candidate optimal covariance with a factored dual (MATH.md §12).
+
+    Parameters
+    ----------
+    problem : CovarianceProblem
+        Vectors (array or VectorSource), W, q, eta.
+    covariance : array_like, shape (d, d)
+        Candidate Sigma (symmetric). A singular or indefinite Sigma is first ridged, then scaled.
+    dual : FactoredDual
+        Any factored dual; its ``support`` indexes rows of the problem's vectors.
+    tol : float, default 1e-6
+        Relative gap required for ``certified``.
+    rigorous : bool, default False
+        Account for every rounding error (exact arithmetic on the support, error-bounded pass).
+
+    Returns
+    -------
+    CovarianceCertificate
+    """
+    if not isinstance(problem, CovarianceProblem):
+        raise InvalidTypeError("problem", problem, "a CovarianceProblem")
+    tol = as_scalar("tol", tol, low=0.0)
+    d, count = problem.dim, problem.count
+    sigma_in = as_matrix("covariance", covariance, dim=d)
+    dual = _validate_dual(dual, d, count)
+    weight = np.asarray(problem.weight, dtype=np.float64)
+    q, eta = float(problem.bound), float(problem.noise_floor)
+    notes: list[str] = []
+
+    # --- primal side: residuals at the given Sigma, then repair -------------------------------
+    ev = sla.eigvalsh(sigma_in)
+    lam_min, lam_max = float(ev[0]), float(ev[-1])
+    floor_residual = lam_min - eta
+    sigma = sigma_in
+    if lam_max <= 0:
+        return _failed(sigma_in, math.inf, floor_residual, 1.0, rigorous, tol,
+                       "Sigma has no positive eigenvalue: not a covariance")
+    if lam_min <= 1e-13 * lam_max:
+        ridge = 2.0 * max(0.0, -lam_min) + 1e-12 * lam_max
+        sigma = sigma_in + ridge * np.eye(d)
+        notes.append(f"singular/indefinite Sigma ridged by {ridge:.3g}")
+        primal_residual = math.inf
+    else:
+        primal_residual = primal_ratio(problem, sigma_in) / q - 1.0
+    scale = 1.0
+    repaired = None
+    rbar, lam_low = _feasibility(problem, sigma, rigorous)
+    for margin in _MARGINS:
+        floor_ok = eta == 0 or lam_low > eta
+        if eta > 0 and rigorous and floor_ok:
+            floor_ok = certify_psd(sigma, eta)
+        if rbar < q and floor_ok:
+            repaired = sigma
+            break
+        factor = max(1.0, rbar / q, eta / lam_low if eta > 0 and lam_low > 0 else 1.0)
+        if not math.isfinite(factor):
+            break
+        factor *= 1.0 + margin
+        scale *= factor
+        sigma = sigma * factor
+        rbar, lam_low = _feasibility(problem, sigma, rigorous)
+    if repaired is None:
+        return _failed(sigma, primal_residual, floor_residual, scale, rigorous, tol,
+                       "could not make Sigma provably feasible (ill-conditioned or not PD)")
+    if scale != 1.0:
+        notes.append(f"Sigma scaled by {scale:.15g} to strict feasibility")
+    upper = exact_trace_product(weight, repaired) if rigorous else float(np.sum(weight * repaired))
+
+    # --- dual side -------------------------------------------------------------------------
+    sup_vec = problem.source.take(dual.support) if dual.support.size else np.zeros((0, d))
+    lam, u, g = dual.multipliers, dual.directions.reshape(-1, d), dual.floor_factor
+    h = g @ g.T if g.size else np.zeros((d, d))
+    if rigorous:
+        w_min = certified_min_eigenvalue(weight)
+        if w_min <= 0:
+            raise InvalidParameterError("weight", weight, "could not be proven positive definite")
+        lower, dval, e_norm = exact_dual_bound(sup_vec, weight, q, eta, dual, w_min)
+    else:
+        w_min = float(sla.eigvalsh(weight)[0]) * (1 - 1e-10)
+        e_mat = weight - h - (u.T * lam) @ u
+        e_norm = float(np.linalg.norm(e_mat))
+        dval = eta * float(np.trace(h)) + float(
+            np.sum(lam * (2 * np.einsum("ij,ij->i", u, sup_vec) - q))
+        )
+        lower = dval / (1.0 + e_norm / w_min)
+    lower = max(0.0, lower)
+    gap = (upper - lower) / upper if upper > 0 else math.inf
+    # gap formula (19) at the repaired Sigma
+    comp = float(
+        np.sum(lam * (np.einsum("ij,jk,ik->i", u, repaired, u)
+                      - 2 * np.einsum("ij,ij->i", u, sup_vec) + q))
+    ) + float(np.sum(h * repaired)) - eta * float(np.trace(h))
+    complementarity = comp / upper if upper > 0 else math.nan
+    certified = bool(gap <= tol)
+    if lower > upper * (1 + 1e-9):
+        certified = False
+        notes.append("lower bound exceeds upper bound: inconsistent data")
+    notes.insert(0, ("certified" if certified else "NOT certified") + f": gap {gap:.3g} (tol "
+                 f"{tol:g})")
+    return CovarianceCertificate(
+        lower=float(lower), upper=float(upper), gap=float(gap),
+        primal_residual=float(primal_residual), floor_residual=float(floor_residual),
+        dual_residual=float(e_norm), complementarity=float(complementarity),
+        repaired_covariance=np.array(repaired, dtype=np.float64), scale=float(scale),
+        dual_value=float(dval), w_min=float(w_min), certified=certified, rigorous=rigorous,
+        tol=tol, message="; ".join(notes),
+    )

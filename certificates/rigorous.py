@@ -1,0 +1,326 @@
+r"""Exact-arithmetic and error-bounded pieces of the covariance certificate (MATH.md §12).
+
+The user's doubles are taken as exact dyadic rationals ``m 2^-K`` and every quantity of the
+*support-sized* work (d x d matrices, the k support vectors) is computed exactly with Python
+integers (numpy ``object`` arrays), then rounded outward to a float:
+
+* :func:`certify_psd` proves ``A - t I`` positive definite by fraction-free (Bareiss) elimination:
+  all leading principal minors are positive (Sylvester's criterion);
+* :func:`certified_min_eigenvalue` returns a proven lower bound on :math:`\lambda_{\min}(A)`;
+* :func:`exact_dual_bound` evaluates :math:`D = \eta\operatorname{tr}GG^\top +
+  \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`\|E\|_F`,
+  :math:`E = W - GG^\top - \sum_j\lambda_j u_ju_j^\top` exactly and returns the lower bound
+  :math:`D/(1 + \|E\|_F/w_{\min})` of MATH.md §12.2 rounded down;
+* :func:`exact_trace_product` returns :math:`\operatorname{tr}(W\Sigma)` rounded up;
+* :func:`ratio_upper_bound` bounds :math:`\max_j s_j^\top\Sigma^{-1}s_j` from above over ALL J
+  vectors with one float pass (Cholesky factor ``L``, triangular solves) plus a forward error
+  bound, using two exact d x d facts: :math:`\Sigma - (1-\epsilon)LL^\top \succeq 0` and
+  :math:`LL^\top \succeq \theta I` (MATH.md §12.3).
+
+Float error model of the pass (standard, independent of the summation order, so valid for any
+BLAS): a computed dot product of length n has absolute error at most :math:`\gamma_n\sum|x_iy_i|`,
+:math:`\gamma_n = nu/(1-nu)`, :math:`u = 2^{-53}`, barring underflow (a tiny absolute term is
+added). With :math:`\hat y = \mathrm{fl}(L^{-1}s)` and the residual :math:`\rho = s - L\hat y`
+bounded by :math:`|\mathrm{fl}(\rho)| + \gamma_{d+1}(|s| + |L||\hat y|)`,
+
+.. math::
+
+    s^\top\Sigma^{-1}s \le \frac{\|L^{-1}s\|^2}{1-\epsilon}
+    \le \frac{(\|\hat y\| + \|\rho\|/\sqrt\theta)^2}{1-\epsilon}.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+from numpy.typing import NDArray
+
+from certificates.problem import DEFAULT_CHUNK, FactoredDual, VectorSource
+
+__all__ = [
+    "ExactArray",
+    "certified_min_eigenvalue",
+    "certify_psd",
+    "cholesky_bounds",
+    "exact_dual_bound",
+    "exact_trace_product",
+    "ratio_upper_bound",
+    "round_down",
+    "round_up",
+]
+
+_U = 2.0**-53
+
+
+def _gamma(n: int) -> float:
+    """gamma_n = n u / (1 - n u), slightly enlarged to be safe against its own rounding."""
+    return (n * _U / (1.0 - n * _U)) * (1.0 + 1e-6)
+
+
+class ExactArray:
+    """An exact dyadic array ``ints * 2**-scale`` (ints: numpy object array of Python ints)."""
+
+    __slots__ = ("ints", "scale")
+
+    def __init__(self, ints: Any, scale: int) -> None:
+        self.ints = ints
+        self.scale = scale
+
+    @classmethod
+    def of(cls, a: Any) -> ExactArray:
+        """The exact value of a float array (or scalar)."""
+        arr = np.asarray(a, dtype=np.float64)
+        ratios = [float(x).as_integer_ratio() for x in arr.ravel()]
+        scale = max((den.bit_length() - 1 for _, den in ratios), default=0)
+        ints = [num << (scale - (den.bit_length() - 1)) for num, den in ratios]
+        out = np.empty(arr.size, dtype=object)
+        out[:] = ints
+        return cls(out.reshape(arr.shape), scale)
+
+    def _aligned(self, other: ExactArray) -> tuple[Any, Any, int]:
+        k = max(self.scale, other.scale)
+        return (self.ints * (1 << (k - self.scale)), other.ints * (1 << (k - other.scale)), k)
+
+    def __add__(self, other: ExactArray) -> ExactArray:
+        a, b, k = self._aligned(other)
+        return ExactArray(a + b, k)
+
+    def __sub__(self, other: ExactArray) -> ExactArray:
+        a, b, k = self._aligned(other)
+        return ExactArray(a - b, k)
+
+    def __mul__(self, other: ExactArray) -> ExactArray:
+        return ExactArray(self.ints * other.ints, self.scale + other.scale)
+
+    def __matmul__(self, other: ExactArray) -> ExactArray:
+        return ExactArray(self.ints @ other.ints, self.scale + other.scale)
+
+    @property
+    def T(self) -> ExactArray:
+        return ExactArray(self.ints.T, self.scale)
+
+    def sum(self) -> Fraction:
+        return Fraction(int(np.sum(self.ints)) if self.ints.size else 0, 1 << self.scale)
+
+    def fraction(self) -> Fraction:
+        """The value of a 0-d array as a Fraction."""
+        return Fraction(int(self.ints), 1 << self.scale)
+
+
+def round_up(x: Fraction) -> float:
+    """The smallest float >= x (x finite and within the float range)."""
+    f = float(x)
+    while Fraction(f) < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def round_down(x: Fraction) -> float:
+    """The largest float <= x."""
+    f = float(x)
+    while Fraction(f) > x:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def _sqrt_up(x: Fraction) -> float:
+    """A float >= sqrt(x), x >= 0."""
+    f = math.sqrt(round_up(x))
+    while Fraction(f) ** 2 < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def _bareiss_positive(m: Any) -> bool:
+    """True iff every leading principal minor of the symmetric integer matrix m is > 0."""
+    a = [[int(v) for v in row] for row in m]
+    n = len(a)
+    prev = 1
+    for k in range(n):
+        piv = a[k][k]
+        if piv <= 0:
+            return False
+        rowk = a[k]
+        for i in range(k + 1, n):
+            rowi = a[i]
+            aik = rowi[k]
+            for j in range(k + 1, n):
+                rowi[j] = (rowi[j] * piv - aik * rowk[j]) // prev
+        prev = piv
+    return True
+
+
+def certify_psd(matrix: ExactArray | NDArray[np.float64], shift: float = 0.0) -> bool:
+    """Prove ``matrix - shift * I`` positive definite exactly (False = not proven)."""
+    ex = matrix if isinstance(matrix, ExactArray) else ExactArray.of(matrix)
+    n = ex.ints.shape[0]
+    if shift != 0.0:
+        ex = ex - ExactArray.of(np.eye(n) * shift)
+    return _bareiss_positive(ex.ints)
+
+
+def certified_min_eigenvalue(
+    matrix: NDArray[np.float64], factors: tuple[float, ...] = (1 - 1e-12, 1 - 1e-9, 1 - 1e-6,
+                                                               1 - 1e-3, 0.9, 0.5, 0.1)
+) -> float:
+    """A proven lower bound on lambda_min of a symmetric float matrix (0.0 if none is found).
+
+    Tries ``t = f * lambda_min(float)`` for the given factors, largest first, and returns the first
+    ``t`` for which ``matrix - t I`` is proven positive definite by :func:`certify_psd`.
+    """
+    lam = float(sla.eigvalsh(matrix)[0])
+    if lam > 0:
+        for f in factors:
+            t = f * lam
+            if certify_psd(matrix, t):
+                return t
+    return 0.0
+
+
+def exact_trace_product(weight: NDArray[np.float64], sigma: NDArray[np.float64]) -> float:
+    """tr(W Sigma) for symmetric W, Sigma, computed exactly and rounded up."""
+    return round_up((ExactArray.of(weight) * ExactArray.of(sigma)).sum())
+
+
+def exact_dual_bound(
+    support_vectors: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    bound: float,
+    noise_floor: float,
+    dual: FactoredDual,
+    w_min: float,
+) -> tuple[float, float, float]:
+    r"""Rigorous self-bounding lower bound of MATH.md §12.2.
+
+    Parameters
+    ----------
+    support_vectors : ndarray, shape (k, d)
+        :math:`s_j` for ``j`` in ``dual.support``.
+    w_min : float
+        A proven lower bound on :math:`\lambda_{\min}(W)`, > 0.
+
+    Returns
+    -------
+    lower, d_value, e_norm : float
+        ``lower`` <= D / (1 + ||E||_F / w_min) (rounded down), D (rounded down) and an upper
+        bound on ``||E||_F``.
+    """
+    lam = ExactArray.of(dual.multipliers)
+    u = ExactArray.of(dual.directions)
+    s = ExactArray.of(support_vectors)
+    g = ExactArray.of(dual.floor_factor)
+    w = ExactArray.of(weight)
+    d = weight.shape[0]
+    k = dual.multipliers.shape[0]
+    q = ExactArray.of(bound).fraction()
+    eta = ExactArray.of(noise_floor).fraction()
+    h = g @ g.T if dual.floor_factor.shape[1] else ExactArray.of(np.zeros((d, d)))
+    if k:
+        lam_col = ExactArray(lam.ints.reshape(k, 1), lam.scale)
+        lam_u = ExactArray(lam_col.ints * u.ints, lam.scale + u.scale)  # (k, d)
+        a_sum = lam_u.T @ u
+        us = u * s  # (k, d) elementwise
+        us_rows = ExactArray(np.sum(us.ints, axis=1), us.scale)
+        uts = sum(
+            (Fraction(int(lam.ints[i]), 1 << lam.scale) * Fraction(int(us_rows.ints[i]),
+                                                                  1 << us_rows.scale)
+             for i in range(k)),
+            Fraction(0),
+        )
+        lam_total = lam.sum()
+        e = w - h - a_sum
+    else:
+        uts, lam_total = Fraction(0), Fraction(0)
+        e = w - h
+    tr_h = Fraction(int(np.trace(h.ints)), 1 << h.scale)
+    dval = eta * tr_h + 2 * uts - q * lam_total
+    e2 = Fraction(int(np.sum(e.ints * e.ints)), 1 << (2 * e.scale))
+    e_norm = _sqrt_up(e2)
+    lower = dval / (1 + Fraction(e_norm) / Fraction(w_min))
+    return round_down(lower), round_down(dval), e_norm
+
+
+def cholesky_bounds(
+    sigma: NDArray[np.float64], chol: NDArray[np.float64], *, rigorous: bool
+) -> tuple[float, float]:
+    r"""(epsilon, theta) with :math:`\Sigma - (1-\epsilon)LL^\top \succeq 0` and
+    :math:`LL^\top \succeq \theta I`.
+
+    With ``rigorous`` both are proven exactly (Bareiss); otherwise they are float estimates with a
+    safety factor. Returns ``(1.0, 0.0)`` (no bound) when nothing can be proven.
+    """
+    d = sigma.shape[0]
+    delta = sigma - chol @ chol.T
+    z = sla.solve_triangular(chol, delta, lower=True)
+    z = sla.solve_triangular(chol, z.T, lower=True)
+    eps_est = 2.0 * float(np.linalg.norm(z, 2)) + 8 * (d + 1) * _U
+    smin = float(np.min(np.linalg.svd(chol, compute_uv=False)))
+    theta_est = smin * smin
+    if not rigorous:
+        return min(eps_est * 4, 1.0), 0.5 * theta_est
+    ex_sigma = ExactArray.of(sigma)
+    ex_l = ExactArray.of(chol)
+    llt = ex_l @ ex_l.T
+    eps = None
+    for cand in (eps_est, eps_est * 10, eps_est * 1e3, 1e-9, 1e-6, 1e-3):
+        c = ExactArray.of(1.0 - cand)
+        one_minus = 1 - c.fraction()  # exact epsilon actually used
+        m = ex_sigma - ExactArray(llt.ints * c.ints, llt.scale + c.scale)
+        if _bareiss_positive(m.ints):
+            eps = round_up(one_minus)
+            break
+    theta = 0.0
+    for f in (0.9, 0.5, 0.1, 1e-3):
+        t = f * theta_est
+        if t > 0 and _bareiss_positive((llt - ExactArray.of(np.eye(d) * t)).ints):
+            theta = t
+            break
+    if eps is None or theta <= 0:
+        return 1.0, 0.0
+    return eps, theta
+
+
+def ratio_upper_bound(
+    source: VectorSource,
+    chol: NDArray[np.float64],
+    eps: float,
+    theta: float,
+    *,
+    chunk: int = DEFAULT_CHUNK,
+) -> tuple[float, float, int]:
+    r"""Upper bound on :math:`\max_j s_j^\top\Sigma^{-1}s_j` over ALL vectors of ``source``.
+
+    ``chol`` is a float Cholesky factor of Sigma and (eps, theta) come from
+    :func:`cholesky_bounds` (proven or estimated). Returns ``(bound, estimate, argmax)``:
+    the error-bounded maximum, the plain float maximum and the index attaining it.
+    """
+    if eps >= 1.0 or theta <= 0.0:
+        return math.inf, math.inf, -1
+    d = chol.shape[0]
+    abs_l = np.abs(chol)
+    g_res = _gamma(d + 1)
+    inflate = 1.0 + _gamma(2 * d + 16)
+    sq_theta = math.sqrt(theta) * (1.0 - 4 * _U)
+    best, est, arg = -math.inf, -math.inf, -1
+    for start, block in source.chunks(chunk):
+        b = np.asarray(block, dtype=np.float64)
+        y = sla.solve_triangular(chol, b.T, lower=True, check_finite=False).T
+        res = b - y @ chol.T
+        err = np.abs(res) + g_res * (np.abs(b) + np.abs(y) @ abs_l.T)
+        res_norm = np.sqrt(np.sum(err * err, axis=1)) * inflate
+        y_norm = np.sqrt(np.sum(y * y, axis=1)) * inflate
+        upper = (y_norm + res_norm / sq_theta) ** 2 * inflate / (1.0 - eps) + 1e-300
+        plain = np.sum(y * y, axis=1)
+        i = int(np.argmax(upper))
+        if upper[i] > best:
+            best = float(upper[i])
+        j = int(np.argmax(plain))
+        if plain[j] > est:
+            est, arg = float(plain[j]), start + j
+    if not np.isfinite(best):
+        return math.inf, est, arg
+    return best, est, arg

@@ -1,0 +1,489 @@
+r"""Conic backends for the optimal-covariance program, via cvxpy (MATH.md §6, §11.7).
+
+One adapter per backend behind :class:`CvxBackend` (lazy imports, our own documented tolerances,
+a per-backend status map into :data:`solvers._types.STATUSES`, unknown codes to
+``"solver_error"``). :func:`solve_cvx` builds a form (:mod:`solvers.cvx_forms`), solves it,
+and converts the solver's duals into a :class:`~certificates.problem.FactoredDual`:
+
+* from conic blocks :math:`Z_j = [[A_j, b_j],[b_j^\top, g_j]]`: :math:`\lambda_j = g_j`,
+  :math:`u_j = -b_j/g_j` on blocks with :math:`g_j` above a threshold;
+* from the :math:`N` form: :math:`\lambda_j` = multiplier of row j, :math:`u_j = N s_j`,
+  :math:`H = N K N` with ``K`` the multiplier of :math:`N \preceq I/\eta`;
+* :math:`H = GG^\top` from the eigen-decomposition of the dual H, negatives clipped.
+
+Whatever the solver's accuracy, the factored dual is PSD by construction and the equality residual
+:math:`E = W - H - \sum_j \lambda_j u_j u_j^\top` absorbs any mismatch; the certificate
+(:func:`certificates.covariance.check`) stays valid. Nothing here is trusted: statuses are
+reported, never used as proof.
+
+For :math:`\eta = 0` and vectors that do not span :math:`\mathbb R^d` the program is solved in the
+span (basis ``B``, :math:`W_r = B^\top W B`) and the dual is lifted with the Schur-complement
+correction of MATH.md §6.3: :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
+:math:`H = C(C^\top W C - C^\top W B W_r^{-1} B^\top W C)C^\top`. The singular optimum
+:math:`B\Sigma_r B^\top` is returned with a tiny ridge :math:`\tau CC^\top` on the complement
+(relative cost ``RIDGE_RELATIVE``) so that the returned covariance is positive definite.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.linalg as sla
+from numpy.typing import NDArray
+
+from certificates._errors import InvalidParameterError, SolverError
+from certificates.problem import CovarianceProblem, FactoredDual
+from solvers._types import Solution, SolverStats
+from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction
+
+__all__ = [
+    "BACKENDS",
+    "ClarabelBackend",
+    "CvxBackend",
+    "SCSBackend",
+    "available_backends",
+    "get_backend",
+    "solve_cvx",
+]
+
+#: Blocks with g_j <= SUPPORT_RTOL * max_j g_j are dropped from the factored dual.
+SUPPORT_RTOL = 1e-10
+#: Eigenvalues of the dual H below EIG_RTOL * (largest |eigenvalue|) are dropped from G.
+EIG_RTOL = 1e-13
+#: Ridge on the complement of the span for rank-deficient sets: relative cost added to the value.
+RIDGE_RELATIVE = 1e-10
+
+
+class CvxBackend(ABC):
+    """Adapter of one cvxpy conic solver: name, options (our tolerances), status map, stats."""
+
+    #: Our name of the backend (lower case).
+    name: ClassVar[str]
+    #: cvxpy's name of the solver.
+    cvxpy_name: ClassVar[str]
+    #: cvxpy status -> our vocabulary; anything else maps to ``"solver_error"``.
+    status_map: ClassVar[dict[str, str]] = {
+        "optimal": "optimal",
+        "optimal_inaccurate": "optimal_inaccurate",
+        "infeasible": "infeasible",
+        "infeasible_inaccurate": "infeasible",
+        "unbounded": "unbounded",
+        "unbounded_inaccurate": "unbounded",
+        "user_limit": "iteration_limit",
+    }
+
+    @abstractmethod
+    def options(self, tol: float) -> dict[str, Any]:
+        """Solver keyword arguments for a requested relative accuracy ``tol``."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """The installed solver's version string."""
+
+    def available(self) -> bool:
+        """Whether cvxpy can use this solver here."""
+        try:
+            import cvxpy as cp
+        except ImportError:  # pragma: no cover - cvxpy is a dependency
+            return False
+        return self.cvxpy_name in cp.installed_solvers()
+
+    def map_status(self, status: str | None) -> str:
+        """Map a cvxpy status into :data:`solvers._types.STATUSES` (unknown -> solver_error)."""
+        return self.status_map.get(str(status), "solver_error")
+
+    def run(self, form: CvxForm, tol: float, verbose: bool = False) -> tuple[str, SolverStats]:
+        """Solve ``form.problem``; return (our status, stats). Raises SolverError on a crash."""
+        import cvxpy as cp
+
+        if not self.available():
+            raise SolverError(
+                f"solver {self.name!r} is not installed; install it (pip install {self.name}) "
+                f"or choose one of {available_backends()}"
+            )
+        start = time.perf_counter()
+        try:
+            form.problem.solve(solver=self.cvxpy_name, verbose=verbose, **self.options(tol))
+        except cp.error.SolverError as exc:
+            raise SolverError(
+                f"{self.name} failed on the {form.form} form ({exc}); remedy: try another "
+                f"backend (e.g. solver='scs' / 'clarabel'), form='inverse', or the structured "
+                f"solver for large problems"
+            ) from exc
+        wall = time.perf_counter() - start
+        st = form.problem.solver_stats
+        stats = SolverStats(
+            solver=self.name,
+            version=self.version(),
+            setup_time=float(st.setup_time or 0.0),
+            solve_time=float(st.solve_time or 0.0),
+            iterations=int(st.num_iters or 0),
+            extra={"wall_time": wall, "cvxpy_status": str(form.problem.status), "form": form.form},
+        )
+        return self.map_status(form.problem.status), stats
+
+
+class ClarabelBackend(CvxBackend):
+    """Clarabel (interior point; default). Tolerances: gap abs/rel and feasibility
+    ``min(tol, 1e-8) / 100``, at most 500 iterations."""
+
+    name = "clarabel"
+    cvxpy_name = "CLARABEL"
+
+    def options(self, tol: float) -> dict[str, Any]:
+        eps = min(tol, 1e-8) / 100
+        return {"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps, "max_iter": 500}
+
+    def version(self) -> str:
+        import clarabel
+
+        return str(getattr(clarabel, "__version__", ""))
+
+
+class SCSBackend(CvxBackend):
+    """SCS (first order; least accurate, MATH.md §6.5). Tolerances: ``eps_abs = eps_rel =
+    min(tol, 1e-7) / 100``, at most 200,000 iterations."""
+
+    name = "scs"
+    cvxpy_name = "SCS"
+
+    def options(self, tol: float) -> dict[str, Any]:
+        eps = min(tol, 1e-7) / 100
+        return {"eps_abs": eps, "eps_rel": eps, "max_iters": 200_000}
+
+    def version(self) -> str:
+        import scs
+
+        return str(getattr(scs, "__version__", ""))
+
+
+class _GenericBackend(CvxBackend):
+    """Any other installed cvxpy solver that handles PSD cones (solver defaults)."""
+
+    def __init__(self, cvxpy_name: str) -> None:
+        self.cvxpy_name = cvxpy_name  # type: ignore[misc]
+        self.name = cvxpy_name.lower()  # type: ignore[misc]
+
+    def options(self, tol: float) -> dict[str, Any]:
+        return {}
+
+    def version(self) -> str:
+        return ""
+
+
+#: Our built-in adapters, by name.
+BACKENDS: dict[str, type[CvxBackend]] = {"clarabel": ClarabelBackend, "scs": SCSBackend}
+
+
+def _psd_solvers() -> list[str]:
+    """cvxpy names of the installed conic solvers that accept PSD cones."""
+    try:
+        from cvxpy.reductions.solvers import defines
+    except ImportError:  # pragma: no cover
+        return []
+    solver_map: dict[str, Any] = getattr(defines, "SOLVER_MAP_CONIC", {})
+    out = []
+    for name in getattr(defines, "INSTALLED_CONIC_SOLVERS", []):
+        supported = getattr(solver_map.get(name), "SUPPORTED_CONSTRAINTS", [])
+        if any("PSD" in getattr(c, "__name__", "") for c in supported):
+            out.append(name)
+    return out
+
+
+def available_backends() -> list[str]:
+    """Names of the installed backends that handle PSD cones (``clarabel`` first)."""
+    names = [n for n, cls in BACKENDS.items() if cls().available()]
+    for cv in _psd_solvers():
+        if cv.lower() not in names:
+            names.append(cv.lower())
+    return names
+
+
+def get_backend(name: str) -> CvxBackend:
+    """The adapter called ``name`` (case-insensitive)."""
+    if not isinstance(name, str):
+        raise InvalidParameterError("solver", name, "must be a solver name string")
+    key = name.lower()
+    if key in BACKENDS:
+        return BACKENDS[key]()
+    for cv in _psd_solvers():
+        if cv.lower() == key:
+            return _GenericBackend(cv)
+    raise InvalidParameterError(
+        "solver", name, f"must be one of the installed PSD-capable backends {available_backends()}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# extraction of primal and factored dual
+
+
+def _factor_psd(h: NDArray[np.float64]) -> NDArray[np.float64]:
+    """G with GG^T = (h)_+ (eigen-decomposition, negatives clipped, tiny dropped)."""
+    hs = 0.5 * (h + h.T)
+    ev, vec = sla.eigh(hs)
+    top = float(np.max(np.abs(ev))) if ev.size else 0.0
+    keep = ev > EIG_RTOL * top if top > 0 else np.zeros(ev.shape, dtype=bool)
+    return np.asarray(vec[:, keep] * np.sqrt(ev[keep]), dtype=np.float64)
+
+
+def _from_blocks(
+    zs: list[NDArray[np.float64]], d: int
+) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:
+    g = np.array([float(z[d, d]) for z in zs])
+    top = float(np.max(g)) if g.size else 0.0
+    sup = np.flatnonzero(g > SUPPORT_RTOL * top) if top > 0 else np.zeros(0, dtype=np.intp)
+    lam = g[sup]
+    u = np.array([-np.asarray(zs[j][:d, d], dtype=float) / g[j] for j in sup]).reshape(-1, d)
+    return sup.astype(np.intp), lam, u
+
+
+def _from_rows(
+    mult: NDArray[np.float64], n: NDArray[np.float64], vectors: NDArray[np.float64]
+) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:
+    mult = np.clip(np.asarray(mult, dtype=float).ravel(), 0.0, None)
+    top = float(np.max(mult)) if mult.size else 0.0
+    sup = np.flatnonzero(mult > SUPPORT_RTOL * top) if top > 0 else np.zeros(0, dtype=np.intp)
+    u = vectors[sup] @ n
+    return sup.astype(np.intp), mult[sup], u
+
+
+def _sym(x: Any) -> NDArray[np.float64]:
+    a = np.asarray(x, dtype=float)
+    return 0.5 * (a + a.T)
+
+
+def _extract(
+    form: CvxForm, vectors: NDArray[np.float64], d: int
+) -> tuple[NDArray[np.float64], NDArray[np.intp], NDArray[np.float64], NDArray[np.float64],
+           NDArray[np.float64], dict[str, Any]]:
+    """(Sigma, support, lambda, u, H, raw) from a solved form (values may be None -> error)."""
+    raw: dict[str, Any] = {}
+    if form.form == "primal":
+        sigma = _sym(form.variables["covariance"].value)
+        zs = [_sym(c.dual_value) for c in form.constraints["blocks"]]
+        floor = form.constraints["floor"]
+        h = _sym(floor.dual_value) if floor is not None else np.zeros((d, d))
+        sup, lam, u = _from_blocks(zs, d)
+        raw = {"blocks": zs, "floor": h}
+    elif form.form == "dual":
+        diag = np.asarray(form.constraints["equality_diag"].dual_value, dtype=float).ravel()
+        sigma = np.diag(diag)
+        off_c = form.constraints["equality_offdiag"]
+        if off_c is not None:
+            off = np.asarray(off_c.dual_value, dtype=float).ravel() / 2.0
+            iu = np.triu_indices(d, 1)
+            sigma[iu] = off
+            sigma[(iu[1], iu[0])] = off
+        if np.trace(sigma) < 0:  # cvxpy's sign convention for equality multipliers
+            sigma = -sigma
+        zs = [_sym(z.value) for z in form.variables["blocks"]]
+        hv = form.variables["floor"]
+        h = _sym(hv.value) if hv is not None else np.zeros((d, d))
+        sup, lam, u = _from_blocks(zs, d)
+        raw = {"blocks": zs, "floor": h}
+    else:
+        n = _sym(form.variables["precision"].value)
+        chol = sla.cho_factor(n, lower=True)
+        sigma = _sym(sla.cho_solve(chol, np.eye(d)))
+        sup, lam, u = _from_rows(form.constraints["rows"].dual_value, n, vectors)
+        cap = form.constraints["cap"]
+        if cap is not None:
+            k = _sym(cap.dual_value)
+            h = _sym(n @ k @ n)
+        else:
+            h = np.zeros((d, d))
+        raw = {"precision": n, "row_multipliers": form.constraints["rows"].dual_value, "floor": h}
+    return sigma, sup, lam, u, h, raw
+
+
+def _float_lower(
+    vectors: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    bound: float,
+    eta: float,
+    sup: NDArray[np.intp],
+    lam: NDArray[np.float64],
+    u: NDArray[np.float64],
+    h: NDArray[np.float64],
+) -> float:
+    """The float self-bounding lower bound D / (1 + ||E||_F / lambda_min(W)) of MATH.md §12.2."""
+    e = weight - h - (u.T * lam) @ u
+    dval = eta * float(np.trace(h)) + float(
+        np.sum(lam * (2 * np.einsum("ij,ij->i", u, vectors[sup]) - bound))
+    )
+    wmin = float(sla.eigvalsh(weight)[0])
+    return dval / (1.0 + float(np.linalg.norm(e)) / wmin)
+
+
+def _polish(
+    vectors: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    bound: float,
+    eta: float,
+    sigma: NDArray[np.float64],
+    sup: NDArray[np.intp],
+    lam: NDArray[np.float64],
+    u: NDArray[np.float64],
+    h: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    r"""Refit the dual at the solver's Sigma: :math:`u_j = \Sigma^{-1}s_j` and
+    :math:`\lambda = rg\min_{\lambda \ge 0} \|W - H - \sum_j \lambda_j u_j u_j^	op\|_F` (NNLS).
+
+    Returns whichever of the solver's and the refitted (lambda, u) gives the larger float lower
+    bound; both are valid factored duals, the choice only tightens the certificate.
+    """
+    from scipy.optimize import nnls
+
+    if sup.size == 0:
+        return lam, u
+    try:
+        chol = sla.cho_factor(sigma, lower=True)
+    except (np.linalg.LinAlgError, ValueError):
+        return lam, u
+    u2 = sla.cho_solve(chol, vectors[sup].T).T
+    d = weight.shape[0]
+    iu = np.triu_indices(d)
+    scale = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
+    design = np.stack([np.outer(v, v)[iu] * scale for v in u2], axis=1)
+    target = (weight - h)[iu] * scale
+    lam2, _ = nnls(design, target, maxiter=50 * max(1, sup.size))
+    best = _float_lower(vectors, weight, bound, eta, sup, lam, u, h)
+    cand = _float_lower(vectors, weight, bound, eta, sup, lam2, u2, h)
+    if np.all(np.isfinite(u2)) and cand > best:
+        return np.asarray(lam2, dtype=float), np.asarray(u2, dtype=float)
+    return lam, u
+
+
+def _lift(
+    red: SpanReduction,
+    weight: NDArray[np.float64],
+    sigma_r: NDArray[np.float64],
+    u_r: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Lift (Sigma_r, u_r) from the span to R^d with the §6.3 Schur-complement correction."""
+    b, c = red.basis, red.complement
+    w_r = b.T @ weight @ b
+    wcb = c.T @ weight @ b
+    k = sla.solve(w_r, wcb.T, assume_a="pos").T  # C^T W B W_r^{-1}
+    lift = b + c @ k
+    u = u_r @ lift.T
+    schur = c.T @ weight @ c - k @ wcb.T
+    g = c @ _factor_psd(schur) if c.shape[1] else np.zeros((weight.shape[0], 0))
+    sigma = b @ sigma_r @ b.T
+    cost = float(np.sum(w_r * sigma_r))
+    denom = float(np.trace(c.T @ weight @ c))
+    tau = RIDGE_RELATIVE * max(cost, 0.0) / denom if denom > 0 else 0.0
+    if tau <= 0:
+        tau = RIDGE_RELATIVE * max(float(np.max(np.abs(sigma))), 1e-300)
+    sigma = _sym(sigma + tau * (c @ c.T))
+    return sigma, u, g
+
+
+def solve_cvx(
+    problem: CovarianceProblem,
+    *,
+    solver: str = "clarabel",
+    form: str = "primal",
+    tol: float = 1e-8,
+    polish: bool = True,
+    verbose: bool = False,
+) -> Solution:
+    r"""Solve the covariance program with a cvxpy backend.
+
+    Parameters
+    ----------
+    problem : CovarianceProblem
+        The data (vectors are materialised: keep ``J`` moderate, a few thousand at most).
+    solver : str, default "clarabel"
+        A name from :func:`available_backends`.
+    form : {"primal", "dual", "inverse", "both"}
+        Which cvxpy form to solve; ``"both"`` solves the primal and the dual and returns the
+        primal's Sigma with the dual form's certificate (``stats.extra`` holds both values).
+    tol : float
+        Requested relative accuracy; each backend maps it to its own tolerances.
+    polish : bool, default True
+        Also refit the dual at the solver's Sigma (:func:`_polish`) and keep the better one.
+
+    Returns
+    -------
+    Solution
+        ``covariance`` (the solver's Sigma, lifted and ridged for rank-deficient sets), ``value``
+        = tr(W Sigma), ``dual`` (a :class:`FactoredDual`), ``status``, ``stats``, ``raw_duals``.
+
+    Raises
+    ------
+    SolverError
+        If the backend crashes or returns no usable values (the message names a remedy).
+    """
+    if not isinstance(problem, CovarianceProblem):
+        raise InvalidParameterError("problem", problem, "must be a CovarianceProblem")
+    if form not in (*FORMS, "both"):
+        raise InvalidParameterError("form", form, f"must be one of {(*FORMS, 'both')}")
+    backend = get_backend(solver)
+    if form == "both":
+        p = solve_cvx(problem, solver=solver, form="primal", tol=tol, polish=polish,
+                      verbose=verbose)
+        dsol = solve_cvx(problem, solver=solver, form="dual", tol=tol, polish=polish,
+                         verbose=verbose)
+        stats = SolverStats(
+            solver=p.stats.solver,
+            version=p.stats.version,
+            setup_time=p.stats.setup_time + dsol.stats.setup_time,
+            solve_time=p.stats.solve_time + dsol.stats.solve_time,
+            iterations=p.stats.iterations + dsol.stats.iterations,
+            extra={"primal_value": p.value, "dual_value": dsol.stats.extra.get("objective"),
+                   "primal": p.stats, "dual": dsol.stats},
+        )
+        worst = p.status if p.status != "optimal" else dsol.status
+        return Solution(p.covariance, p.value, dsol.dual, worst, stats,
+                        {"primal": p.raw_duals, "dual": dsol.raw_duals})
+
+    vectors = problem.dense_vectors()
+    weight = np.asarray(problem.weight, dtype=float)
+    q, eta = float(problem.bound), float(problem.noise_floor)
+    d = problem.dim
+    red = span_reduction(vectors)
+    if red.rank == 0:
+        raise InvalidParameterError("vectors", "all zero", "must contain a nonzero vector")
+    reduce = eta == 0 and red.deficient
+    if reduce:
+        vec_s, w_s = vectors @ red.basis, red.basis.T @ weight @ red.basis
+        w_s = 0.5 * (w_s + w_s.T)
+    else:
+        vec_s, w_s = vectors, weight
+    built = build_form(form, vec_s, w_s, q, eta)
+    status, stats = backend.run(built, tol, verbose)
+    objective = built.problem.value
+    try:
+        sigma, sup, lam, u, h, raw = _extract(built, vec_s, vec_s.shape[1])
+    except (TypeError, ValueError, np.linalg.LinAlgError) as exc:
+        raise SolverError(
+            f"{backend.name} returned no usable solution for the {form} form (status "
+            f"{built.problem.status!r}); remedy: try another backend or form, or loosen tol"
+        ) from exc
+    if not (np.all(np.isfinite(sigma)) and np.all(np.isfinite(u)) and np.all(np.isfinite(h))):
+        raise SolverError(
+            f"{backend.name} returned non-finite values for the {form} form; remedy: try "
+            f"another backend or form"
+        )
+    if polish:
+        lam, u = _polish(vec_s, w_s, q, eta, sigma, sup, lam, u, h)
+        keep = lam > 0
+        sup, lam, u = sup[keep], lam[keep], u[keep]
+    if reduce:
+        sigma, u, g = _lift(red, weight, sigma, u)
+    else:
+        g = _factor_psd(h) if np.any(h) else np.zeros((d, 0))
+    dual = FactoredDual(support=sup, multipliers=lam, directions=u, floor_factor=g)
+    value = float(np.sum(weight * sigma))
+    stats = SolverStats(
+        solver=stats.solver, version=stats.version, setup_time=stats.setup_time,
+        solve_time=stats.solve_time, iterations=stats.iterations,
+        extra={**stats.extra, "objective": None if objective is None else float(objective),
+               "span_rank": red.rank, "reduced": reduce},
+    )
+    return Solution(sigma, value, dual, status, stats, raw)

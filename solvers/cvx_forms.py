@@ -1,0 +1,212 @@
+r"""cvxpy builders of the optimal-covariance program and its duals (MATH.md §6, §11.7).
+
+Three equivalent forms of
+
+.. math::
+
+    v_\eta(q) = \min_{\Sigma} \operatorname{tr}(W\Sigma) \quad\text{s.t.}\quad
+    F_j(\Sigma) = \begin{bmatrix}\Sigma & s_j\\ s_j^\top & q\end{bmatrix} \succeq 0\ (j=1..J),
+    \qquad \Sigma - \eta I \succeq 0,
+
+are built here from plain arrays (so that ``dpopt.program`` can delegate without ``solvers``
+knowing about privacy):
+
+``primal``
+    the seed's natural form (seed 002, Theorem 3): ``J`` blocks of size ``d + 1``.
+``dual``
+    the paper's conic dual (MATH.md §6.2): :math:`\max\ \eta\operatorname{tr}H - 2\sum_j b_j^\top
+    s_j - q\sum_j g_j` s.t. :math:`\sum_j A_j + H = W`, :math:`Z_j = [[A_j, b_j],[b_j^\top, g_j]]
+    \succeq 0`, :math:`H \succeq 0`.
+``inverse``
+    the :math:`N = \Sigma^{-1}` form (MATH.md §11.7): :math:`\min \operatorname{tr}X` s.t.
+    :math:`s_j^\top N s_j \le q`, :math:`[[X, W^{1/2}],[W^{1/2}, N]] \succeq 0` and
+    :math:`N \preceq I/\eta` when :math:`\eta > 0`. It has ``J`` linear rows and one
+    ``2d x 2d`` LMI, which generic conic solvers handle far better at moderate ``d``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+from numpy.typing import NDArray
+
+__all__ = ["FORMS", "CvxForm", "SpanReduction", "build_dual", "build_form", "build_inverse",
+           "build_primal", "span_reduction"]
+
+#: Names of the available forms.
+FORMS: tuple[str, ...] = ("primal", "dual", "inverse")
+
+#: Singular values below ``SPAN_RTOL * sigma_max`` count as zero when finding the span of the s_j.
+SPAN_RTOL = 1e-10
+
+
+@dataclass(frozen=True)
+class CvxForm:
+    """A cvxpy problem together with handles to its variables and constraints.
+
+    Attributes
+    ----------
+    form : str
+        One of :data:`FORMS`.
+    problem : cvxpy.Problem
+        The problem, ready for ``problem.solve(solver=...)``.
+    variables : dict
+        ``"covariance"`` (primal Sigma), ``"blocks"`` (dual Z_j), ``"floor"`` (dual H),
+        ``"precision"`` (N) and ``"epigraph"`` (X), as they exist in the form.
+    constraints : dict
+        ``"blocks"`` (list of the J PSD constraints F_j), ``"floor"``, ``"equality_diag"``,
+        ``"equality_offdiag"``, ``"rows"``, ``"lmi"``, ``"cap"``, as they exist in the form.
+    """
+
+    form: str
+    problem: Any
+    variables: dict[str, Any] = field(default_factory=dict)
+    constraints: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpanReduction:
+    r"""Orthonormal basis ``basis`` (d x r) of span{s_j} and ``complement`` (d x (d - r)).
+
+    For :math:`\eta = 0` and vectors not spanning :math:`\mathbb R^d` the program is solved in the
+    span with :math:`W_r = B^\top W B`, :math:`s_j \to B^\top s_j` (MATH.md §6.3, §11.3).
+    """
+
+    basis: NDArray[np.float64]
+    complement: NDArray[np.float64]
+
+    @property
+    def rank(self) -> int:
+        return int(self.basis.shape[1])
+
+    @property
+    def deficient(self) -> bool:
+        return self.complement.shape[1] > 0
+
+
+def span_reduction(vectors: NDArray[np.float64], rtol: float = SPAN_RTOL) -> SpanReduction:
+    """Orthonormal bases of the span of the rows of ``vectors`` and of its complement (SVD)."""
+    d = vectors.shape[1]
+    _, sv, vt = np.linalg.svd(vectors, full_matrices=True)
+    top = float(sv[0]) if sv.size else 0.0
+    rank = int(np.sum(sv > rtol * top)) if top > 0 else 0
+    return SpanReduction(basis=vt[:rank].T.copy(), complement=vt[rank:d].T.copy())
+
+
+def _sqrtm_psd(w: NDArray[np.float64]) -> NDArray[np.float64]:
+    ev, vec = sla.eigh(w)
+    root: NDArray[np.float64] = (vec * np.sqrt(np.clip(ev, 0.0, None))) @ vec.T
+    return 0.5 * (root + root.T)
+
+
+def build_primal(
+    vectors: NDArray[np.float64], weight: NDArray[np.float64], bound: float, noise_floor: float
+) -> CvxForm:
+    r"""The primal (P): ``J`` PSD blocks :math:`F_j(\Sigma) \succeq 0` and :math:`\Sigma \succeq
+    \eta I` (the floor constraint is added only when :math:`\eta > 0`)."""
+    import cvxpy as cp
+
+    _, d = vectors.shape
+    sigma = cp.Variable((d, d), symmetric=True, name="Sigma")
+    qq = np.array([[float(bound)]])
+    blocks = [
+        cp.bmat([[sigma, s.reshape(-1, 1)], [s.reshape(1, -1), qq]]) >> 0 for s in vectors
+    ]
+    cons: list[Any] = list(blocks)
+    floor = None
+    if noise_floor > 0:
+        floor = sigma - float(noise_floor) * np.eye(d) >> 0
+        cons.append(floor)
+    problem = cp.Problem(cp.Minimize(cp.trace(weight @ sigma)), cons)
+    return CvxForm(
+        "primal", problem, {"covariance": sigma}, {"blocks": blocks, "floor": floor}
+    )
+
+
+def build_dual(
+    vectors: NDArray[np.float64], weight: NDArray[np.float64], bound: float, noise_floor: float
+) -> CvxForm:
+    r"""The paper's conic dual (D) of MATH.md §6.2 with variables :math:`Z_j` and :math:`H`.
+
+    The equality :math:`\sum_j A_j + H = W` is imposed on the diagonal and the strict upper
+    triangle separately, so the primal Sigma is read off their multipliers.
+    """
+    import cvxpy as cp
+
+    j_count, d = vectors.shape
+    zs = [cp.Variable((d + 1, d + 1), symmetric=True, name=f"Z{j}") for j in range(j_count)]
+    total = zs[0][:d, :d]
+    for z in zs[1:]:
+        total = total + z[:d, :d]
+    cons: list[Any] = [z >> 0 for z in zs]
+    h = None
+    objective = 0.0
+    if noise_floor > 0:
+        h = cp.Variable((d, d), symmetric=True, name="H")
+        cons.append(h >> 0)
+        total = total + h
+        objective = float(noise_floor) * cp.trace(h)
+    objective = objective - 2 * sum(zs[j][:d, d] @ vectors[j] for j in range(j_count))
+    objective = objective - float(bound) * sum(z[d, d] for z in zs)
+    eq_diag = cp.diag(total) == np.diag(weight)
+    cons.append(eq_diag)
+    eq_off = None
+    if d > 1:
+        iu = np.triu_indices(d, 1)
+        eq_off = total[iu] == weight[iu]
+        cons.append(eq_off)
+    problem = cp.Problem(cp.Maximize(objective), cons)
+    return CvxForm(
+        "dual",
+        problem,
+        {"blocks": zs, "floor": h},
+        {"equality_diag": eq_diag, "equality_offdiag": eq_off},
+    )
+
+
+def build_inverse(
+    vectors: NDArray[np.float64], weight: NDArray[np.float64], bound: float, noise_floor: float
+) -> CvxForm:
+    r"""The :math:`N = \Sigma^{-1}` form of MATH.md §11.7.
+
+    :math:`\min \operatorname{tr} X` s.t. :math:`\operatorname{diag}(S N S^\top) \le q`,
+    :math:`[[X, W^{1/2}],[W^{1/2}, N]] \succeq 0` and, for :math:`\eta > 0`,
+    :math:`I/\eta - N \succeq 0`. By the Schur complement :math:`X \succeq W^{1/2}N^{-1}W^{1/2}`,
+    so the optimum is :math:`\operatorname{tr}(W N^{-1})`. Its optimum is not attained on
+    rank-deficient data with :math:`\eta = 0` (solve in the span instead).
+    """
+    import cvxpy as cp
+
+    _, d = vectors.shape
+    n = cp.Variable((d, d), symmetric=True, name="N")
+    x = cp.Variable((d, d), symmetric=True, name="X")
+    root = _sqrtm_psd(weight)
+    rows = cp.sum(cp.multiply(vectors @ n, vectors), axis=1) <= float(bound)
+    lmi = cp.bmat([[x, root], [root, n]]) >> 0
+    cons: list[Any] = [rows, lmi]
+    cap = None
+    if noise_floor > 0:
+        cap = np.eye(d) / float(noise_floor) - n >> 0
+        cons.append(cap)
+    problem = cp.Problem(cp.Minimize(cp.trace(x)), cons)
+    return CvxForm(
+        "inverse",
+        problem,
+        {"precision": n, "epigraph": x},
+        {"rows": rows, "lmi": lmi, "cap": cap},
+    )
+
+
+def build_form(
+    form: str,
+    vectors: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    bound: float,
+    noise_floor: float,
+) -> CvxForm:
+    """Dispatch to :func:`build_primal`, :func:`build_dual` or :func:`build_inverse`."""
+    builders = {"primal": build_primal, "dual": build_dual, "inverse": build_inverse}
+    return builders[form](vectors, weight, bound, noise_floor)
