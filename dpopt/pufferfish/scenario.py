@@ -56,7 +56,7 @@ class DiscreteLaw:
     Examples
     --------
     >>> law = DiscreteLaw([0, 1, 2], [.5, .3, .2])
-    >>> law.dim, law.size, round(law.mean[0], 12)
+    >>> law.dim, law.size, round(float(law.mean[0]), 12)
     (1, 3, 0.7)
     """
 
