@@ -76,8 +76,8 @@ class CovariancePrivacy:
     naive_bound : float
         :math:`\max_s|s|^2 \lambda_{\max}(\Sigma^{-1})` (times 4 for replacement).
     looseness : float
-        ``naive_bound / mahalanobis_bound`` (>= 1 up to rounding): how much the naive bound
-        overstates the privacy loss.
+        ``naive_bound`` over the computed sup (``sup.value``, times 4 for replacement), >= 1 up
+        to rounding: how much the naive bound overstates the privacy loss.
     report : PrivacyReport
         :func:`dpopt.budgets.privacy_report` of ``mahalanobis_bound`` (RDP curve, zCDP, GDP μ,
         δ(ε), ε(δ), MI).
@@ -174,7 +174,8 @@ def privacy_of(
         bound = replacement_bound(bound)
         naive = 4.0 * naive
         exact = False
-    looseness = naive / bound if bound > 0 else float("inf")
+    computed = float(sup.value) * (4.0 if relation == "replacement" else 1.0)
+    looseness = naive / computed if computed > 0 else float("inf")
     from dpopt.budgets import privacy_report  # lazy: budgets sits beside us in dpopt
 
     report = privacy_report(bound) if bound > 0 else privacy_report(np.finfo(float).tiny)
