@@ -22,7 +22,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from certificates._errors import InvalidParameterError
-from dpopt.cli_io import COMMON, UsageError, dump_json, format_float, read_table
+from dpopt.cli_io import COMMON, UsageError, dump_json, format_float
 
 if TYPE_CHECKING:
     from dpopt.cli import Context
@@ -252,11 +252,26 @@ def add_calibrate_parser(sub: Any) -> None:
     )
     pf.add_argument("data", metavar="CSV", help="CSV file with a header row")
     pf.add_argument("--secret", required=True, metavar="COL", help="column holding the secret")
-    pf.add_argument("--query", required=True, metavar="COL", help="column holding the query value")
+    pf.add_argument(
+        "--query",
+        required=True,
+        metavar="COL[,COL..]",
+        help="column(s) holding the query value (several: a vector query)",
+    )
+    pf.add_argument(
+        "--prior", metavar="COL", help="column indexing the priors θ (default: one prior)"
+    )
     pf.add_argument("--alpha", type=_positive, required=True, help="Rényi order α > 1")
     pf.add_argument("--epsilon", type=_positive, required=True, help="ε > 0")
     pf.add_argument(
         "--noise", choices=("laplace", "gaussian"), default="laplace", help="noise family"
+    )
+    pf.add_argument(
+        "--cost-form",
+        choices=("exact", "ratio", "paper"),
+        default="exact",
+        help="Laplace cost: exact Rényi moment (default, tightest), likelihood-ratio bound, or "
+        "the paper's form (reproduction only)",
     )
     pf.add_argument("--json", action="store_true", help="print JSON instead of text")
     pf.set_defaults(handler=_cmd_calibrate_pufferfish)
@@ -358,7 +373,7 @@ def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.cli import need
 
     gdp = need("dpopt.gdp", "account")
-    mu = float(gdp.compose(list(args.mus)))
+    mu = float(gdp.compose(*args.mus))
     if mu == 0.0:
         raise InvalidParameterError("mus", args.mus, "at least one μ must be > 0")
     result = {
@@ -448,18 +463,25 @@ def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_calibrate_pufferfish(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli_pufferfish import calibrate_from_columns
+    from dpopt.cli_pufferfish import calibrate_csv
 
     if args.alpha <= 1:
         raise InvalidParameterError("alpha", args.alpha, "must be > 1")
-    cols = read_table(args.data, [args.secret, args.query])
-    result = calibrate_from_columns(
-        cols[args.secret],
-        cols[args.query],
-        alpha=args.alpha,
-        epsilon=args.epsilon,
-        noise=args.noise,
-    )
+    query = [c.strip() for c in args.query.split(",") if c.strip()]
+    if not query:
+        raise UsageError("--query needs at least one column name")
+    with ctx.stage("calibrating"):
+        result = calibrate_csv(
+            args.data,
+            secret=args.secret,
+            query=query,
+            prior=args.prior,
+            alpha=args.alpha,
+            epsilon=args.epsilon,
+            noise=args.noise,
+            form=args.cost_form,
+        )
+    lines = result.pop("lines")
     result = {"command": "calibrate pufferfish", "data": str(args.data), **result}
     if args.json:
         ctx.print(dump_json(result))
@@ -468,6 +490,6 @@ def _cmd_calibrate_pufferfish(args: argparse.Namespace, ctx: Context) -> int:
             f"Rényi-Pufferfish calibration (α={args.alpha:g}, ε={args.epsilon:g}, "
             f"{args.noise} noise), secret '{args.secret}', query '{args.query}':"
         )
-        for line in result.get("lines", []):
+        for line in lines:
             ctx.print(f"  {line}")
-    return 0
+    return 0 if result["certified"] else 1

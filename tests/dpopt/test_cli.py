@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,223 @@ def test_subprocess_entry_point() -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("dpopt: error:")
+
+
+# ----------------------------------------------------------------------------- account, calibrate
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    code, out, err = run([*argv, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_account_convert_gdp_matches_math_md(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("dpopt.budgets")
+    res = run_json(
+        ["account", "convert", "gdp:mu=1", "--delta", "1e-5", "--epsilon", "1", "--alpha", "2"],
+        capsys,
+    )
+    rep = res["report"]
+    assert rep["mahalanobis_bound"] == pytest.approx(1.0, rel=1e-9)
+    assert rep["zcdp_rho"] == pytest.approx(0.5, rel=1e-9)
+    assert rep["gdp_mu"] == pytest.approx(1.0, rel=1e-9)
+    assert rep["rdp"] == [{"alpha": 2.0, "epsilon": pytest.approx(1.0, rel=1e-9)}]
+    assert rep["epsilon_for_delta"][0]["epsilon"] == pytest.approx(4.37717809568, rel=1e-6)
+    assert rep["delta_for_epsilon"][0]["delta"] == pytest.approx(0.126936737506644, rel=1e-6)
+    assert rep["approximate"] is False
+
+
+@pytest.mark.parametrize(
+    ("specs", "bound"),
+    [
+        (["approx:epsilon=1,delta=1e-5"], 0.0718514046548),
+        (["approx:epsilon=5,delta=1e-10"], 0.609610300836),
+        (["zcdp:rho=0.25"], 0.5),
+        (["rdp:alpha=8,epsilon=1"], 0.25),  # eps_a = a q / 2
+        (["mi:kappa=0.1"], 0.8865867397),
+        (["approx:epsilon=1,delta=1e-5", "gdp:mu=0.1"], 0.01),  # strictest wins
+    ],
+)
+def test_account_convert_bounds(
+    specs: list[str], bound: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("dpopt.budgets")
+    res = run_json(["account", "convert", *specs], capsys)
+    q = res["report"]["mahalanobis_bound"]
+    assert q == pytest.approx(bound, rel=1e-6)
+    # privacy is correctness: never a larger bound (less noise) than the reference
+    assert q <= bound * (1 + 1e-9)
+
+
+def test_account_convert_text_and_bad_spec(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("dpopt.budgets")
+    code, out, err = run(["account", "convert", "approx:epsilon=1,delta=1e-6"], capsys)
+    assert code == 0, err
+    assert "Mahalanobis bound" in out and "GDP" in out and "zCDP" in out
+    for bad in ("approx:epsilon=1", "foo:x=1", "gdp:mu=-1", "approx:epsilon=1,delta=2", "gdp"):
+        code, out, err = run(["account", "convert", bad], capsys)
+        assert code == 2, (bad, out)
+        assert_one_line_error(err)
+
+
+def test_account_compose(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("dpopt.budgets")
+    res = run_json(["account", "compose", "0.5", "1", "2", "--delta", "1e-5"], capsys)
+    assert res["mu"] == pytest.approx(2.29128784748, rel=1e-9)
+    assert res["report"]["mahalanobis_bound"] == pytest.approx(2.29128784748**2, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("sampling", "sigma", "epochs", "mu", "eps"),
+    [
+        ("poisson", 1.3, 15, 0.227274167377, 0.834512),
+        ("uniform", 1.3, 15, 0.284710682330, None),
+        ("poisson", 1.1, 60, 0.573591273305, 2.32431526844),
+    ],
+)
+def test_account_subsample_clt(
+    sampling: str,
+    sigma: float,
+    epochs: int,
+    mu: float,
+    eps: float | None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("dpopt.budgets")
+    argv = [
+        "account",
+        "subsample",
+        "--sampling",
+        sampling,
+        "--dataset-size",
+        "60000",
+        "--batch-size",
+        "256",
+        "--sigma",
+        str(sigma),
+        "--epochs",
+        str(epochs),
+        "--delta",
+        "1e-5",
+    ]
+    res = run_json(argv, capsys)
+    assert res["approximate"] is True and res["report"]["approximate"] is True
+    assert res["mu"] == pytest.approx(mu, rel=1e-8)
+    if eps is not None:
+        assert res["report"]["epsilon_for_delta"][0]["epsilon"] == pytest.approx(eps, rel=1e-5)
+    code, out, _ = run(argv, capsys)
+    assert code == 0 and "APPROXIMATE" in out
+
+
+def test_account_subsample_bad_combinations(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["account", "subsample", "--sigma", "1"]
+    for extra in (
+        ["--steps", "10"],  # no rate
+        ["--rate", "0.1"],  # no steps/epochs
+        ["--rate", "0.1", "--steps", "10", "--epochs", "2"],
+        ["--rate", "0.1", "--batch-size", "5", "--dataset-size", "10", "--steps", "3"],
+        ["--batch-size", "20", "--dataset-size", "10", "--steps", "3"],
+    ):
+        code, _, err = run(base + extra, capsys)
+        assert code == 2, extra
+        assert_one_line_error(err)
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "sens", "sigma"),
+    [
+        (1.0, 1e-5, 1.0, 3.73063163482),
+        (0.5, 1e-5, 1.0, 7.03182667558),
+        (5.0, 1e-10, 1.0, 1.28077797789),
+        (1.0, 1e-6, 2.5, 2.5 * 4.22467888933),
+    ],
+)
+def test_calibrate_gaussian_balle_wang(
+    eps: float, delta: float, sens: float, sigma: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("dpopt.budgets")
+    argv = ["calibrate", "gaussian", "--epsilon", str(eps), "--delta", str(delta)]
+    res = run_json([*argv, "--sensitivity", str(sens)], capsys)
+    assert res["sigma"] == pytest.approx(sigma, rel=1e-6)
+    assert res["sigma"] >= sigma * (1 - 1e-9)  # never under-noise
+    # the budget-spec route agrees
+    spec = f"approx:epsilon={eps},delta={delta}"
+    res2 = run_json(["calibrate", "gaussian", "--budget", spec, "--sensitivity", str(sens)], capsys)
+    assert res2["sigma"] == pytest.approx(sigma, rel=1e-6)
+
+
+def test_calibrate_gaussian_bad_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (
+        ["calibrate", "gaussian", "--epsilon", "1"],
+        ["calibrate", "gaussian", "--epsilon", "1", "--delta", "1e-5", "--budget", "gdp:mu=1"],
+        ["calibrate", "gaussian", "--budget", "approx:epsilon=x,delta=1e-5"],
+    ):
+        code, _, err = run(argv, capsys)
+        assert code == 2, argv
+        assert_one_line_error(err)
+
+
+def _r1_csv(path: Path) -> Path:
+    """MATH.md §2.8 R1 as samples: P = {0: .5, 1: .3, 2: .2}, Q = {0: .2, 1: .3, 2: .3, 3: .2}."""
+    rows = ["group,value"]
+    for v, n in ((0, 5), (1, 3), (2, 2)):
+        rows += [f"a,{v}"] * n
+    for v, n in ((0, 2), (1, 3), (2, 3), (3, 2)):
+        rows += [f"b,{v}"] * n
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("noise", "alpha", "eps", "scale", "winf"),
+    [
+        ("laplace", 2.0, 1.0, 0.646254278, 0.715333491),
+        ("laplace", 5.0, 0.5, 1.43783448, 1.54714418),
+        ("gaussian", 2.0, 1.0, 0.933837327, 1.0),
+        ("gaussian", 5.0, 0.5, 2.13409211, 2.23606798),
+    ],
+)
+def test_calibrate_pufferfish_r1(
+    tmp_path: Path,
+    noise: str,
+    alpha: float,
+    eps: float,
+    scale: float,
+    winf: float,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("dpopt.pufferfish")
+    csv = _r1_csv(tmp_path / "r1.csv")
+    argv = ["calibrate", "pufferfish", str(csv), "--secret", "group", "--query", "value"]
+    argv += ["--alpha", str(alpha), "--epsilon", str(eps), "--noise", noise]
+    res = run_json(argv, capsys)
+    assert res["scale"] == pytest.approx(scale, rel=1e-6)
+    assert res["scale"] >= scale * (1 - 1e-8)  # never under-noise
+    assert res["winf_baseline_scale"] == pytest.approx(winf, rel=1e-6)
+    assert res["certified"] is True
+    code, out, _ = run(argv, capsys)
+    assert code == 0 and "W_inf baseline" in out
+
+
+def test_calibrate_pufferfish_bad_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("dpopt.pufferfish")
+    base = ["--secret", "group", "--query", "value", "--alpha", "2", "--epsilon", "1"]
+    nan = tmp_path / "nan.csv"
+    nan.write_text("group,value\na,1\na,\nb,2\n")
+    text = tmp_path / "text.csv"
+    text.write_text("group,value\na,1\na,zz\nb,2\n")
+    one = tmp_path / "one.csv"
+    one.write_text("group,value\na,1\na,2\n")
+    cases = [
+        (nan, base, "missing"),
+        (text, base, "must be a number"),
+        (one, base, "two distinct"),
+        (tmp_path / "absent.csv", base, "not found"),
+        (_r1_csv(tmp_path / "r1.csv"), ["--secret", "nope", *base[2:]], "'nope'"),
+        (_r1_csv(tmp_path / "r1.csv"), [*base[:4], "--alpha", "1", "--epsilon", "1"], "alpha"),
+    ]
+    for path, extra, needle in cases:
+        code, _, err = run(["calibrate", "pufferfish", str(path), *extra], capsys)
+        assert code == 2, (path, err)
+        assert_one_line_error(err, needle)
