@@ -122,6 +122,9 @@ class CovarianceCertificate:
 
 
 def _validate_dual(dual: object, d: int, count: int) -> FactoredDual:
+    if dual is None:  # primal-only check: the trivial lower bound 0
+        return FactoredDual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
+                            np.zeros((d, 0)))
     if not isinstance(dual, FactoredDual):
         raise InvalidTypeError("dual", dual, "a FactoredDual")
     k = dual.support.shape[0]
@@ -182,7 +185,7 @@ def _failed(
 def check(
     problem: CovarianceProblem,
     covariance: object,
-    dual: FactoredDual,
+    dual: FactoredDual | None,
     *,
     tol: float = 1e-6,
     rigorous: bool = False,
@@ -195,8 +198,9 @@ def check(
         Vectors (array or VectorSource), W, q, eta.
     covariance : array_like, shape (d, d)
         Candidate Sigma (symmetric). A singular or indefinite Sigma is first ridged, then scaled.
-    dual : FactoredDual
-        Any factored dual; its ``support`` indexes rows of the problem's vectors.
+    dual : FactoredDual or None
+        Any factored dual; its ``support`` indexes rows of the problem's vectors. ``None`` checks
+        the primal side only (lower bound 0, never certified).
     tol : float, default 1e-6
         Relative gap required for ``certified``.
     rigorous : bool, default False
