@@ -236,11 +236,17 @@ def add_figures_parser(sub: Any) -> None:
         parents=[COMMON],
         help="list or run the paper-reproduction targets",
         formatter_class=_F,
-        description="List the reproduction targets, or run some (or all) of them.",
+        description=(
+            "List the reproduction targets, or run some (or all) of them; each writes its\n"
+            "figure(s) under --out-dir. Exit status 1 if any target failed (the others still run)."
+        ),
         epilog=("examples:\n  dpopt figures --list\n  dpopt figures fig1\n  dpopt figures all\n"),
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="targets to run ('all' for every one)")
     p.add_argument("--list", action="store_true", help="list the targets and exit")
+    p.add_argument(
+        "--out-dir", default="results", metavar="DIR", help="output folder (default results)"
+    )
     p.set_defaults(handler=_cmd_figures)
 
 
@@ -269,4 +275,37 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
-    raise UsageError("'dpopt figures' is not available yet in this build")
+    import time
+
+    registry = _need("dpopt.figures.__main__", "figures")
+    figures: dict[str, tuple[str, str]] = registry.FIGURES
+    if args.list or not args.names:
+        width = max((len(n) for n in figures), default=4) + 2
+        for name, (_, desc) in figures.items():
+            ctx.print(f"{name:{width}s}{desc}")
+        if not args.list:
+            ctx.print("\nrun: dpopt figures NAME [NAME ...] | all   (writes under --out-dir)")
+        return 0
+    names = list(figures) if args.names == ["all"] else list(dict.fromkeys(args.names))
+    unknown = [n for n in names if n not in figures]
+    if unknown:
+        raise UsageError(
+            f"unknown figure(s): {', '.join(unknown)} (available: {', '.join(figures)})"
+        )
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    failed: list[str] = []
+    for name in ctx.progress(names, desc="figures", total=len(names)):
+        t0 = time.perf_counter()
+        try:
+            paths = registry.resolve(name)(out_dir)
+        except Exception as exc:  # one broken figure must not stop the others
+            ctx.warn(f"{name}: FAILED ({type(exc).__name__}: {exc})")
+            failed.append(name)
+            continue
+        shown = ", ".join(str(p) for p in paths)
+        ctx.print(f"{name}: {shown} ({time.perf_counter() - t0:.1f} s)")
+    if failed:
+        ctx.warn(f"{len(failed)} figure(s) failed: {', '.join(failed)}")
+        return 1
+    return 0

@@ -402,3 +402,36 @@ def test_calibrate_pufferfish_bad_csv(tmp_path: Path, capsys: pytest.CaptureFixt
         code, _, err = run(["calibrate", "pufferfish", str(path), *extra], capsys)
         assert code == 2, (path, err)
         assert_one_line_error(err, needle)
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def test_figures_list_and_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = pytest.importorskip("dpopt.figures.__main__")
+    code, out, _ = run(["figures", "--list"], capsys)
+    assert code == 0
+    for name in registry.FIGURES:
+        assert name in out
+
+    def good(out_dir: Path) -> list[Path]:
+        p = out_dir / "good.txt"
+        p.write_text("ok")
+        return [p]
+
+    def bad(out_dir: Path) -> list[Path]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(registry, "FIGURES", {"good": ("x:good", "a"), "bad": ("x:bad", "b")})
+    monkeypatch.setattr(registry, "resolve", lambda name: {"good": good, "bad": bad}[name])
+    out_dir = tmp_path / "res"
+    code, out, err = run(["figures", "good", "--out-dir", str(out_dir)], capsys)
+    assert code == 0 and (out_dir / "good.txt").read_text() == "ok"
+    assert "good:" in out
+    code, out, err = run(["-q", "figures", "all", "--out-dir", str(out_dir)], capsys)
+    assert code == 1 and "bad: FAILED" in err and "boom" in err and "good:" in out
+    code, _, err = run(["figures", "nope"], capsys)
+    assert code == 2
+    assert_one_line_error(err, "nope")
