@@ -1,0 +1,139 @@
+"""certificates.io: JSON round trip, tamper detection (hash AND re-check), no overwrite."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from certificates._errors import CertificateError, InvalidParameterError
+from certificates.covariance import check
+from certificates.io import _canonical, read_certificate, verify_file, write_certificate
+from certificates.problem import CovarianceProblem, FactoredDual
+from solvers.cvx import solve_cvx
+from tests.canonical import F1
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def solved() -> tuple[CovarianceProblem, FactoredDual, object]:
+    prob = CovarianceProblem(F1.vectors, F1.weight, 1.0, 0.3)
+    sol = solve_cvx(prob)
+    assert sol.dual is not None
+    return prob, sol.dual, check(prob, sol.covariance, sol.dual, rigorous=True)
+
+
+def test_round_trip(tmp_path: Path, solved) -> None:  # type: ignore[no-untyped-def]
+    prob, dual, cert = solved
+    path = tmp_path / "c.json"
+    sha = write_certificate(path, prob, cert, dual)
+    cf = read_certificate(path)
+    assert cf.sha256 == sha
+    assert np.array_equal(cf.covariance, cert.repaired_covariance)  # exact doubles back
+    assert np.array_equal(cf.dual.directions, dual.directions)
+    assert "numpy" in cf.versions
+    again = verify_file(path)
+    assert again.certified and again.rigorous
+    assert again.lower == cert.lower and again.upper == cert.upper
+    assert b"pickle" not in path.read_bytes()
+
+
+def test_no_overwrite(tmp_path: Path, solved) -> None:  # type: ignore[no-untyped-def]
+    prob, dual, cert = solved
+    path = tmp_path / "c.json"
+    write_certificate(path, prob, cert, dual)
+    with pytest.raises(InvalidParameterError):
+        write_certificate(path, prob, cert, dual)
+    write_certificate(path, prob, cert, dual, overwrite=True)
+
+
+def _edit_digit(text: str, key: str) -> str:
+    """Change one digit inside the first number after ``key``."""
+    start = text.index(f'"{key}"')
+    m = re.compile(r"\d\.(\d)(\d)").search(text, start)
+    assert m is not None
+    i = m.start(2)
+    new = "7" if text[i] != "7" else "3"
+    return text[:i] + new + text[i + 1 :]
+
+
+@pytest.mark.parametrize("key", ["covariance", "vectors", "weight", "multipliers", "lower"])
+def test_edited_digit_rejected_by_hash(tmp_path: Path, solved, key: str) -> None:  # type: ignore[no-untyped-def]
+    prob, dual, cert = solved
+    path = tmp_path / "c.json"
+    write_certificate(path, prob, cert, dual)
+    path.write_text(_edit_digit(path.read_text(), key))
+    with pytest.raises(CertificateError, match="sha256"):
+        verify_file(path)
+
+
+@pytest.mark.parametrize("key", ["covariance", "vectors", "lower", "directions"])
+def test_edited_digit_rejected_by_recheck(tmp_path: Path, solved, key: str) -> None:  # type: ignore[no-untyped-def]
+    """An attacker who also recomputes the hash is caught by the re-check."""
+    prob, dual, cert = solved
+    path = tmp_path / "c.json"
+    write_certificate(path, prob, cert, dual)
+    content = json.loads(_edit_digit(path.read_text(), key))
+    if key == "vectors":  # keep the vectors' own digest consistent as well
+        from certificates.io import vectors_digest
+
+        content["problem"]["vectors_sha256"] = vectors_digest(
+            np.asarray(content["problem"]["vectors"])
+        )
+    content["sha256"] = _canonical(content)
+    path.write_text(json.dumps(content))
+    with pytest.raises(CertificateError, match="rejected"):
+        verify_file(path)
+
+
+class _Source:
+    def __init__(self, arr: NDArray[np.float64]) -> None:
+        self.arr = arr
+
+    @property
+    def count(self) -> int:
+        return int(self.arr.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.arr.shape[1])
+
+    def chunks(self, size: int = 2) -> Iterator[tuple[int, NDArray[np.float64]]]:
+        for s in range(0, self.count, 2):
+            yield s, self.arr[s : s + 2]
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
+        return self.arr[indices]
+
+
+def test_vector_source_file(tmp_path: Path, solved) -> None:  # type: ignore[no-untyped-def]
+    _, dual, _ = solved
+    prob = CovarianceProblem(_Source(F1.vectors), F1.weight, 1.0, 0.3)
+    sol = solve_cvx(prob)
+    assert sol.dual is not None
+    cert = check(prob, sol.covariance, sol.dual)
+    path = tmp_path / "s.json"
+    with pytest.raises(InvalidParameterError):
+        write_certificate(path, prob, cert, sol.dual)
+    write_certificate(path, prob, cert, sol.dual, description="F1 cube vectors")
+    with pytest.raises(CertificateError, match="source"):
+        verify_file(path)
+    assert verify_file(path, source=_Source(F1.vectors)).certified
+    with pytest.raises(CertificateError, match="sha256"):
+        verify_file(path, source=_Source(2 * F1.vectors))
+
+
+def test_garbage_file(tmp_path: Path) -> None:
+    path = tmp_path / "g.json"
+    path.write_text("{not json")
+    with pytest.raises(CertificateError):
+        verify_file(path)
+    path.write_text(json.dumps({"format": "other"}))
+    with pytest.raises(CertificateError):
+        verify_file(path)
