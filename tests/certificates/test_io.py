@@ -112,8 +112,7 @@ class _Source:
         return self.arr[indices]
 
 
-def test_vector_source_file(tmp_path: Path, solved) -> None:  # type: ignore[no-untyped-def]
-    _, dual, _ = solved
+def test_vector_source_file(tmp_path: Path) -> None:
     prob = CovarianceProblem(_Source(F1.vectors), F1.weight, 1.0, 0.3)
     sol = solve_cvx(prob)
     assert sol.dual is not None
