@@ -84,6 +84,8 @@ _SPAN_RTOL = 1e-13
 #: Relative safety margin applied to the returned covariance after the verification pass.
 _SAFETY = 1e-12
 _DEBUG = False
+#: Ridge on the complement of the span (rank-deficient, eta = 0): relative cost added to the value.
+_RIDGE = 1e-10
 
 
 # ------------------------------------------------------------------------------------------------
@@ -283,9 +285,6 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
     ev = _evaluate(st)
     it = 0
     stall = 0
-    ke = st.pi.shape[0]
-    if ke and st.tb <= 0:
-        st.tb = 1e-3 * ev.t / ke
     for it in range(1, max_iter + 1):
         t = ev.t
         ke = st.pi.shape[0]
@@ -294,6 +293,9 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
         pid = np.diag(st.pi).copy() if ke else np.zeros(0)
         qf_max = float(linalg.eigvalsh(ev.qf)[-1]) if ke else -np.inf
         kkt = max(float(ev.q.max()), qf_max) / t - 1.0
+        if ke and it == 1:
+            # (re)start the barrier at a weight matched to the current KKT error
+            st.tb = 0.1 * max(kkt, tol) * t / ke
         bar_gap = 2.0 * st.tb * ke / t if ke else 0.0
         if _DEBUG:
             print("   it", it, "T", t, "kkt", kkt, "bar", bar_gap, "pid", pid)
@@ -361,17 +363,15 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
             alpha *= 0.5
         if not accepted:
             stall += 1
-            if ke and bar_gap > tol:
-                st.tb *= 0.2
-                continue
             break
         total = float(mu_new.sum() + np.trace(pi_new))
         st.mu = mu_new / total
         st.pi = pi_new / total
         if ke:
-            # drive the barrier down once the centring step is (nearly) a full Newton step
-            if alpha >= 0.5 and bar_gap > 0.1 * tol:
-                st.tb *= 0.1 if alpha == 1.0 else 0.3
+            # path following: shrink the barrier once the step is a (nearly) full, small
+            # Newton step, i.e. the iterate is close to the current central point
+            if alpha >= 0.9 and slope <= 0.5 * bar_gap * t:
+                st.tb = max(0.2 * st.tb, 0.2 * tol * t / ke)
             _eliminate_floor(st)
         ev = _evaluate(st)
         if t_new <= t * (1 + 1e-15) and (not ke or bar_gap <= tol):
@@ -700,9 +700,17 @@ def solve_structured(
     t = ev.t
     sig = (r_cert / qb) * best["sig"]
     sig = 0.5 * (sig + sig.T)
-    # verification pass on the returned matrix (in the span when eta = 0 and rank-deficient)
-    basis = np.eye(d) if best["floor"] else span
-    sig_r = basis.T @ sig @ basis
+    ridge = 0.0
+    if not best["floor"] and comp.shape[1]:
+        # rank-deficient, eta = 0: the optimum is singular on the complement of the span; add the
+        # same tiny ridge as the cvxpy backends (relative cost _RIDGE) so Sigma is invertible and
+        # any residual out-of-span component of the data is checked by the pass below
+        ridge = _RIDGE * (r_cert * t / qb) / float(np.trace(comp.T @ weight @ comp))
+        sig = sig + ridge * (comp @ comp.T)
+        sig = 0.5 * (sig + sig.T)
+    # verification pass on the returned matrix itself (its own Cholesky factor, float64)
+    basis = np.eye(d)
+    sig_r = sig
     try:
         cs = linalg.cholesky(0.5 * (sig_r + sig_r.T), lower=True)
     except linalg.LinAlgError:
@@ -742,6 +750,7 @@ def solve_structured(
         "pass_median_seconds": mean_pass,
         "pass_equivalents": elapsed / mean_pass if mean_pass > 0 else float(passes),
         "verification_ratio": chk.qmax / qb,
+        "ridge": ridge,
         "log": log,
     }
     if status != "optimal":
