@@ -91,6 +91,7 @@ def test_f1_reduced_dual_weights() -> None:
     mu[sol.raw_duals["support_indices"]] = sol.raw_duals["mu"]
     np.testing.assert_allclose(mu, [0.40909903, 0.26767767, 0.09090097, 0.23232233], atol=1e-7)
     # lambda = (T/q)^2 mu with T = sqrt(v q): lambda sums to v / q (here q = 1)
+    assert sol.dual is not None
     assert np.sum(sol.dual.multipliers) == pytest.approx(9.7426406871, rel=1e-9)
 
 
