@@ -36,12 +36,13 @@ DEFAULT_DELTAS = (1e-5, 1e-6, 1e-8)
 DEFAULT_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 
 BUDGET_HELP = (
-    "budget specs (repeat --budget or list several; the strictest bound wins):\n"
-    "  approx:epsilon=1,delta=1e-6     (ε, δ)-DP, exact Gaussian curve (Balle-Wang)\n"
-    "  rdp:alpha=8,epsilon=1           Rényi DP of order alpha\n"
+    "budget specs (several --budget / arguments, or joined with '&': the strictest wins):\n"
+    "  approx:epsilon=1,delta=1e-6     (ε, δ)-DP, exact Gaussian curve (Balle-Wang); alias dp\n"
+    "  rdp:alpha=8,epsilon=1           Rényi DP of order alpha ('rdp:alpha=2;8,epsilon=.5;1'\n"
+    "                                  for several orders: quote it in a shell)\n"
     "  zcdp:rho=0.5                    zero-concentrated DP\n"
     "  gdp:mu=1                        Gaussian DP\n"
-    "  mi:kappa=0.1                    mutual-information DP (nats, binary records)\n"
+    "  midp:kappa=0.1                  mutual-information DP (nats, binary records); alias mi\n"
 )
 
 
@@ -363,10 +364,10 @@ def _cmd_convert(args: argparse.Namespace, ctx: Context) -> int:
     result = {
         "command": "account convert",
         "budgets": list(args.budgets),
-        "budget": repr(budget),
+        "budget": budget.describe(),
         "report": report_dict(bound, args),
     }
-    return _emit(ctx, args, result, f"Budget {', '.join(args.budgets)}")
+    return _emit(ctx, args, result, f"Budget {budget.describe()}")
 
 
 def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
