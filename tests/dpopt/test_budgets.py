@@ -59,7 +59,7 @@ def test_mi_binary_math_values() -> None:
     got = mi_binary(q)
     # 1e-4 is given to 10 digits in MATH.md (its exact value is 1.24998437526e-5)
     np.testing.assert_allclose(got, [p[1] for p in PSI], rtol=3e-10)
-    np.testing.assert_allclose(got[1:], [p[1] for p in PSI[1:]], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(got)[1:], [p[1] for p in PSI[1:]], rtol=1e-12)
     assert mi_binary(0.0) == 0.0
     assert mi_binary(1e-7) == pytest.approx(1e-7 / 8 - 1e-14 / 64, rel=1e-14)
 
@@ -271,7 +271,7 @@ def test_round_trip_bound_report_budget(q: float, log10_delta: float, alpha: flo
         AllOf(GDP(rep.gdp_mu), RDP([alpha, 2 * alpha], rep.rdp_epsilon([alpha, 2 * alpha]))),
     ]
     if eps > 0:
-        budgets.append(ApproxDP(eps, delta))
+        budgets.append(ApproxDP(float(eps), delta))
     for b in budgets:
         assert rep.satisfies(b), b
         assert b.mahalanobis_bound() == pytest.approx(q, rel=1e-9)
@@ -287,7 +287,7 @@ def test_round_trip_midp(q: float) -> None:
     assert rep.satisfies(budget)
     assert budget.mahalanobis_bound() == pytest.approx(q, rel=1e-7)
     # and from the exact psi (no rounding up) the bound is never above q
-    assert MIDP(mi_binary(q)).mahalanobis_bound() <= q
+    assert MIDP(float(mi_binary(q))).mahalanobis_bound() <= q
 
 
 @settings(max_examples=25, deadline=None)
