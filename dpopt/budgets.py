@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from certificates._errors import InvalidParameterError, InvalidTypeError
+from certificates._errors import InfeasibleError, InvalidParameterError, InvalidTypeError
 from certificates._validate import as_scalar
 from dpopt import _balle_wang as bw
 from dpopt._budget_arrays import FloatOrArray, finish, real_array
@@ -262,6 +262,11 @@ class ApproxDP(Budget):
         ε >= 0, finite.
     delta : float
         δ in (0, 1).
+
+    Raises
+    ------
+    InfeasibleError
+        From :meth:`mahalanobis_bound` when the bound underflows to 0 (e.g. ε = 0, δ = 1e-300).
     """
 
     epsilon: float
@@ -274,7 +279,13 @@ class ApproxDP(Budget):
         object.__setattr__(self, "delta", as_scalar("delta", self.delta, low=0.0, high=1.0))
 
     def mahalanobis_bound(self) -> float:
-        return bw.max_bound(self.epsilon, math.log(self.delta))
+        q = bw.max_bound(self.epsilon, math.log(self.delta))
+        if q <= 0.0:
+            raise InfeasibleError(
+                f"{self.describe()}: the admissible Mahalanobis bound underflows to 0 in double "
+                "precision (no finite noise meets it); relax epsilon or delta"
+            )
+        return q
 
     def admits(self, bound: float) -> bool:
         target = math.log(self.delta)

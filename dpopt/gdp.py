@@ -33,6 +33,7 @@ from scipy import optimize, special
 
 from certificates._errors import (
     ApproximationWarning,
+    InfeasibleError,
     InvalidParameterError,
     InvalidTypeError,
 )
@@ -251,6 +252,12 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrA
     sensitivity : float or array_like, default 1
         L2 sensitivity Δ > 0. All three broadcast together.
 
+    Raises
+    ------
+    InfeasibleError
+        If the admissible μ underflows (e.g. ε = 0 with δ = 1e-300): no finite σ in double
+        precision meets the target.
+
     Examples
     --------
     >>> round(gaussian_sigma(1.0, 1e-5), 8)
@@ -265,6 +272,11 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrA
         ld1 = math.log(d1)
         goal = ld1 - bw.safety_margin(ld1)
         q = bw.max_bound(e1, ld1)
+        if q <= 0.0 or not math.isfinite(s1 / math.sqrt(q)):
+            raise InfeasibleError(
+                f"(epsilon={e1!r}, delta={d1!r}) needs a noise scale beyond the double range "
+                f"(the admissible mu^2 underflows to {q!r}); relax epsilon or delta"
+            )
         sigma = s1 / math.sqrt(q)
         return bw.grow_until(sigma, lambda v: bw._log_delta1(e1, (s1 / v) ** 2) <= goal)
 

@@ -204,6 +204,13 @@ def test_parse_budget_malformed(spec: str) -> None:
     assert repr(spec)[:40] in str(info.value) or spec == ""
 
 
+def test_approx_dp_underflow_is_infeasible() -> None:
+    from dpopt.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError):
+        ApproxDP(0.0, 1e-300).mahalanobis_bound()
+
+
 def test_parse_budget_type() -> None:
     with pytest.raises(InvalidTypeError):
         parse_budget(3)  # type: ignore[arg-type]

@@ -341,3 +341,24 @@ def test_bad_types() -> None:
         delta_for_epsilon(1.0, None)
     with pytest.raises(DpoptError):
         gaussian_sigma(1.0, [[1e-5], [1e-6, 1e-7]])
+
+
+def test_extreme_grid_has_no_nan_or_overflow() -> None:
+    eps = np.array([1e-8, 0.01, 1.0, 50.0, 200.0, 500.0, 1000.0])[:, None]
+    delta = np.array([0.5, 0.1, 1e-5, 1e-30, 1e-100, 1e-300])[None, :]
+    for arr in (mu_for(eps, delta), gaussian_sigma(eps, delta)):
+        assert np.all(np.isfinite(arr)) and np.all(np.asarray(arr) > 0)
+    mus = np.array([1e-6, 1e-3, 1.0, 10.0, 100.0, 1000.0])[:, None]
+    e = np.asarray(epsilon_for_delta(delta, mus))
+    assert np.all(np.isfinite(e)) and np.all(e >= 0)
+    assert np.all(np.diff(e, axis=0) >= 0)  # more mu, more epsilon
+    ld = np.asarray(log_delta_for_epsilon(eps, mus.T))
+    assert np.all(np.isfinite(ld)) and np.all(ld <= 0)
+
+
+def test_unreachable_target_is_infeasible() -> None:
+    from dpopt.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError):
+        gaussian_sigma(0.0, 1e-300)
+    assert mu_for(0.0, 1e-300) == 0.0  # the honest answer: no information may leak
