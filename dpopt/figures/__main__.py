@@ -20,6 +20,18 @@ FIGURES: dict[str, tuple[str, str]] = {
         "dpopt.figures.fig1:fig1_figure",
         "seed 002 Fig. 1: naive / exact sensitivity ratio for K = [0,1]^d (MATH.md §7)",
     ),
+    "rpp-adult": (
+        "dpopt.figures.rpp:rpp_adult",
+        "seed 000 α-W RPP vs W∞ on Adult (sex→hours, income→age): CSV + PNG per scenario",
+    ),
+    "rpp-heart": (
+        "dpopt.figures.rpp:rpp_heart",
+        "seed 000 α-W RPP vs W∞ on Heart Disease (disease→chol, disease→thalach)",
+    ),
+    "rpp-student": (
+        "dpopt.figures.rpp:rpp_student",
+        "seed 000 α-W RPP vs W∞ on Student Performance (sex→G3 mat, romantic→G3 por)",
+    ),
 }
 
 

@@ -1,0 +1,285 @@
+r"""α-Wasserstein Rényi Pufferfish experiments on the UCI datasets (seed 000).
+
+Scenarios
+---------
+A scenario is a dataset, a **secret** attribute :math:`S` of one individual (a binary sensitive
+attribute: sex, income class, disease presence, being in a romantic relationship) and a numeric
+**query** :math:`g` (hours worked, age, cholesterol, maximum heart rate, final grade G3). The
+prior :math:`\theta` is the empirical joint law of the dataset: the conditional law of the query
+given the secret, :math:`P_s = \mathrm{law}(g \mid S = s)`, is the empirical distribution of the
+query column over the rows whose secret column equals :math:`s` (rows with a missing query or
+secret are dropped; repeated values are merged into one atom with the summed frequency). The one
+discriminative pair is :math:`(s_0, s_1)`, the two values of the secret. A mechanism releases
+:math:`g + N` with additive Laplace or Gaussian noise :math:`N`; it is
+:math:`(\alpha, \varepsilon)`-RPP if :math:`D_\alpha(P_{s_0} * N \,\|\, P_{s_1} * N) \le
+\varepsilon` in both directions (MATH.md conventions).
+
+Quantities (MATH.md §2.3–§2.5, §10)
+-----------------------------------
+For every scenario, :math:`\varepsilon` in :data:`EPSILONS` and :math:`\alpha` in :data:`ALPHAS`:
+
+- ``b_exact``: Laplace scale from the α-Wasserstein condition with the exact Rényi moment cost
+  :math:`M^{Lap}_\alpha(|z|/b)` (MATH.md §2.3, the tightest);
+- ``b_lr``: with the likelihood-ratio cost :math:`e^{(\alpha-1)|z|/b}`;
+- ``b_paper``: with the seed's "paper" cost :math:`e^{\alpha|z|/b}` (loosest);
+- ``sigma``: Gaussian standard deviation from the exact cost
+  :math:`e^{\alpha(\alpha-1)z^2/(2\sigma^2)}` (NaN at
+  :math:`\alpha = \infty`: a Gaussian is never pure-DP);
+- baselines from :math:`W_\infty` (MATH.md §2.4): ``b_winf = W_inf/eps`` (Song et al.),
+  ``b_winf_rpp`` (Laplace RDP calibration at shift :math:`W_\infty`), ``sigma_winf``
+  :math:`=\sqrt{\alpha W_\infty^2/(2\varepsilon)}` (Pierquin et al.);
+- noise power: ``power_laplace`` :math:`= 2 b_{exact}^2`, ``power_gauss`` :math:`= \sigma^2`.
+
+At :math:`\alpha = \infty` every Laplace cost reduces to :math:`b = W_\infty/\varepsilon`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from tqdm.auto import tqdm
+
+from certificates._errors import InvalidParameterError
+from certificates._validate import as_float_array
+from dpopt.datasets import load_adult, load_heart_disease, load_student
+from dpopt.pufferfish import (
+    Scenario,
+    calibrate_gaussian,
+    calibrate_laplace,
+    rpp_winf_gaussian,
+    rpp_winf_laplace,
+    winf_laplace,
+)
+from solvers.transport import quantile_coupling
+
+__all__ = [
+    "ALPHAS",
+    "EPSILONS",
+    "SCENARIOS",
+    "RPPScenarioSpec",
+    "build_scenario",
+    "rpp_sweep",
+    "scenario_laws",
+    "summary_ratios",
+]
+
+#: The ε grid of the experiments (log-spaced from 0.1 to 5).
+EPSILONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0)
+#: The Rényi orders of the experiments (∞ = pure Pufferfish).
+ALPHAS: tuple[float, ...] = (1.1, 1.5, 2.0, 5.0, 10.0, 50.0, float("inf"))
+
+
+def _adult() -> pd.DataFrame:
+    return load_adult("train")
+
+
+def _heart() -> pd.DataFrame:
+    df = load_heart_disease()
+    df["disease"] = df["disease"].map({False: "absent", True: "present"})
+    df["sex"] = df["sex"].map({0: "female", 1: "male"})
+    return df
+
+
+def _student_mat() -> pd.DataFrame:
+    return load_student("mat")
+
+
+def _student_por() -> pd.DataFrame:
+    return load_student("por")
+
+
+@dataclass(frozen=True)
+class RPPScenarioSpec:
+    """A documented Pufferfish scenario on one of the packaged datasets.
+
+    Attributes
+    ----------
+    key : str
+        Short identifier, e.g. ``"adult-sex-hours"``.
+    dataset : str
+        ``"adult"``, ``"heart"`` or ``"student"`` (the figure group).
+    title : str
+        Human-readable title used on figures.
+    query, secret : str
+        Column names of the numeric query and of the secret attribute.
+    secret_values : tuple of str
+        The two secret values forming the discriminative pair, in order.
+    loader : callable
+        Returns the DataFrame (with derived, readable secret values where needed).
+    """
+
+    key: str
+    dataset: str
+    title: str
+    query: str
+    secret: str
+    secret_values: tuple[str, str]
+    loader: Callable[[], pd.DataFrame] = field(repr=False, compare=False)
+
+    def frame(self) -> pd.DataFrame:
+        """The two columns of the scenario, rows with a missing query or secret dropped."""
+        df = self.loader()[[self.secret, self.query]].dropna()
+        df = df.assign(**{self.secret: df[self.secret].astype(str)})
+        return df[df[self.secret].isin(self.secret_values)].reset_index(drop=True)
+
+
+#: The experiments' scenarios, two per dataset.
+SCENARIOS: dict[str, RPPScenarioSpec] = {
+    s.key: s
+    for s in (
+        RPPScenarioSpec(
+            "adult-sex-hours", "adult", "Adult: secret = sex, query = hours-per-week",
+            "hours-per-week", "sex", ("Female", "Male"), _adult,
+        ),
+        RPPScenarioSpec(
+            "adult-income-age", "adult", "Adult: secret = income class, query = age",
+            "age", "income", ("<=50K", ">50K"), _adult,
+        ),
+        RPPScenarioSpec(
+            "heart-disease-chol", "heart",
+            "Heart Disease: secret = disease presence, query = cholesterol",
+            "chol", "disease", ("absent", "present"), _heart,
+        ),
+        RPPScenarioSpec(
+            "heart-disease-thalach", "heart",
+            "Heart Disease: secret = disease presence, query = max heart rate",
+            "thalach", "disease", ("absent", "present"), _heart,
+        ),
+        RPPScenarioSpec(
+            "student-mat-sex-G3", "student", "Student (math): secret = sex, query = final grade G3",
+            "G3", "sex", ("F", "M"), _student_mat,
+        ),
+        RPPScenarioSpec(
+            "student-por-romantic-G3", "student",
+            "Student (Portuguese): secret = in a romantic relationship, query = G3",
+            "G3", "romantic", ("no", "yes"), _student_por,
+        ),
+    )
+}  # fmt: skip
+
+
+def scenario_laws(
+    spec: RPPScenarioSpec,
+) -> tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...]:
+    """Empirical conditional laws ``(support, probabilities)`` of the query, one per secret value.
+
+    Supports are sorted and distinct; probabilities are frequencies (they sum to 1 up to
+    rounding). This is the independent reference the tests use for the Pufferfish scenario.
+    """
+    df = spec.frame()
+    laws = []
+    for value in spec.secret_values:
+        col = df.loc[df[spec.secret] == value, spec.query].to_numpy(dtype=float)
+        if col.size == 0:
+            raise InvalidParameterError("secret_values", value, f"no rows in {spec.key}")
+        support, counts = np.unique(col, return_counts=True)
+        laws.append((support, counts / counts.sum()))
+    return tuple(laws)
+
+
+def build_scenario(spec: RPPScenarioSpec) -> Scenario:
+    """The :class:`dpopt.pufferfish.Scenario` of a spec (one prior, one pair of secret values)."""
+    return Scenario.from_dataframe(
+        spec.frame(), spec.query, spec.secret, pairs=[spec.secret_values]
+    )
+
+
+def _wasserstein(scenario: Scenario) -> tuple[float, float, float]:
+    """(W∞, W1, W2) of the scenario's pair from the quantile coupling (MATH.md §3.2)."""
+    _, _, _, p_law, q_law = next(scenario.iter_pairs())
+    x, y = p_law.support.ravel(), q_law.support.ravel()
+    plan = quantile_coupling(x, p_law.probabilities, y, q_law.probabilities)
+    shift = np.abs(x[plan.rows] - y[plan.cols])
+    return float(shift.max()), float(plan.mass @ shift), float(np.sqrt(plan.mass @ shift**2))
+
+
+def rpp_sweep(
+    spec: RPPScenarioSpec,
+    *,
+    epsilons: Sequence[float] = EPSILONS,
+    alphas: Sequence[float] = ALPHAS,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Calibrate every mechanism and baseline of the module docstring over an (ε, α) grid.
+
+    Parameters
+    ----------
+    spec : RPPScenarioSpec
+    epsilons : sequence of float
+        Values > 0.
+    alphas : sequence of float
+        Values > 1; ``inf`` allowed (pure Pufferfish).
+    progress : bool
+        Show a tqdm progress bar.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (ε, α) with columns ``scenario, epsilon, alpha, w_inf, w_1, w_2, b_exact,
+        b_lr, b_paper, b_winf, b_winf_rpp, sigma, sigma_winf, power_laplace, power_gauss``
+        (Gaussian columns are NaN at α = ∞). Every scale is the certified output of
+        :func:`dpopt.pufferfish.calibrate` or of a :mod:`dpopt.pufferfish` baseline.
+    """
+    eps_arr = as_float_array("epsilons", list(epsilons), ndim=1, low=0.0)
+    alpha_arr = as_float_array("alphas", list(alphas), ndim=1, low=1.0, allow_inf=True)
+    scenario = build_scenario(spec)
+    w_inf, w_1, w_2 = _wasserstein(scenario)
+    rows: list[dict[str, Any]] = []
+    grid = [(float(e), float(a)) for e in eps_arr for a in alpha_arr]
+    for eps, alpha in tqdm(grid, desc=spec.key, disable=not progress, leave=False):
+        b_winf = winf_laplace(scenario, eps).scale
+        row: dict[str, Any] = {
+            "scenario": spec.key, "epsilon": eps, "alpha": alpha,
+            "w_inf": w_inf, "w_1": w_1, "w_2": w_2, "b_winf": b_winf,
+        }  # fmt: skip
+        if np.isinf(alpha):
+            pure = calibrate_laplace(scenario, alpha, eps).scale
+            row |= {"b_exact": pure, "b_lr": pure, "b_paper": pure, "b_winf_rpp": b_winf,
+                    "sigma": np.nan, "sigma_winf": np.nan}  # fmt: skip
+        else:
+            row |= {
+                "b_exact": calibrate_laplace(scenario, alpha, eps, form="exact").scale,
+                "b_lr": calibrate_laplace(scenario, alpha, eps, form="ratio").scale,
+                "b_paper": calibrate_laplace(scenario, alpha, eps, form="paper").scale,
+                "b_winf_rpp": rpp_winf_laplace(scenario, alpha, eps).scale,
+                "sigma": calibrate_gaussian(scenario, alpha, eps).scale,
+                "sigma_winf": rpp_winf_gaussian(scenario, alpha, eps).scale,
+            }
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["power_laplace"] = 2.0 * table["b_exact"] ** 2
+    table["power_gauss"] = table["sigma"] ** 2
+    return table
+
+
+def summary_ratios(
+    tables: pd.DataFrame | Sequence[pd.DataFrame], *, epsilon: float = 1.0, alpha: float = 2.0
+) -> pd.DataFrame:
+    """Ratios of α-Wasserstein to W∞ noise at one (ε, α), one row per scenario.
+
+    Columns: ``laplace_vs_winf_rpp`` = b_exact / b_winf_rpp, ``laplace_vs_winf`` = b_exact /
+    (W∞/ε), ``paper_vs_winf`` = b_paper / (W∞/ε), ``gauss_var_vs_winf`` = σ² / σ_W∞², and
+    ``gauss_vs_laplace_power`` = σ² / (2 b_exact²). Values below 1 mean α-W needs less noise.
+    """
+    frame = tables if isinstance(tables, pd.DataFrame) else pd.concat(list(tables))
+    sel = frame[np.isclose(frame["epsilon"], epsilon) & np.isclose(frame["alpha"], alpha)]
+    if sel.empty:
+        raise InvalidParameterError("(epsilon, alpha)", (epsilon, alpha), "not in the tables")
+    out = pd.DataFrame(
+        {
+            "scenario": sel["scenario"].to_numpy(),
+            "w_inf": sel["w_inf"].to_numpy(),
+            "w_1": sel["w_1"].to_numpy(),
+            "laplace_vs_winf_rpp": (sel["b_exact"] / sel["b_winf_rpp"]).to_numpy(),
+            "laplace_vs_winf": (sel["b_exact"] / sel["b_winf"]).to_numpy(),
+            "paper_vs_winf": (sel["b_paper"] / sel["b_winf"]).to_numpy(),
+            "gauss_var_vs_winf": (sel["sigma"] ** 2 / sel["sigma_winf"] ** 2).to_numpy(),
+            "gauss_vs_laplace_power": (sel["power_gauss"] / sel["power_laplace"]).to_numpy(),
+        }
+    )
+    return out

@@ -1,0 +1,175 @@
+r"""Figures and tables of the α-Wasserstein RPP experiments (seed 000) on the UCI datasets.
+
+One PNG and one CSV per scenario of :data:`dpopt.experiments.rpp.SCENARIOS`, written under
+``results/rpp/``; each figure carries its scenario as title. Panels:
+
+(a) Laplace scale against ε at α = 2: α-W with the exact, likelihood-ratio and paper costs
+    against the W∞ baselines (W∞/ε and the W∞-RPP calibration);
+(b) Laplace scale against α at ε = 1 (the α → 1 behaviour: exact cost shrinks, paper cost
+    blows up, MATH.md §2.5 / §10.3);
+(c) Gaussian σ against ε, α-W against the W∞ baseline :math:`\sqrt{\alpha W_\infty^2/(2ε)}`;
+(d) noise power ratio :math:`\sigma^2 / (2 b_{exact}^2)` against ε for each α (Gaussian better
+    below 1, MATH.md §10.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpopt.experiments.rpp import (
+    ALPHAS,
+    EPSILONS,
+    SCENARIOS,
+    RPPScenarioSpec,
+    rpp_sweep,
+    summary_ratios,
+)
+
+__all__ = [
+    "DATASET_GROUPS",
+    "plot_rpp_scenario",
+    "rpp_adult",
+    "rpp_figures",
+    "rpp_heart",
+    "rpp_student",
+]
+
+#: Figure groups: one registry entry per dataset.
+DATASET_GROUPS: tuple[str, ...] = ("adult", "heart", "student")
+
+
+def _at(table: pd.DataFrame, *, alpha: float | None = None, epsilon: float | None = None
+        ) -> pd.DataFrame:
+    out = table
+    if alpha is not None:
+        out = out[np.isclose(out["alpha"], alpha) | ((out["alpha"] == alpha) & np.isinf(alpha))]
+    if epsilon is not None:
+        out = out[np.isclose(out["epsilon"], epsilon)]
+    return out
+
+
+def _nearest(values: Iterable[float], target: float) -> float:
+    arr = np.array([v for v in values if np.isfinite(v)], dtype=float)
+    return float(arr[np.argmin(np.abs(np.log(arr) - np.log(target)))])
+
+
+def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) -> Path:
+    """Draw the four-panel figure of one scenario from its sweep table and save it as PNG."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 8.5), layout="constrained")
+    axes = fig.subplots(2, 2)
+    alpha_a = _nearest(table["alpha"], 2.0)
+    eps_b = _nearest(table["epsilon"], 1.0)
+    w_inf = float(table["w_inf"].iloc[0])
+
+    ax = axes[0, 0]
+    sub = _at(table, alpha=alpha_a).sort_values("epsilon")
+    for col, label, style in [
+        ("b_exact", "α-W, exact Rényi cost", "-o"),
+        ("b_lr", "α-W, likelihood-ratio cost", "-s"),
+        ("b_paper", "α-W, paper cost e^{α|z|/b}", "-^"),
+        ("b_winf_rpp", "W∞-RPP (Pierquin et al.)", "--"),
+        ("b_winf", "W∞/ε (Song et al.)", ":"),
+    ]:
+        ax.plot(sub["epsilon"], sub[col], style, label=label, ms=4)
+    ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Laplace scale b",
+           title=f"(a) Laplace, α = {alpha_a:g}")
+    ax.legend(fontsize=8)
+
+    ax = axes[0, 1]
+    sub = _at(table, epsilon=eps_b)
+    fin = sub[np.isfinite(sub["alpha"])].sort_values("alpha")
+    for col, label, style in [
+        ("b_exact", "α-W, exact cost", "-o"),
+        ("b_paper", "α-W, paper cost", "-^"),
+        ("b_winf_rpp", "W∞-RPP", "--"),
+    ]:
+        ax.plot(fin["alpha"], fin[col], style, label=label, ms=4)
+    ax.axhline(w_inf / eps_b, color="k", ls=":", label="W∞/ε (α = ∞)")
+    ax.set(xscale="log", yscale="log", xlabel="α", ylabel="Laplace scale b",
+           title=f"(b) Laplace vs α, ε = {eps_b:g}")
+    ax.legend(fontsize=8)
+
+    ax = axes[1, 0]
+    finite_alphas = sorted(a for a in table["alpha"].unique() if np.isfinite(a))
+    shown = [a for a in (alpha_a, _nearest(finite_alphas, 10.0)) if a in finite_alphas]
+    for alpha in dict.fromkeys(shown):
+        sub = _at(table, alpha=alpha).sort_values("epsilon")
+        (line,) = ax.plot(sub["epsilon"], sub["sigma"], "-o", ms=4, label=f"α-W, α = {alpha:g}")
+        ax.plot(sub["epsilon"], sub["sigma_winf"], "--", color=line.get_color(),
+                label=f"W∞ baseline, α = {alpha:g}")
+    ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Gaussian σ",
+           title="(c) Gaussian noise")
+    ax.legend(fontsize=8)
+
+    ax = axes[1, 1]
+    for alpha in finite_alphas:
+        sub = _at(table, alpha=alpha).sort_values("epsilon")
+        ax.plot(sub["epsilon"], sub["power_gauss"] / sub["power_laplace"], "-o", ms=3,
+                label=f"α = {alpha:g}")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="σ² / (2 b²)",
+           title="(d) noise power, Gaussian / Laplace (exact costs)")
+    ax.legend(fontsize=7, ncol=2)
+
+    fig.suptitle(f"{spec.title}  (W∞ = {w_inf:g})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def rpp_figures(
+    dataset: str,
+    out_dir: str | Path = "results",
+    *,
+    epsilons: Sequence[float] = EPSILONS,
+    alphas: Sequence[float] = ALPHAS,
+    progress: bool = True,
+) -> list[Path]:
+    """Run the sweep for every scenario of ``dataset`` and write its CSV and PNG.
+
+    Returns the written paths (``results/rpp/<scenario>.csv`` and ``.png``).
+    """
+    if dataset not in DATASET_GROUPS:
+        from certificates._errors import InvalidParameterError
+
+        raise InvalidParameterError("dataset", dataset, f"must be one of {DATASET_GROUPS}")
+    out = Path(out_dir) / "rpp"
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for spec in SCENARIOS.values():
+        if spec.dataset != dataset:
+            continue
+        table = rpp_sweep(spec, epsilons=epsilons, alphas=alphas, progress=progress)
+        csv = out / f"{spec.key}.csv"
+        table.to_csv(csv, index=False)
+        written += [csv, plot_rpp_scenario(spec, table, out / f"{spec.key}.png")]
+    return written
+
+
+def _group(dataset: str, out_dir: str | Path) -> list[Path]:
+    paths = rpp_figures(dataset, out_dir)
+    tables = [pd.read_csv(p) for p in paths if p.suffix == ".csv"]
+    summary = Path(out_dir) / "rpp" / f"summary-{dataset}.csv"
+    summary_ratios(tables, epsilon=1.0, alpha=2.0).to_csv(summary, index=False)
+    return [*paths, summary]
+
+
+def rpp_adult(out_dir: str | Path = "results") -> list[Path]:
+    """Registry entry ``rpp-adult``: the Adult scenarios (figures, tables, ε = 1, α = 2 summary)."""
+    return _group("adult", out_dir)
+
+
+def rpp_heart(out_dir: str | Path = "results") -> list[Path]:
+    """Registry entry ``rpp-heart``: the Heart Disease scenarios."""
+    return _group("heart", out_dir)
+
+
+def rpp_student(out_dir: str | Path = "results") -> list[Path]:
+    """Registry entry ``rpp-student``: the Student Performance scenarios."""
+    return _group("student", out_dir)
