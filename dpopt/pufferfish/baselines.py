@@ -26,7 +26,7 @@ import numpy as np
 from certificates._errors import InvalidTypeError
 from certificates._validate import as_scalar
 from dpopt.pufferfish._pairs import PairTransport, resolve_method
-from dpopt.pufferfish.costs import GaussianCost, LaplaceCost, RenyiCost
+from dpopt.pufferfish.costs import GaussianCost, LaplaceCost, RenyiCost, safe_level
 from dpopt.pufferfish.scenario import Scenario
 
 __all__ = [
@@ -81,7 +81,8 @@ def wasserstein_inf(scenario: Scenario, cost: RenyiCost | None = None) -> dict[A
 
 def winf_baseline(scenario: Scenario, cost: RenyiCost, epsilon: float) -> Baseline:
     r"""Generic :math:`W_\infty` calibration: the least scale with
-    :math:`g(W_\infty/\text{scale}) \le (\alpha-1)\varepsilon` (ε when α = ∞)."""
+    :math:`g(W_\infty/\text{scale}) \le (\alpha-1)\varepsilon` (ε when α = ∞), with the same
+    round-off margin as the calibration (``costs.LEVEL_MARGIN``)."""
     if not isinstance(cost, RenyiCost):
         raise InvalidTypeError("cost", cost, "a RenyiCost")
     eps = as_scalar("epsilon", epsilon, low=0.0)
@@ -91,7 +92,7 @@ def winf_baseline(scenario: Scenario, cost: RenyiCost, epsilon: float) -> Baseli
     if w_max == 0.0:
         scale = 0.0
     else:
-        level = cost.level(eps)
+        level = cost.level(eps) if cost.is_pure else safe_level(cost.level(eps))
         t_star = cost.profile_inverse(level)
         scale = w_max / t_star
         while float(cost.profile(np.array([w_max / scale]))[0]) > level:  # safe side

@@ -38,7 +38,13 @@ from certificates._errors import CertificateError, InvalidTypeError
 from certificates._validate import as_scalar
 from certificates.coupling import CouplingCertificate, check_coupling
 from dpopt.pufferfish._pairs import PairTransport, resolve_method, safe_log_cost
-from dpopt.pufferfish.costs import ExponentialCost, GaussianCost, LaplaceCost, RenyiCost
+from dpopt.pufferfish.costs import (
+    ExponentialCost,
+    GaussianCost,
+    LaplaceCost,
+    RenyiCost,
+    safe_level,
+)
 from dpopt.pufferfish.scenario import Scenario
 from solvers.transport import Coupling
 
@@ -50,10 +56,6 @@ __all__ = [
     "calibrate_gaussian",
     "calibrate_laplace",
 ]
-
-#: Relative safety margin on the log threshold used by the root-find.
-LEVEL_MARGIN = 1e-12
-
 
 @dataclass(frozen=True)
 class PairCalibration:
@@ -122,9 +124,9 @@ def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
         return 0.0, 0.0
     level = cost.level(epsilon)
     if cost.is_pure:
-        t_star = cost.profile_inverse(level)
+        t_star = cost.profile_inverse(level)  # = epsilon: W_inf / eps exactly, no margin
         return _nudge_up(w_inf / t_star, lambda s: w_inf / s - level), w_inf
-    target = level - LEVEL_MARGIN * max(1.0, abs(level))
+    target = safe_level(level)
 
     def f(scale: float) -> float:
         return pt.log_value(scale, level) - target
@@ -140,7 +142,16 @@ def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
         hi, lo = lo, 0.5 * lo
     else:  # pragma: no cover - V > 1 for P != Q at tiny scales
         return hi, w_inf
-    u = brentq(lambda v: f(float(np.exp(v))), np.log(lo), np.log(hi), xtol=1e-14, rtol=1e-15)
+    def g(v: float) -> float:
+        return f(float(np.exp(v)))
+
+    # exp(log(s)) != s in floating point: re-establish the signs on the log scale
+    u_lo, u_hi = float(np.log(lo)), float(np.log(hi))
+    while g(u_hi) > 0.0:
+        u_hi += 1e-15 * max(1.0, abs(u_hi))
+    while g(u_lo) <= 0.0:
+        u_lo -= 1e-9 * max(1.0, abs(u_lo))
+    u = brentq(g, u_lo, u_hi, xtol=1e-14, rtol=1e-15)
     return _nudge_up(float(np.exp(u)), f), w_inf
 
 

@@ -46,6 +46,16 @@ from dpopt.renyi import gaussian_log_moment, laplace_log_moment
 __all__ = ["ExponentialCost", "GaussianCost", "LaplaceCost", "RenyiCost", "make_cost"]
 
 
+#: Relative safety margin on log thresholds: calibrations solve for
+#: ``level - LEVEL_MARGIN * max(1, |level|)`` so that round-off never lands on the unsafe side.
+LEVEL_MARGIN = 1e-12
+
+
+def safe_level(level: float) -> float:
+    """The threshold actually targeted by calibrations and baselines (see LEVEL_MARGIN)."""
+    return level - LEVEL_MARGIN * max(1.0, abs(level))
+
+
 def _alpha(value: Any, allow_inf: bool) -> float:
     return as_scalar("alpha", value, low=1.0, allow_inf=allow_inf)
 
