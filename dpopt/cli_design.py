@@ -21,6 +21,8 @@ from certificates._errors import InvalidParameterError
 from dpopt.cli_io import (
     COMMON,
     UsageError,
+    dump_json,
+    format_float,
     parse_float_list,
     parse_spec,
     read_matrix,
@@ -49,8 +51,8 @@ _F = argparse.RawDescriptionHelpFormatter
 
 #: The demo's built-in problem: a 5 x 5 grid in [0, 1]^2, the ideal denoiser at its centre.
 DEMO_GRID = "grid:lo=0,hi=1,n=5,d=2"
-DEMO_QUERY = (0.5, 0.5)
-DEMO_SIGMA = 0.3
+DEMO_QUERY = (0.2, 0.7)
+DEMO_SIGMA = 0.5
 DEMO_EPSILON = 1.0
 DEMO_DELTA = 1e-6
 DEMO_OUTPUT = "dpopt-demo.json"
@@ -253,25 +255,381 @@ def add_figures_parser(sub: Any) -> None:
 # ----------------------------------------------------------------------------- commands
 
 
+#: Largest number of floats (count x d) of sensitivity vectors stored inside a design file;
+#: beyond it the file stores a description and a sha256, and ``verify`` regenerates them.
+MAX_STORED_FLOATS = 2_000_000
+
+#: Tag of the JSON metadata the CLI puts in the certificate's vectors description.
+META_TAG = "dpopt-cli-design/1"
+
+
+class _ScaledBudget:
+    """A budget whose Mahalanobis bound is ``factor`` times another's (replacement: 1/4)."""
+
+    def __init__(self, budget: Any, factor: float) -> None:
+        self.budget = budget
+        self.factor = factor
+
+    def mahalanobis_bound(self) -> float:
+        return float(self.budget.mahalanobis_bound()) * self.factor
+
+
+def sensitivity_from_meta(meta: dict[str, Any]) -> Any:
+    """Rebuild the sensitivity set a design file describes (domain spec, query, sigma)."""
+    sens = _need("dpopt.sensitivity", "design")
+    domain = parse_domain(str(meta["domain"]))
+    if meta["set"] == "uniform-query":
+        return sens.uniform_query_set(domain)
+    if meta["set"] == "two-record":
+        return sens.add_remove_set(domain, np.asarray(meta["query"], float), float(meta["sigma"]))
+    raise UsageError(f"unknown sensitivity set {meta['set']!r} in the design file")
+
+
+def _check_output(path: str, force: bool) -> Path:
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"output path is a directory: {out}")
+    if not out.parent.exists():
+        raise UsageError(f"output directory does not exist: {out.parent}")
+    if out.exists() and not force:
+        raise UsageError(f"{out} already exists; use --force to overwrite it")
+    return out
+
+
+def _report(bound: float) -> dict[str, Any]:
+    budgets = _need("dpopt.budgets", "design")
+    rep = budgets.privacy_report(bound)
+    return {
+        "mahalanobis_bound": float(bound),
+        "zcdp_rho": float(rep.zcdp_rho),
+        "gdp_mu": float(rep.gdp_mu),
+        "rdp": {f"{a:g}": float(rep.rdp_epsilon(a)) for a in (2.0, 8.0, 32.0)},
+        "epsilon_for_delta": {f"{d:g}": float(rep.epsilon(d)) for d in (1e-5, 1e-6, 1e-8)},
+    }
+
+
+def _print_report(ctx: Context, rep: dict[str, Any], indent: str = "  ") -> None:
+    f = format_float
+    ctx.print(
+        f"{indent}Mahalanobis sensitivity sup s^T Σ^-1 s <= {f(rep['mahalanobis_bound'])}:  "
+        f"zCDP ρ = {f(rep['zcdp_rho'])},  GDP μ = {f(rep['gdp_mu'])}"
+    )
+    ctx.print(f"{indent}RDP ε_α: " + ", ".join(f"α={a}: {f(v)}" for a, v in rep["rdp"].items()))
+    ctx.print(
+        f"{indent}(ε, δ)-DP: "
+        + ", ".join(f"δ={d}: ε={f(v)}" for d, v in rep["epsilon_for_delta"].items())
+    )
+
+
+def run_design(
+    ctx: Context,
+    *,
+    meta: dict[str, Any],
+    sensitivity: Any,
+    budget_specs: list[str],
+    weight: Any,
+    noise_floor: float,
+    solver: str,
+    output: str | None,
+    force: bool,
+) -> dict[str, Any]:
+    """Design, certify and (optionally) write; return the JSON-ready summary."""
+    import json
+
+    from dpopt.cli_account import parse_budgets
+
+    design_mod = _need("dpopt.design", "design")
+    privacy_mod = _need("dpopt.privacy", "design")
+    io = _need("certificates.io", "design")
+    problem_mod = _need("certificates.problem", "design")
+
+    out_path = _check_output(output, force) if output is not None else None
+    budget = parse_budgets(budget_specs, "design")
+    q_budget = float(budget.mahalanobis_bound())
+    replacement = meta["adjacency"] == "replace"
+    target = _ScaledBudget(budget, 0.25) if replacement else budget
+    count, dim = int(sensitivity.count), int(sensitivity.dim)
+    if count * dim <= MAX_STORED_FLOATS:
+        vectors: Any = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
+    else:
+        vectors = sensitivity
+    with ctx.stage(f"solving ({count} sensitivity vectors, d = {dim})"):
+        design = design_mod.design_covariance(
+            vectors, target, weight=weight, noise_floor=noise_floor, solver=solver
+        )
+    cert = design.certificate
+    relation = "replacement" if replacement else "add_remove"
+    priv = (
+        privacy_mod.privacy_of(design.covariance, sensitivity, relation=relation)
+        if replacement
+        else design.privacy
+    )
+    delivered = float(priv.mahalanobis_bound)
+    if delivered > q_budget * (1 + 1e-9):  # privacy is correctness: never release this
+        raise _need("certificates._errors", "design").InfeasibleError(
+            f"re-check failed: the design's Mahalanobis sup {delivered!r} exceeds the budget's "
+            f"bound {q_budget!r}"
+        )
+    summary: dict[str, Any] = {
+        **meta,
+        "budget": budget.describe(),
+        "budget_bound": q_budget,
+        "solver": design.solution.stats.solver,
+        "count": count,
+        "dim": dim,
+        "total_error": float(design.value),
+        "isotropic_error": float(design.isotropic_value),
+        "improvement": float(design.improvement),
+        "certified_interval": [float(cert.lower), float(cert.upper)],
+        "gap": float(cert.gap),
+        "certified": bool(cert.certified),
+        "covariance": design.covariance,
+        "privacy": _report(delivered),
+        "output": None,
+        "sha256": None,
+    }
+    if out_path is not None:
+        dual = design.solution.dual
+        if dual is None:
+            raise UsageError(
+                f"solver {solver!r} returned no dual certificate; try --solver auto or clarabel"
+            )
+        problem = problem_mod.CovarianceProblem(
+            vectors, weight, target.mahalanobis_bound(), noise_floor
+        )
+        file_meta = {
+            "tag": META_TAG,
+            **meta,
+            "budget": budget.describe(),
+            "budget_bound": q_budget,
+            "budget_specs": list(budget_specs),
+        }
+        sha = io.write_certificate(
+            out_path,
+            problem,
+            cert,
+            dual,
+            description=json.dumps(file_meta, sort_keys=True),
+            overwrite=force,
+        )
+        summary["output"] = str(out_path)
+        summary["sha256"] = sha
+    return summary
+
+
+def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
+    f = format_float
+    lo, up = res["certified_interval"]
+    ctx.print(title)
+    ctx.print(
+        f"  sensitivity set: {res['set']} ({res['count']} vectors in R^{res['dim']}), "
+        f"{res['adjacency']} adjacency; budget {res['budget']} -> q = {f(res['budget_bound'])}"
+    )
+    ctx.print(f"  total error tr(W Σ):   {res['total_error']:.8g}   (optimal covariance)")
+    ctx.print(
+        f"  isotropic baseline:    {res['isotropic_error']:.8g}   "
+        f"(the optimal design has {res['improvement']:.4g}x less error)"
+    )
+    state = (
+        "CERTIFIED"
+        if res["certified"]
+        else "NOT certified to tolerance (private, maybe suboptimal)"
+    )
+    ctx.print(
+        f"  certified interval:    optimum in [{lo:.10g}, {up:.10g}], relative gap "
+        f"{res['gap']:.2e}  {state}"
+    )
+    cov = np.asarray(res["covariance"])
+    rows = ["[" + ", ".join(f"{v: .6g}" for v in row) + "]" for row in cov]
+    if cov.shape[0] <= 6:
+        ctx.print("  covariance Σ:          " + ("\n" + " " * 25).join(rows))
+    ctx.print("  privacy delivered (sensitivity sup of this Σ, safely rounded up):")
+    _print_report(ctx, res["privacy"], indent="    ")
+    if res["output"]:
+        ctx.print(
+            f"  wrote {res['output']} (sha256 {res['sha256'][:16]}...); "
+            f"re-check with: dpopt verify {res['output']}"
+        )
+
+
+def _finish(ctx: Context, args: argparse.Namespace, res: dict[str, Any], title: str) -> int:
+    if args.json:
+        ctx.print(dump_json(res))
+    else:
+        _print_design(ctx, res, title)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
-    raise UsageError("'dpopt demo' is not available yet in this build")
+    sens = _need("dpopt.sensitivity", "demo")
+    domain = parse_domain(DEMO_GRID)
+    meta = {
+        "command": "demo",
+        "domain": DEMO_GRID,
+        "set": "two-record",
+        "query": list(DEMO_QUERY),
+        "sigma": float(args.sigma),
+        "adjacency": "add-remove",
+    }
+    if not (args.sigma > 0 and np.isfinite(args.sigma)):
+        raise InvalidParameterError("sigma", args.sigma, "must be a finite number > 0")
+    sensitivity = sens.add_remove_set(domain, np.asarray(DEMO_QUERY), args.sigma)
+    spec = f"approx:epsilon={args.epsilon!r},delta={args.delta!r}"
+    res = run_design(
+        ctx,
+        meta=meta,
+        sensitivity=sensitivity,
+        budget_specs=[spec],
+        weight=None,
+        noise_floor=0.0,
+        solver=args.solver,
+        output=None if args.no_save else args.output,
+        force=args.force,
+    )
+    title = (
+        f"dpopt demo: ideal denoiser at g = {DEMO_QUERY} on the 5 x 5 grid in [0,1]^2, "
+        f"σ = {args.sigma:g}, (ε = {args.epsilon:g}, δ = {args.delta:g})-DP"
+    )
+    return _finish(ctx, args, res, title)
 
 
 def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
-    domain = parse_domain(args.domain)
+    sens = _need("dpopt.sensitivity", "design")
     if args.uniform_query and (args.query is not None or args.sigma is not None):
         raise UsageError("--uniform-query excludes --query and --sigma")
     if not args.uniform_query and (args.query is None or args.sigma is None):
         raise UsageError("give --query and --sigma, or --uniform-query")
-    if args.query is not None:
-        parse_float_list("query", args.query)
-    if args.weight is not None:
-        read_matrix(args.weight)
-    raise UsageError(f"'dpopt design' is not available yet in this build ({domain!r})")
+    domain = parse_domain(args.domain)
+    meta: dict[str, Any] = {
+        "command": "design",
+        "domain": args.domain if not Path(args.domain).exists() else str(Path(args.domain)),
+        "adjacency": args.adjacency,
+    }
+    if args.uniform_query:
+        sensitivity = sens.uniform_query_set(domain)
+        meta.update({"set": "uniform-query", "query": None, "sigma": None})
+    else:
+        query = parse_float_list("query", args.query)
+        if query.shape[0] != domain.dim:
+            raise InvalidParameterError(
+                "query", args.query, f"must have {domain.dim} coordinates like the domain"
+            )
+        if not (args.sigma > 0 and np.isfinite(args.sigma)):
+            raise InvalidParameterError("sigma", args.sigma, "must be a finite number > 0")
+        sensitivity = sens.add_remove_set(domain, query, args.sigma)
+        meta.update({"set": "two-record", "query": query.tolist(), "sigma": float(args.sigma)})
+    weight = read_matrix(args.weight) if args.weight is not None else None
+    if weight is not None and weight.shape[0] != domain.dim:
+        raise InvalidParameterError(
+            str(args.weight), weight.shape, f"must be {domain.dim} x {domain.dim}"
+        )
+    if not (args.noise_floor >= 0 and np.isfinite(args.noise_floor)):
+        raise InvalidParameterError("noise_floor", args.noise_floor, "must be finite and >= 0")
+    res = run_design(
+        ctx,
+        meta=meta,
+        sensitivity=sensitivity,
+        budget_specs=list(args.budget),
+        weight=weight,
+        noise_floor=float(args.noise_floor),
+        solver=args.solver,
+        output=args.output,
+        force=args.force,
+    )
+    return _finish(ctx, args, res, f"dpopt design: domain {args.domain}")
 
 
 def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
-    raise UsageError("'dpopt verify' is not available yet in this build")
+    import json
+
+    io = _need("certificates.io", "verify")
+    errors = _need("certificates._errors", "verify")
+    path = Path(args.file)
+    if not path.exists():
+        raise UsageError(f"file not found: {path}")
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a design file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            content = json.load(fh)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path} is not a JSON file ({exc})") from None
+    if not isinstance(content, dict) or content.get("format") != io.FORMAT:
+        raise UsageError(f"{path} is not a dpopt design file (format {io.FORMAT!r})")
+    meta: dict[str, Any] = {}
+    desc = (content.get("problem") or {}).get("vectors_description")
+    if isinstance(desc, str):
+        try:
+            parsed = json.loads(desc)
+            if isinstance(parsed, dict) and parsed.get("tag") == META_TAG:
+                meta = parsed
+        except json.JSONDecodeError:
+            meta = {}
+    result: dict[str, Any] = {"file": str(path), "holds": False}
+    try:
+        source = None
+        if (content.get("problem") or {}).get("vectors") is None:
+            if not meta:
+                raise errors.CertificateError(
+                    "the file does not store its sensitivity vectors and has no description "
+                    "dpopt can regenerate them from"
+                )
+            with ctx.stage("regenerating sensitivity vectors"):
+                source = sensitivity_from_meta(meta)
+        with ctx.stage("re-checking"):
+            cert = io.verify_file(path, source=source)
+    except errors.CertificateError as exc:
+        result["reason"] = " ".join(str(exc).split())
+        if args.json:
+            ctx.print(dump_json(result))
+        else:
+            ctx.print(f"{path}: certificate does NOT hold")
+            ctx.print(f"  reason: {result['reason']}")
+        return 1
+    stored_bound = float(content["problem"]["bound"])
+    replacement = meta.get("adjacency") == "replace"
+    guaranteed = 4.0 * stored_bound if replacement else stored_bound
+    result.update(
+        {
+            "holds": True,
+            "certified": bool(cert.certified),
+            "rigorous": bool(cert.rigorous),
+            "interval": [float(cert.lower), float(cert.upper)],
+            "gap": float(cert.gap),
+            "primal_residual": float(cert.primal_residual),
+            "bound": stored_bound,
+            "design": {k: v for k, v in meta.items() if k != "tag"},
+            "privacy": _report(guaranteed),
+        }
+    )
+    if args.json:
+        ctx.print(dump_json(result))
+        return 0
+    f = format_float
+    ctx.print(f"{path}: certificate holds (re-checked from scratch)")
+    if meta:
+        what = meta.get("set", "?")
+        extra = (
+            f" at query {meta.get('query')} with σ = {meta.get('sigma')}"
+            if what == "two-record"
+            else ""
+        )
+        ctx.print(
+            f"  design: {what} sensitivity set of domain {meta.get('domain')}{extra}, "
+            f"{meta.get('adjacency')} adjacency, budget {meta.get('budget')}"
+        )
+    ctx.print(
+        f"  Σ is strictly feasible: max_j s_j^T Σ^-1 s_j = {f(stored_bound)} x "
+        f"(1 + {cert.primal_residual:.3g}) <= q = {f(stored_bound)}"
+    )
+    kind = "rigorous" if cert.rigorous else "floating-point"
+    ctx.print(
+        f"  optimal value in [{cert.lower:.10g}, {cert.upper:.10g}] ({kind}), relative gap "
+        f"{cert.gap:.2e}" + ("" if cert.certified else "  (gap above the file's tolerance)")
+    )
+    ctx.print("  privacy guaranteed for the sensitivity set the file describes:")
+    _print_report(ctx, result["privacy"], indent="    ")
+    return 0
 
 
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
