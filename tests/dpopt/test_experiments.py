@@ -273,3 +273,21 @@ def test_figure_files(tmp_path: Path) -> None:
     assert all(p.stat().st_size > 10_000 for p in paths if p.suffix == ".png")
     with pytest.raises(InvalidParameterError):
         rpp_figures("iris", tmp_path)
+
+
+def test_denoiser_sweep_optimal_beats_isotropic() -> None:
+    pytest.importorskip("dpopt.design")
+    from dpopt.figures.denoiser import DenoiserSetup, denoiser_sweep
+
+    table = denoiser_sweep(DenoiserSetup(), epsilons=(0.5, 2.0))
+    assert table["certified"].all()
+    assert (table["optimal"] < table["isotropic"]).all()
+    assert (table["lower"] <= table["optimal"] * (1 + 1e-12)).all()
+    # tr(Sigma*) scales exactly as 1/q (Sigma*(q) = Sigma*(1)/q), so value * bound is constant
+    prod = (table["optimal"] * table["bound"]).to_numpy()
+    assert prod[0] == pytest.approx(prod[1], rel=1e-5)
+    assert table["improvement"].iloc[0] == pytest.approx(table["improvement"].iloc[1], rel=1e-5)
+    # the short axis gets less variance than the long one
+    assert (table["var_2"] < table["var_1"]).all() and (table["var_1"] < table["var_0"]).all()
+    total = table["var_0"] + table["var_1"] + table["var_2"]
+    np.testing.assert_allclose(total, table["optimal"], rtol=1e-9)
