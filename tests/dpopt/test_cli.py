@@ -436,3 +436,357 @@ def test_figures_list_and_run(
     code, _, err = run(["figures", "nope"], capsys)
     assert code == 2
     assert_one_line_error(err, "nope")
+
+
+# ----------------------------------------------------------------------------- demo, design, verify
+
+Q_APPROX_1_1EM6 = 0.0560289638253  # MATH.md §4.2: q*(eps=1, delta=1e-6)
+
+
+def _softmax_mean(data: np.ndarray, g: np.ndarray, sigma: float) -> np.ndarray:
+    """Ideal denoiser m_g(D) computed directly (seed 002 eq. 2), independent of dpopt."""
+    logw = -np.sum((data - g) ** 2, axis=1) / (2 * sigma**2)
+    w = np.exp(logw - logw.max())
+    return (w / w.sum()) @ data
+
+
+def _design_argv(tmp_path: Path, name: str, *extra: str) -> list[str]:
+    return ["-q", "design", *extra, "-o", str(tmp_path / name)]
+
+
+@pytest.fixture(scope="module")
+def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    pytest.importorskip("dpopt.design")
+    out = tmp_path_factory.mktemp("demo") / "demo.json"
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(["-q", "demo", "-o", str(out), "--json"])
+    assert code == 0
+    return out, json.loads(buf.getvalue())
+
+
+def test_demo_certified_and_private(demo_file: tuple[Path, dict]) -> None:
+    path, res = demo_file
+    assert path.exists() and res["output"] == str(path)
+    assert res["certified"] is True
+    assert res["budget_bound"] == pytest.approx(Q_APPROX_1_1EM6, rel=1e-9)
+    assert res["budget_bound"] <= Q_APPROX_1_1EM6 * (1 + 1e-12)
+    lo, up = res["certified_interval"]
+    assert lo <= up and up == pytest.approx(res["total_error"], rel=1e-12)
+    assert res["gap"] < 1e-6
+    assert res["improvement"] > 1.2  # beats isotropic noise on the built-in example
+    assert res["privacy"]["epsilon_for_delta"]["1e-06"] <= 1.0 + 1e-9
+    # independent privacy check: every deletion shift of random datasets from the grid, and
+    # every ordered two-record vector, has s^T Sigma^-1 s <= q (Theorem 1, brute force)
+    cov = np.asarray(res["covariance"])
+    prec = np.linalg.inv(cov)
+    axis = np.linspace(0, 1, 5)
+    grid = np.array([[a, b] for a in axis for b in axis])
+    g, sigma = np.array(res["query"]), res["sigma"]
+    worst = 0.0
+    for x in grid:
+        for y in grid:
+            if np.array_equal(x, y):
+                continue
+            t = _softmax_mean(np.array([x, y]), g, sigma) - y
+            worst = max(worst, float(t @ prec @ t))
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(2, 8))
+        data = grid[rng.integers(0, len(grid), n)]
+        m = _softmax_mean(data, g, sigma)
+        for k in range(n):
+            s = m - _softmax_mean(np.delete(data, k, axis=0), g, sigma)
+            worst = max(worst, float(s @ prec @ s))
+    assert worst <= res["budget_bound"] * (1 + 1e-9)
+    assert worst >= 0.99 * res["budget_bound"]  # the constraint is active: no wasted noise
+
+
+def test_demo_refuses_overwrite_then_force(
+    demo_file: tuple[Path, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = demo_file
+    before = path.read_text()
+    code, _, err = run(["-q", "demo", "-o", str(path)], capsys)
+    assert code == 2
+    assert_one_line_error(err, "already exists", "--force")
+    assert path.read_text() == before
+
+
+def test_verify_round_trip_and_tamper(
+    demo_file: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, res = demo_file
+    code, out, err = run(["verify", str(path)], capsys)
+    assert code == 0, err
+    assert "certificate holds" in out
+    code, out, _ = run(["verify", str(path), "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["holds"] is True
+    assert data["interval"] == pytest.approx(res["certified_interval"], rel=1e-9)
+    # tamper: shrink the covariance (less noise) -> must fail with exit 1
+    content = json.loads(path.read_text())
+    content["covariance"] = (0.5 * np.asarray(content["covariance"])).tolist()
+    bad = tmp_path / "tampered.json"
+    bad.write_text(json.dumps(content))
+    code, out, err = run(["verify", str(bad)], capsys)
+    assert code == 1 and "does NOT hold" in out and err == ""
+    code, out, _ = run(["verify", str(bad), "--json"], capsys)
+    assert code == 1 and json.loads(out)["holds"] is False
+    # tamper + recomputed hash: the re-check itself must reject the smaller covariance
+    import hashlib
+
+    body = {k: v for k, v in content.items() if k != "sha256"}
+    content["sha256"] = hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    bad.write_text(json.dumps(content))
+    code, out, _ = run(["verify", str(bad)], capsys)
+    assert code == 1 and "does NOT hold" in out
+    # unreadable inputs -> exit 2
+    notjson = tmp_path / "x.json"
+    notjson.write_text("{not json")
+    for target, needle in ((notjson, "not a JSON"), (tmp_path / "missing.json", "not found")):
+        code, _, err = run(["verify", str(target)], capsys)
+        assert code == 2
+        assert_one_line_error(err, needle)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"format": "something-else"}))
+    code, _, err = run(["verify", str(other)], capsys)
+    assert code == 2
+    assert_one_line_error(err, "not a dpopt design file")
+
+
+@pytest.mark.parametrize(
+    ("extra", "value"),
+    [
+        # uniform query on [0,1]^2, W = I, q = 1 (gdp:mu=1): (sum sqrt W_ii)^2 / q = 4 (MATH.md §6)
+        (["--budget", "gdp:mu=1"], 4.0),
+        # replacement adjacency: bound q/4 on the add/remove set (seed eq. 11) -> 16
+        (["--budget", "gdp:mu=1", "--adjacency", "replace"], 16.0),
+        # two budgets: the strictest (zcdp rho = 0.125 -> q = 0.25) wins -> 16
+        (["--budget", "gdp:mu=1", "--budget", "zcdp:rho=0.125"], 16.0),
+    ],
+)
+def test_design_uniform_query_closed_form(
+    extra: list[str], value: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("dpopt.design")
+    argv = _design_argv(
+        tmp_path, "u.json", "--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", *extra
+    )
+    res = run_json(argv, capsys)
+    assert res["certified"] is True
+    assert res["total_error"] == pytest.approx(value, rel=1e-6)
+    assert res["total_error"] >= value * (1 - 1e-6)
+    code, _, err = run(["verify", str(tmp_path / "u.json")], capsys)
+    assert code == 0, err
+
+
+def test_design_weight_file_and_csv_domain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("dpopt.design")
+    np.save(tmp_path / "w.npy", np.diag([1.0, 4.0]))
+    # box vertices as a CSV point set: uniform query differences include (+-1, +-1)
+    (tmp_path / "pts.csv").write_text("x,y\n0,0\n1,0\n0,1\n1,1\n")
+    argv = _design_argv(
+        tmp_path,
+        "w.json",
+        "--domain",
+        str(tmp_path / "pts.csv"),
+        "--uniform-query",
+        "--budget",
+        "gdp:mu=1",
+        "--weight",
+        str(tmp_path / "w.npy"),
+    )
+    res = run_json(argv, capsys)
+    # diagonal W: (sum_i sqrt W_ii)^2 / q = 9 (MATH.md §6 cube closed form)
+    assert res["total_error"] == pytest.approx(9.0, rel=1e-6)
+    code, _out, err = run(["verify", str(tmp_path / "w.json")], capsys)
+    assert code == 0, err
+
+
+def test_design_query_round_trip_via_console_script(tmp_path: Path) -> None:
+    pytest.importorskip("dpopt.design")
+    out = tmp_path / "d.json"
+    exe = Path(sys.executable).with_name("dpopt")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dpopt.cli"]
+    argv = [
+        "design",
+        "--domain",
+        "grid:lo=0,hi=1,n=3,d=2",
+        "--query",
+        "0.3,0.6",
+        "--sigma",
+        "0.4",
+        "--budget",
+        "approx:epsilon=1,delta=1e-6",
+        "--noise-floor",
+        "1e-3",
+        "-o",
+        str(out),
+    ]
+    proc = subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "CERTIFIED" in proc.stdout and "isotropic baseline" in proc.stdout
+    proc = subprocess.run(
+        [*cmd, "verify", str(out)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "certificate holds" in proc.stdout
+
+
+def test_design_unstored_vectors_regenerated_by_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("dpopt.design")
+    import dpopt.cli_design as cd
+
+    monkeypatch.setattr(cd, "MAX_STORED_FLOATS", 4)
+    argv = _design_argv(
+        tmp_path,
+        "s.json",
+        "--domain",
+        "grid:lo=0,hi=1,n=3,d=2",
+        "--query",
+        "0.2,0.7",
+        "--sigma",
+        "0.5",
+        "--budget",
+        "gdp:mu=0.5",
+    )
+    res = run_json(argv, capsys)
+    assert res["certified"] is True
+    content = json.loads((tmp_path / "s.json").read_text())
+    assert content["problem"]["vectors"] is None
+    code, _out, err = run(["verify", str(tmp_path / "s.json")], capsys)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "gdp:mu"], "spec"),
+        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "foo:x=1"], "spec"),
+        (["--domain", "grid:lo=0,hi=1,n=1,d=2", "--uniform-query", "--budget", "gdp:mu=1"], "n"),
+        (["--domain", "grid:lo=1,hi=0,d=2", "--uniform-query", "--budget", "gdp:mu=1"], "hi > lo"),
+        (["--domain", "ball:r=1", "--uniform-query", "--budget", "gdp:mu=1"], "domain"),
+        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--budget", "gdp:mu=1"], "--uniform-query"),
+        (
+            [
+                "--domain",
+                "grid:lo=0,hi=1,n=3,d=2",
+                "--query",
+                "0.5",
+                "--sigma",
+                "1",
+                "--budget",
+                "gdp:mu=1",
+            ],
+            "2 coordinates",
+        ),
+        (
+            [
+                "--domain",
+                "grid:lo=0,hi=1,n=3,d=2",
+                "--query",
+                "0.5,x",
+                "--sigma",
+                "1",
+                "--budget",
+                "gdp:mu=1",
+            ],
+            "query",
+        ),
+        (
+            [
+                "--domain",
+                "box:lo=0,hi=1,d=2",
+                "--query",
+                "0.5,0.5",
+                "--sigma",
+                "1",
+                "--budget",
+                "gdp:mu=1",
+            ],
+            "finite domain",
+        ),
+        (
+            [
+                "--domain",
+                "grid:lo=0,hi=1,n=3,d=2",
+                "--uniform-query",
+                "--query",
+                "0.5,0.5",
+                "--budget",
+                "gdp:mu=1",
+            ],
+            "excludes",
+        ),
+        (
+            [
+                "--domain",
+                "grid:lo=0,hi=1,n=3,d=2",
+                "--uniform-query",
+                "--budget",
+                "gdp:mu=1",
+                "--noise-floor",
+                "-1",
+            ],
+            "noise_floor",
+        ),
+    ],
+)
+def test_design_bad_inputs(
+    extra: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("dpopt.design")
+    code, _, err = run(_design_argv(tmp_path, "x.json", *extra), capsys)
+    assert code == 2, err
+    assert_one_line_error(err, needle)
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_design_nan_in_csv_and_bad_weight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("dpopt.design")
+    (tmp_path / "nan.csv").write_text("x,y\n0,0\n1,nan\n0,1\n")
+    code, _, err = run(
+        _design_argv(
+            tmp_path,
+            "x.json",
+            "--domain",
+            str(tmp_path / "nan.csv"),
+            "--uniform-query",
+            "--budget",
+            "gdp:mu=1",
+        ),
+        capsys,
+    )
+    assert code == 2
+    assert_one_line_error(err, "nan.csv", "line 3", "finite")
+    np.save(tmp_path / "w.npy", np.array([[1.0, 2.0], [2.0, 1.0]]))  # indefinite
+    np.save(tmp_path / "w3.npy", np.eye(3))
+    for w, needle in (("w.npy", "positive definite"), ("w3.npy", "2 x 2")):
+        code, _, err = run(
+            _design_argv(
+                tmp_path,
+                "x.json",
+                "--domain",
+                "grid:lo=0,hi=1,n=3,d=2",
+                "--uniform-query",
+                "--budget",
+                "gdp:mu=1",
+                "--weight",
+                str(tmp_path / w),
+            ),
+            capsys,
+        )
+        assert code == 2, w
+        assert_one_line_error(err, needle)
