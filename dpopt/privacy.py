@@ -93,13 +93,13 @@ class CovariancePrivacy:
 
     @property
     def zcdp_rho(self) -> float:
-        r"""zCDP parameter :math:`\rho^*/2`."""
-        return 0.5 * self.mahalanobis_bound
+        r"""zCDP parameter :math:`\rho^*/2` (from the report, rounded up)."""
+        return float(self.report.zcdp_rho)
 
     @property
     def gdp_mu(self) -> float:
-        r"""GDP parameter :math:`\mu = \sqrt{\rho^*}`."""
-        return float(np.sqrt(self.mahalanobis_bound))
+        r"""GDP parameter :math:`\mu = \sqrt{\rho^*}` (from the report, rounded up)."""
+        return float(self.report.gdp_mu)
 
     def rdp_epsilon(self, alpha: Any) -> Any:
         r"""RDP curve :math:`\varepsilon_\alpha = \alpha\rho^*/2` (delegates to the report)."""
@@ -178,7 +178,7 @@ def privacy_of(
     looseness = naive / computed if computed > 0 else float("inf")
     from dpopt.budgets import privacy_report  # lazy: budgets sits beside us in dpopt
 
-    report = privacy_report(bound) if bound > 0 else privacy_report(np.finfo(float).tiny)
+    report = privacy_report(bound)
     return CovariancePrivacy(
         mahalanobis_bound=bound,
         sup=sup,

@@ -90,3 +90,10 @@ def test_bad_input() -> None:
     with pytest.raises(InvalidParameterError) as err:
         privacy_of(np.eye(2), src, relation="swap")  # type: ignore[arg-type]
     assert err.value.name == "relation"
+
+
+@needs_budgets
+def test_zero_sensitivity_is_perfectly_private() -> None:
+    p = privacy_of(np.eye(2), [[0.0, 0.0]])
+    assert p.mahalanobis_bound == 0.0
+    assert float(p.delta(0.0)) == 0.0
