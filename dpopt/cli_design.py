@@ -113,7 +113,7 @@ def _problem_options(p: argparse.ArgumentParser, *, demo: bool) -> None:
     p.add_argument(
         "-o",
         "--output",
-        default=DEMO_OUTPUT if demo else None,
+        default=None,
         required=not demo,
         metavar="FILE",
         help="where to write the design JSON" + (f" (default {DEMO_OUTPUT})" if demo else ""),
@@ -135,11 +135,13 @@ def add_demo_parser(sub: Any) -> None:
             f"noise level σ = {DEMO_SIGMA}, under (ε = {DEMO_EPSILON:g}, δ = {DEMO_DELTA:g})-DP "
             "(add/remove one record).\n"
             "Prints its total error next to the isotropic baseline, the certified interval for\n"
-            "the optimum and the privacy report, and writes the design with its certificate."
+            "the optimum and the privacy report, and writes the design with its certificate\n"
+            "(re-check it with 'dpopt verify'). An explicit -o FILE is never overwritten\n"
+            "without --force; the default file, if present, is kept (with a warning)."
         ),
         epilog=(
             "examples:\n"
-            "  dpopt demo                       # writes dpopt-demo.json (refuses to overwrite)\n"
+            "  dpopt demo                     # writes dpopt-demo.json (an existing one is kept)\n"
             "  dpopt demo -o /tmp/d.json --force\n"
             "  dpopt demo --epsilon 0.5 --delta 1e-8 --no-save\n"
         ),
@@ -475,6 +477,14 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         raise InvalidParameterError("sigma", args.sigma, "must be a finite number > 0")
     sensitivity = sens.add_remove_set(domain, np.asarray(DEMO_QUERY), args.sigma)
     spec = f"approx:epsilon={args.epsilon!r},delta={args.delta!r}"
+    output: str | None = args.output
+    if args.no_save:
+        output = None
+    elif output is None:  # the default file: keep an earlier run's file instead of failing
+        output = DEMO_OUTPUT
+        if Path(output).exists() and not args.force:
+            ctx.warn(f"{output} exists and is kept (use --force to replace it, or -o FILE)")
+            output = None
     res = run_design(
         ctx,
         meta=meta,
@@ -483,7 +493,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         weight=None,
         noise_floor=0.0,
         solver=args.solver,
-        output=None if args.no_save else args.output,
+        output=output,
         force=args.force,
     )
     title = (

@@ -194,7 +194,6 @@ def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
 
 
 def test_account_convert_gdp_matches_math_md(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("dpopt.budgets")
     res = run_json(
         ["account", "convert", "gdp:mu=1", "--delta", "1e-5", "--epsilon", "1", "--alpha", "2"],
         capsys,
@@ -224,7 +223,6 @@ def test_account_convert_gdp_matches_math_md(capsys: pytest.CaptureFixture[str])
 def test_account_convert_bounds(
     specs: list[str], bound: float, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("dpopt.budgets")
     res = run_json(["account", "convert", *specs], capsys)
     q = res["report"]["mahalanobis_bound"]
     assert q == pytest.approx(bound, rel=1e-6)
@@ -233,7 +231,6 @@ def test_account_convert_bounds(
 
 
 def test_account_convert_text_and_bad_spec(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("dpopt.budgets")
     code, out, err = run(["account", "convert", "approx:epsilon=1,delta=1e-6"], capsys)
     assert code == 0, err
     assert "Mahalanobis bound" in out and "GDP" in out and "zCDP" in out
@@ -244,7 +241,6 @@ def test_account_convert_text_and_bad_spec(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_account_compose(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("dpopt.budgets")
     res = run_json(["account", "compose", "0.5", "1", "2", "--delta", "1e-5"], capsys)
     assert res["mu"] == pytest.approx(2.29128784748, rel=1e-9)
     assert res["report"]["mahalanobis_bound"] == pytest.approx(2.29128784748**2, rel=1e-9)
@@ -266,7 +262,6 @@ def test_account_subsample_clt(
     eps: float | None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pytest.importorskip("dpopt.budgets")
     argv = [
         "account",
         "subsample",
@@ -318,7 +313,6 @@ def test_account_subsample_bad_combinations(capsys: pytest.CaptureFixture[str]) 
 def test_calibrate_gaussian_balle_wang(
     eps: float, delta: float, sens: float, sigma: float, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("dpopt.budgets")
     argv = ["calibrate", "gaussian", "--epsilon", str(eps), "--delta", str(delta)]
     res = run_json([*argv, "--sensitivity", str(sens)], capsys)
     assert res["sigma"] == pytest.approx(sigma, rel=1e-6)
@@ -369,7 +363,6 @@ def test_calibrate_pufferfish_r1(
     winf: float,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pytest.importorskip("dpopt.pufferfish")
     csv = _r1_csv(tmp_path / "r1.csv")
     argv = ["calibrate", "pufferfish", str(csv), "--secret", "group", "--query", "value"]
     argv += ["--alpha", str(alpha), "--epsilon", str(eps), "--noise", noise]
@@ -383,7 +376,6 @@ def test_calibrate_pufferfish_r1(
 
 
 def test_calibrate_pufferfish_bad_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("dpopt.pufferfish")
     base = ["--secret", "group", "--query", "value", "--alpha", "2", "--epsilon", "1"]
     nan = tmp_path / "nan.csv"
     nan.write_text("group,value\na,1\na,\nb,2\n")
@@ -411,7 +403,8 @@ def test_calibrate_pufferfish_bad_csv(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_figures_list_and_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    registry = pytest.importorskip("dpopt.figures.__main__")
+    import dpopt.figures.__main__ as registry
+
     code, out, _ = run(["figures", "--list"], capsys)
     assert code == 0
     for name in registry.FIGURES:
@@ -456,7 +449,6 @@ def _design_argv(tmp_path: Path, name: str, *extra: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    pytest.importorskip("dpopt.design")
     out = tmp_path_factory.mktemp("demo") / "demo.json"
     import contextlib
     import io
@@ -574,7 +566,6 @@ def test_verify_round_trip_and_tamper(
 def test_design_uniform_query_closed_form(
     extra: list[str], value: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("dpopt.design")
     argv = _design_argv(
         tmp_path, "u.json", "--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", *extra
     )
@@ -589,7 +580,6 @@ def test_design_uniform_query_closed_form(
 def test_design_weight_file_and_csv_domain(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("dpopt.design")
     np.save(tmp_path / "w.npy", np.diag([1.0, 4.0]))
     # box vertices as a CSV point set: uniform query differences include (+-1, +-1)
     (tmp_path / "pts.csv").write_text("x,y\n0,0\n1,0\n0,1\n1,1\n")
@@ -612,7 +602,6 @@ def test_design_weight_file_and_csv_domain(
 
 
 def test_design_query_round_trip_via_console_script(tmp_path: Path) -> None:
-    pytest.importorskip("dpopt.design")
     out = tmp_path / "d.json"
     exe = Path(sys.executable).with_name("dpopt")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dpopt.cli"]
@@ -644,7 +633,6 @@ def test_design_query_round_trip_via_console_script(tmp_path: Path) -> None:
 def test_design_unstored_vectors_regenerated_by_verify(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("dpopt.design")
     import dpopt.cli_design as cd
 
     monkeypatch.setattr(cd, "MAX_STORED_FLOATS", 4)
@@ -745,7 +733,6 @@ def test_design_unstored_vectors_regenerated_by_verify(
 def test_design_bad_inputs(
     extra: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("dpopt.design")
     code, _, err = run(_design_argv(tmp_path, "x.json", *extra), capsys)
     assert code == 2, err
     assert_one_line_error(err, needle)
@@ -755,7 +742,6 @@ def test_design_bad_inputs(
 def test_design_nan_in_csv_and_bad_weight(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("dpopt.design")
     (tmp_path / "nan.csv").write_text("x,y\n0,0\n1,nan\n0,1\n")
     code, _, err = run(
         _design_argv(
@@ -790,3 +776,15 @@ def test_design_nan_in_csv_and_bad_weight(
         )
         assert code == 2, w
         assert_one_line_error(err, needle)
+
+
+def test_demo_default_file_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dpopt-demo.json").write_text("earlier run")
+    code, out, err = run(["-q", "demo", "--json"], capsys)
+    assert code == 0
+    assert "kept" in err and "--force" in err
+    assert (tmp_path / "dpopt-demo.json").read_text() == "earlier run"
+    assert json.loads(out)["output"] is None
