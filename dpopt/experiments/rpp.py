@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from certificates._errors import InvalidParameterError
 from certificates._validate import as_float_array
