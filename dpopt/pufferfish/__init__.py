@@ -6,7 +6,13 @@ moment bound; :func:`calibrate` finds the least scale through optimal couplings 
 the :math:`W_\\infty` baselines and :func:`audit` (true divergences by quadrature) check them.
 """
 
-from dpopt.pufferfish.audit import AuditResult, PairAudit, audit, mixture_renyi_divergence
+from dpopt.pufferfish.audit import (
+    AuditResult,
+    PairAudit,
+    audit,
+    minimal_scale_1d,
+    mixture_renyi_divergence,
+)
 from dpopt.pufferfish.baselines import (
     Baseline,
     rpp_winf_gaussian,
@@ -51,6 +57,7 @@ __all__ = [
     "calibrate_gaussian",
     "calibrate_laplace",
     "make_cost",
+    "minimal_scale_1d",
     "mixture_renyi_divergence",
     "rpp_winf_gaussian",
     "rpp_winf_laplace",

@@ -17,6 +17,7 @@ from dpopt.pufferfish import (
     calibrate_exponential,
     calibrate_gaussian,
     calibrate_laplace,
+    minimal_scale_1d,
     mixture_renyi_divergence,
 )
 from dpopt.renyi import renyi_gaussian, renyi_laplace
@@ -88,6 +89,24 @@ def test_against_mpmath_quadrature() -> None:
     ref = mp.log(mp.quad(integrand, pts)) / (a - 1)
     got = mixture_renyi_divergence(x, p, y, q, "laplace", 0.8, 3.0)
     assert got == pytest.approx(float(ref), abs=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("mech", "a", "e", "expected"),
+    [
+        ("laplace", 2.0, 1.0, 0.40521198),
+        ("gaussian", 2.0, 1.0, 0.71249087),
+        ("laplace", 5.0, 0.5, 1.14239006),
+        ("gaussian", 5.0, 0.5, 1.95572861),
+    ],
+)
+def test_true_minimal_scales_r1(mech: str, a: float, e: float, expected: float) -> None:
+    # MATH.md §2.8 "true minimal scales"; the result carries a 1e-6 safety margin
+    s = minimal_scale_1d(R1, mech, a, e)
+    assert s == pytest.approx(expected * (1 + 1e-6), rel=5e-8)
+    assert audit(R1, mech, s, a, e).passed
+    cal = calibrate_gaussian if mech == "gaussian" else calibrate_laplace
+    assert s <= cal(R1, a, e).scale
 
 
 def test_divergence_nonincreasing_in_scale() -> None:
