@@ -209,6 +209,11 @@ def add_design_parser(sub: Any) -> None:
     p.add_argument(
         "--noise-floor", type=float, default=0.0, metavar="ETA", help="η >= 0 (default 0)"
     )
+    p.add_argument(
+        "--rigorous",
+        action="store_true",
+        help="certify with every rounding error accounted for (exact arithmetic)",
+    )
     _problem_options(p, demo=False)
     p.set_defaults(handler=_cmd_design)
 
@@ -226,9 +231,17 @@ def add_verify_parser(sub: Any) -> None:
             "lower bound and the certified interval. Exit status 0 if the certificate holds,\n"
             "1 if it does not (tampered or wrong), 2 if the file cannot be read."
         ),
-        epilog="examples:\n  dpopt verify design.json\n  dpopt verify design.json --json\n",
+        epilog=(
+            "examples:\n  dpopt verify design.json\n  dpopt verify design.json --json\n"
+            "  dpopt verify design.json --rigorous   # interval proven despite rounding\n"
+        ),
     )
     p.add_argument("file", metavar="FILE", help="design JSON file")
+    p.add_argument(
+        "--rigorous",
+        action="store_true",
+        help="account for every rounding error (exact arithmetic on the dual support)",
+    )
     p.add_argument("--json", action="store_true", help="print the check as JSON")
     p.set_defaults(handler=_cmd_verify)
 
@@ -259,7 +272,7 @@ def add_figures_parser(sub: Any) -> None:
 
 #: Largest number of floats (count x d) of sensitivity vectors stored inside a design file;
 #: beyond it the file stores a description and a sha256, and ``verify`` regenerates them.
-MAX_STORED_FLOATS = 2_000_000
+MAX_STORED_FLOATS = 500_000
 
 #: Tag of the JSON metadata the CLI puts in the certificate's vectors description.
 META_TAG = "dpopt-cli-design/1"
@@ -334,6 +347,7 @@ def run_design(
     solver: str,
     output: str | None,
     force: bool,
+    rigorous: bool = False,
 ) -> dict[str, Any]:
     """Design, certify and (optionally) write; return the JSON-ready summary."""
     import json
@@ -357,7 +371,12 @@ def run_design(
         vectors = sensitivity
     with ctx.stage(f"solving ({count} sensitivity vectors, d = {dim})"):
         design = design_mod.design_covariance(
-            vectors, target, weight=weight, noise_floor=noise_floor, solver=solver
+            vectors,
+            target,
+            weight=weight,
+            noise_floor=noise_floor,
+            solver=solver,
+            rigorous=rigorous,
         )
     cert = design.certificate
     relation = "replacement" if replacement else "add_remove"
@@ -385,6 +404,7 @@ def run_design(
         "certified_interval": [float(cert.lower), float(cert.upper)],
         "gap": float(cert.gap),
         "certified": bool(cert.certified),
+        "rigorous": bool(cert.rigorous),
         "covariance": design.covariance,
         "privacy": _report(delivered),
         "output": None,
@@ -439,7 +459,7 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
     )
     ctx.print(
         f"  certified interval:    optimum in [{lo:.10g}, {up:.10g}], relative gap "
-        f"{res['gap']:.2e}  {state}"
+        f"{res['gap']:.2e}  {state}" + (" (rigorous)" if res.get("rigorous") else "")
     )
     cov = np.asarray(res["covariance"])
     rows = ["[" + ", ".join(f"{v: .6g}" for v in row) + "]" for row in cov]
@@ -545,6 +565,7 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         solver=args.solver,
         output=args.output,
         force=args.force,
+        rigorous=bool(args.rigorous),
     )
     return _finish(ctx, args, res, f"dpopt design: domain {args.domain}")
 
@@ -587,7 +608,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
             with ctx.stage("regenerating sensitivity vectors"):
                 source = sensitivity_from_meta(meta)
         with ctx.stage("re-checking"):
-            cert = io.verify_file(path, source=source)
+            cert = io.verify_file(path, source=source, rigorous=True if args.rigorous else None)
     except errors.CertificateError as exc:
         result["reason"] = " ".join(str(exc).split())
         if args.json:

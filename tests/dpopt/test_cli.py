@@ -519,6 +519,11 @@ def test_verify_round_trip_and_tamper(
     data = json.loads(out)
     assert code == 0 and data["holds"] is True
     assert data["interval"] == pytest.approx(res["certified_interval"], rel=1e-9)
+    code, out, _ = run(["verify", str(path), "--json", "--rigorous"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["rigorous"] is True
+    lo, up = data["interval"]
+    assert lo <= res["total_error"] <= up * (1 + 1e-12)
     # tamper: shrink the covariance (less noise) -> must fail with exit 1
     content = json.loads(path.read_text())
     content["covariance"] = (0.5 * np.asarray(content["covariance"])).tolist()
@@ -569,8 +574,9 @@ def test_design_uniform_query_closed_form(
     argv = _design_argv(
         tmp_path, "u.json", "--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", *extra
     )
-    res = run_json(argv, capsys)
-    assert res["certified"] is True
+    res = run_json([*argv, "--rigorous"], capsys)
+    assert res["certified"] is True and res["rigorous"] is True
+    assert res["certified_interval"][0] <= value * (1 + 1e-9)  # proven lower bound
     assert res["total_error"] == pytest.approx(value, rel=1e-6)
     assert res["total_error"] >= value * (1 - 1e-6)
     code, _, err = run(["verify", str(tmp_path / "u.json")], capsys)
