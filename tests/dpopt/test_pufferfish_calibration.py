@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -172,8 +175,11 @@ def test_routes_agree_quantile_emd_lp() -> None:
         }
     )
     for cost in (LaplaceCost(3.0), GaussianCost(2.0), LaplaceCost(2.0, form="paper")):
-        scales = [calibrate(sc, cost, 0.8, method=m).scale for m in ("quantile", "emd", "lp")]
-        np.testing.assert_allclose(scales[1:], scales[0], rtol=1e-7)
+        scales = [calibrate(sc, cost, 0.8, method=m).scale for m in ("quantile", "emd")]
+        assert scales[1] == pytest.approx(scales[0], rel=1e-10)
+    two = Scenario.from_laws({s: sc.law(s) for s in ("a", "b")})
+    q, lp = (calibrate(two, GaussianCost(2.0), 0.8, method=m).scale for m in ("quantile", "lp"))
+    assert lp == pytest.approx(q, rel=1e-7)
     cal = calibrate(R1, LaplaceCost(2.0), 1.0, method="lp")
     gap = cal.pairs[0].certificate.gap
     assert gap is not None and abs(gap) < 1e-6
@@ -294,3 +300,40 @@ def test_bad_types() -> None:
         calibrate({"a": 1}, LaplaceCost(2.0), 1.0)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError):
         calibrate(R1, "laplace", 1.0)  # type: ignore[arg-type]
+
+
+def test_large_support_is_fast_and_certified() -> None:
+    rng = np.random.default_rng(0)
+    n = 10_000
+    sc = Scenario.from_laws(
+        {"a": (rng.normal(size=n), rng.dirichlet(np.ones(n))),
+         "b": (rng.normal(size=n) + 0.5, rng.dirichlet(np.ones(n)))}
+    )
+    start = time.perf_counter()
+    cal = calibrate_laplace(sc, 2.0, 1.0)
+    elapsed = time.perf_counter() - start
+    assert cal.certified and elapsed < 5.0
+    # Jensen lower bound (point masses at the means) <= b <= RPP W_inf baseline
+    means = [float(law.mean[0]) for law in sc.laws["prior"].values()]
+    jensen = calibrate_laplace(Scenario.from_laws({"a": ([means[0]], [1.0]),
+                                                   "b": ([means[1]], [1.0])}), 2.0, 1.0).scale
+    assert jensen <= cal.scale <= rpp_winf_laplace(sc, 2.0, 1.0).scale
+
+
+def test_pure_two_dimensional_is_bottleneck_over_eps() -> None:
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(4, 2)), rng.normal(size=(4, 2))
+    u = np.full(4, 0.25)
+    sc = Scenario.from_laws({"a": (x, u), "b": (y, u)})
+    # uniform laws of equal size: W_inf is attained by a permutation (Birkhoff); brute force
+    w_l1 = min(
+        max(np.abs(x[i] - y[j]).sum() for i, j in enumerate(perm))
+        for perm in itertools.permutations(range(4))
+    )
+    w_l2 = min(
+        max(np.linalg.norm(x[i] - y[j]) for i, j in enumerate(perm))
+        for perm in itertools.permutations(range(4))
+    )
+    assert calibrate_laplace(sc, np.inf, 0.5).scale == pytest.approx(w_l1 / 0.5, rel=1e-12)
+    assert calibrate_exponential(sc, np.inf, 0.5).scale == pytest.approx(w_l2 / 0.5, rel=1e-12)
+    assert rpp_winf_gaussian(sc, 2.0, 0.5).scale == pytest.approx(w_l2 * np.sqrt(2.0), rel=1e-9)
