@@ -490,8 +490,9 @@ def sup_mahalanobis(
 
     Examples
     --------
-    >>> float(sup_mahalanobis([[1.0, 0.0], [0.0, 2.0]], 2.0 * np.eye(2)).value)
-    2.0
+    >>> res = sup_mahalanobis([[1.0, 0.0], [0.0, 2.0]], 2.0 * np.eye(2))
+    >>> round(res.value, 12), res.index, res.exact
+    (2.0, 1, True)
     """
     src = _as_source(vectors)
     d = int(src.dim)

@@ -136,15 +136,11 @@ def test_theorem1_brute_force_over_multisets() -> None:
             assert shift @ prec @ shift == pytest.approx(sup.value, rel=1e-10)
             for n in range(2, 9):
                 data = dom[rng.integers(0, m, size=n)]
-                for k, s in enumerate(deletion_shifts(data, g, sigma)):
-                    direct = posterior_mean(data, g, sigma) - posterior_mean(
-                        np.delete(data, k, 0), g, sigma
-                    )
-                    np.testing.assert_allclose(s, direct, atol=1e-12)
-                    val = float(s @ prec @ s)
-                    assert val <= sup.value * (1 + 1e-10) + 1e-300
-                    if sup.value > 0:
-                        worst[min(n, 3)] = max(worst[min(n, 3)], val / sup.value)
+                shifts = deletion_shifts(data, g, sigma)  # eq. (6), checked in test_denoiser
+                vals = np.einsum("ij,jk,ik->i", shifts, prec, shifts)
+                assert np.all(vals <= sup.value * (1 + 1e-10))
+                if sup.value > 0:
+                    worst[min(n, 3)] = max(worst[min(n, 3)], float(vals.max()) / sup.value)
     assert max(worst.values()) <= 1.0 + 1e-10
     print(
         f"largest ratio s^T P s / two-record sup: n = 2: {worst[2]:.12f}, n >= 3: {worst[3]:.12f}"
@@ -179,7 +175,7 @@ def test_corollary1_uniform_query_dominates_and_is_approached() -> None:
 def test_replacement_bound_holds_by_brute_force() -> None:
     rng = np.random.default_rng(6)
     worst = 0.0
-    for _ in range(30):
+    for _ in range(15):
         dom = rng.normal(size=(4, 2))
         g = rng.normal(size=2)
         cov = _random_spd(rng, 2)
@@ -253,7 +249,7 @@ def test_box_high_dimension_falls_back_to_bound() -> None:
 @pytest.mark.parametrize(("d", "method"), [(2, "hull"), (3, "auto"), (3, "lp"), (7, "lp")])
 def test_pruning_preserves_sup(d: int, method: str) -> None:
     rng = np.random.default_rng(10 + d)
-    m = 25 if d < 7 else 12
+    m = 25 if method != "lp" else 16
     src = TwoRecordVectors(rng.normal(size=(m, d)), rng.normal(size=d), 0.8)
     pruned = prune(src, method=method)
     assert pruned.count <= src.count
@@ -267,7 +263,7 @@ def test_pruning_preserves_sup(d: int, method: str) -> None:
         )
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10_000), d=st.integers(2, 4))
 def test_pruning_random_sets_and_antiparallel(seed: int, d: int) -> None:
     rng = np.random.default_rng(seed)
