@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -138,7 +140,8 @@ def test_property_rounding_gives_exact_marginals(n, m, seed) -> None:
     ],
 )
 def test_bad_inputs(kwargs, name) -> None:
-    args = {"p": P, "q": Q, "rows": ROWS, "cols": COLS, "mass": MASS, "threshold": 1.0}
+    args: dict[str, Any] = {"p": P, "q": Q, "rows": ROWS, "cols": COLS, "mass": MASS}
+    args["threshold"] = 1.0
     extra = {k: kwargs.pop(k) for k in list(kwargs) if k == "aggregate"}
     args.update(kwargs)
     with pytest.raises(InvalidParameterError) as err:
