@@ -164,15 +164,6 @@ def test_write_text_safely_refuses_overwrite(tmp_path: Path) -> None:
 
 def test_subprocess_entry_point() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "dpopt.cli", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0
-    assert "usage: dpopt" in proc.stdout
-    proc = subprocess.run(
         [sys.executable, "-m", "dpopt.cli", "verify", "/nonexistent/file.json"],
         capture_output=True,
         text=True,
@@ -182,6 +173,7 @@ def test_subprocess_entry_point() -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("dpopt: error:")
+    assert proc.stdout == ""
 
 
 # ----------------------------------------------------------------------------- account, calibrate
@@ -607,28 +599,17 @@ def test_design_weight_file_and_csv_domain(
     assert code == 0, err
 
 
-def test_design_query_round_trip_via_console_script(tmp_path: Path) -> None:
+def test_design_query_round_trip_via_console_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "d.json"
+    argv = ["-q", "design", "--domain", "grid:lo=0,hi=1,n=3,d=2", "--query", "0.3,0.6"]
+    argv += ["--sigma", "0.4", "--budget", "approx:epsilon=1,delta=1e-6", "--noise-floor", "1e-3"]
+    code, stdout, err = run([*argv, "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "CERTIFIED" in stdout and "isotropic baseline" in stdout
     exe = Path(sys.executable).with_name("dpopt")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dpopt.cli"]
-    argv = [
-        "design",
-        "--domain",
-        "grid:lo=0,hi=1,n=3,d=2",
-        "--query",
-        "0.3,0.6",
-        "--sigma",
-        "0.4",
-        "--budget",
-        "approx:epsilon=1,delta=1e-6",
-        "--noise-floor",
-        "1e-3",
-        "-o",
-        str(out),
-    ]
-    proc = subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert "CERTIFIED" in proc.stdout and "isotropic baseline" in proc.stdout
     proc = subprocess.run(
         [*cmd, "verify", str(out)], capture_output=True, text=True, timeout=120, check=False
     )
@@ -794,3 +775,77 @@ def test_demo_default_file_is_kept(
     assert "kept" in err and "--force" in err
     assert (tmp_path / "dpopt-demo.json").read_text() == "earlier run"
     assert json.loads(out)["output"] is None
+
+
+# ----------------------------------------------------------------------------- properties
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _mp_delta(eps: float, mu: float) -> float:
+    """Balle-Wang delta(eps) for mu-GDP at 40 digits (MATH.md §4.2), independent of dpopt."""
+    import mpmath as mp
+
+    mp.mp.dps = 40
+    m, e = mp.mpf(mu), mp.mpf(eps)
+    return float(mp.ncdf(m / 2 - e / m) - mp.exp(e) * mp.ncdf(-m / 2 - e / m))
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    eps=st.floats(min_value=0.05, max_value=8.0),
+    log10_delta=st.floats(min_value=-12.0, max_value=-2.0),
+    sens=st.floats(min_value=0.01, max_value=100.0),
+)
+def test_calibrate_gaussian_never_under_noises(eps: float, log10_delta: float, sens: float) -> None:
+    import contextlib
+    import io
+
+    delta = 10.0**log10_delta
+    outs = []
+    for e in (eps, eps * 1.5):
+        buf = io.StringIO()
+        argv = ["calibrate", "gaussian", "--epsilon", repr(e), "--delta", repr(delta)]
+        with contextlib.redirect_stdout(buf):
+            assert main([*argv, "--sensitivity", repr(sens), "--json"]) == 0
+        outs.append(json.loads(buf.getvalue())["sigma"])
+    sigma, sigma_larger_eps = outs
+    # forward check at high precision: the released sigma meets (eps, delta)
+    assert _mp_delta(eps, sens / sigma) <= delta * (1 + 1e-9)
+    # and is nearly tight (not wasteful)
+    assert _mp_delta(eps, sens / (sigma * (1 - 1e-6))) > delta * (1 - 1e-3)
+    # monotone: a larger epsilon never needs more noise
+    assert sigma_larger_eps <= sigma
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    eps=st.floats(min_value=0.05, max_value=8.0),
+    log10_delta=st.floats(min_value=-12.0, max_value=-2.0),
+)
+def test_account_convert_round_trip(eps: float, log10_delta: float) -> None:
+    import contextlib
+    import io
+
+    delta = 10.0**log10_delta
+    buf = io.StringIO()
+    argv = ["account", "convert", f"approx:epsilon={eps!r},delta={delta!r}"]
+    with contextlib.redirect_stdout(buf):
+        assert main([*argv, "--delta", repr(delta), "--epsilon", repr(eps), "--json"]) == 0
+    rep = json.loads(buf.getvalue())["report"]
+    # the bound of an (eps, delta) budget gives back at most eps at delta, at most delta at eps
+    assert rep["epsilon_for_delta"][0]["epsilon"] <= eps * (1 + 1e-9) + 1e-12
+    assert rep["epsilon_for_delta"][0]["epsilon"] >= eps * (1 - 1e-6) - 1e-9
+    assert rep["delta_for_epsilon"][0]["delta"] <= delta * (1 + 1e-9)
+
+
+_KEY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)
+_VAL = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-+e", min_size=1, max_size=10)
+
+
+@settings(max_examples=50, deadline=None)
+@given(kind=_KEY, params=st.dictionaries(_KEY, _VAL, max_size=5))
+def test_parse_spec_round_trip(kind: str, params: dict[str, str]) -> None:
+    text = kind + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
+    assert parse_spec(text) == (kind, params)
