@@ -154,6 +154,13 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dpopt`` command line on ``argv`` (default ``sys.argv[1:]``); return the status."""
     out, err = sys.stdout, sys.stderr
+    for stream in (out, err):  # a non-UTF-8 terminal must not turn "ε" into a crash
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # pragma: no cover - exotic streams
+                pass
     try:
         parser = build_parser()
         try:

@@ -174,6 +174,30 @@ def test_subprocess_entry_point() -> None:
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("dpopt: error:")
     assert proc.stdout == ""
+    # a non-UTF-8 terminal gets escapes, not a crash
+    import os
+
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpopt.cli",
+            "calibrate",
+            "gaussian",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "3.730631635" in proc.stdout
 
 
 # ----------------------------------------------------------------------------- account, calibrate
