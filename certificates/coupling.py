@@ -34,6 +34,7 @@ References
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,7 @@ from scipy.special import logsumexp
 from certificates._errors import CertificateError, InvalidParameterError
 from certificates._validate import as_float_array, as_scalar
 
-__all__ = ["CouplingCertificate", "check_coupling", "round_to_marginals"]
+__all__ = ["CouplingCertificate", "check_coupling", "log_average", "round_to_marginals"]
 
 LogCost = Callable[[NDArray[np.intp], NDArray[np.intp]], NDArray[np.float64]]
 
@@ -99,6 +100,23 @@ class CouplingCertificate:
     def margin(self) -> float:
         """``threshold - log_value`` (non-negative when the cost condition holds)."""
         return self.threshold - self.log_value
+
+
+def log_average(log_cost: NDArray[np.float64], mass: NDArray[np.float64]) -> float:
+    r""":math:`\log\sum_k w_k e^{c_k}` with full relative precision when it is small.
+
+    When every :math:`c_k \le 1` the value is computed as
+    :math:`\operatorname{log1p}\big(\sum_k w_k - 1 + \sum_k w_k\,\operatorname{expm1}(c_k)\big)`
+    with one exactly rounded ``math.fsum`` (so thresholds :math:`(\alpha-1)\varepsilon` near 0
+    are compared without the ~1e-16 absolute error of a log-sum-exp); otherwise by log-sum-exp.
+    """
+    if mass.size == 0:
+        return float("-inf")
+    if float(np.max(log_cost)) <= 1.0:
+        terms = np.concatenate([mass, [-1.0], mass * np.expm1(log_cost)])
+        excess = math.fsum(terms.tolist())
+        return float(np.log1p(excess)) if excess > -1.0 else float("-inf")
+    return float(logsumexp(log_cost, b=mass))
 
 
 def _marginals(
@@ -251,7 +269,7 @@ def check_coupling(
     if lc.shape != w.shape or np.isnan(lc).any():
         raise InvalidParameterError("log_cost", lc.shape, "must return one non-NaN value per piece")
     if aggregate == "mean":
-        value = float(logsumexp(lc, b=w)) if w.size else float("-inf")
+        value = log_average(lc, w)
     else:
         value = float(np.max(lc)) if w.size else float("-inf")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,17 @@ from solvers.transport import (
 )
 
 METHODS = ("auto", "quantile", "emd", "lp")
+
+
+def log_mean_exp(lc: NDArray[np.float64], w: NDArray[np.float64]) -> float:
+    """log sum_k w_k e^{c_k}; log1p(fsum(w - 1, w expm1(c))) when all c <= 1 (relative precision
+    for thresholds near 0), else log-sum-exp."""
+    if w.size == 0:
+        return float("-inf")
+    if float(np.max(lc)) <= 1.0:
+        excess = math.fsum(np.concatenate([w, [-1.0], w * np.expm1(lc)]).tolist())
+        return float(np.log1p(excess)) if excess > -1.0 else float("-inf")
+    return float(logsumexp(lc, b=w))
 
 
 def resolve_method(method: str, dim: int) -> str:
@@ -99,4 +111,4 @@ class PairTransport:
         lc = safe_log_cost(self.cost, diff, scale)
         if self.cost.is_pure:
             return float(np.max(lc))
-        return float(logsumexp(lc, b=c.mass))
+        return log_mean_exp(lc, c.mass)

@@ -15,10 +15,11 @@ costs are symmetric in the shift). :math:`V_\alpha` is continuous and nonincreas
 Jensen's bound :math:`V_\alpha \ge C_\alpha(\bar x - \bar y)` (costs convex in the shift, §3.1),
 and found by Brent's method. The released scale is the maximum over pairs and priors.
 
-Safety: the root-find targets :math:`(\alpha-1)\varepsilon - 10^{-12}\max(1,(\alpha-1)\varepsilon)`,
-the result is nudged upwards until the computed value is below the target, and every pair is then
-re-checked at the released scale by :func:`certificates.coupling.check_coupling` with the cost
-evaluated afresh (a failing check raises :class:`~dpopt.errors.CertificateError`).
+Safety: the root-find targets :math:`(1 - 10^{-11})(\alpha-1)\varepsilon` (log values are
+computed with relative precision), the result is nudged upwards until the computed value is below
+the target, and every pair is then re-checked at the released scale by
+:func:`certificates.coupling.check_coupling` with the cost evaluated afresh (a failing check
+raises :class:`~dpopt.errors.CertificateError`).
 
 With :math:`\alpha=\infty` (Laplace or exponential) the condition is
 :math:`\min_\pi \max_{\operatorname{supp}\pi} \lVert x-y\rVert / b \le \varepsilon`, i.e. the
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from certificates._errors import CertificateError, InvalidTypeError
+from certificates._errors import CertificateError, InvalidParameterError, InvalidTypeError
 from certificates._validate import as_scalar
 from certificates.coupling import CouplingCertificate, check_coupling
 from dpopt.pufferfish._pairs import PairTransport, resolve_method, safe_log_cost
@@ -221,6 +222,10 @@ def calibrate(
         scales.append(_pair_scale(pt, eps))
     k_bind = int(np.argmax([s for s, _ in scales]))
     scale = scales[k_bind][0]
+    if not np.isfinite(scale):
+        raise InvalidParameterError(
+            "epsilon", eps, f"too small: the required scale overflows ({scale!r})"
+        )
 
     results: list[PairCalibration] = []
     for (theta, si, sj, pt), (s_pair, w_inf) in zip(transports, scales, strict=True):

@@ -47,13 +47,15 @@ __all__ = ["ExponentialCost", "GaussianCost", "LaplaceCost", "RenyiCost", "make_
 
 
 #: Relative safety margin on log thresholds: calibrations solve for
-#: ``level - LEVEL_MARGIN * max(1, |level|)`` so that round-off never lands on the unsafe side.
-LEVEL_MARGIN = 1e-12
+#: ``level * (1 - LEVEL_MARGIN)`` so that round-off (relative ~n * 1e-16 for n coupling pieces; the
+#: log values are computed with relative precision, see ``certificates.coupling.log_average``)
+#: never lands on the unsafe side.
+LEVEL_MARGIN = 1e-11
 
 
 def safe_level(level: float) -> float:
     """The threshold actually targeted by calibrations and baselines (see LEVEL_MARGIN)."""
-    return level - LEVEL_MARGIN * max(1.0, abs(level))
+    return level * (1.0 - LEVEL_MARGIN)
 
 
 def _alpha(value: Any, allow_inf: bool) -> float:
