@@ -426,6 +426,20 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
     )
 
 
+def safe_sigma(sensitivity: float, bound: float) -> float:
+    """Smallest double σ with (Δ/σ)² <= q exactly (rational check), i.e. σ >= Δ/√q.
+
+    Rounding in ``Δ / sqrt(q)`` may land one ulp low, which would under-noise; the result is
+    nudged up until the inequality holds in exact arithmetic.
+    """
+    from fractions import Fraction
+
+    sigma = sensitivity / math.sqrt(bound)
+    while Fraction(sensitivity) ** 2 > Fraction(bound) * Fraction(sigma) ** 2:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
 def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.cli import need
 
@@ -435,7 +449,7 @@ def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
     if args.budget:
         budget = parse_budgets(args.budget, "calibrate")
         bound = float(budget.mahalanobis_bound())
-        sigma = args.sensitivity / math.sqrt(bound)
+        sigma = safe_sigma(args.sensitivity, bound)
         source: dict[str, Any] = {"budgets": list(args.budget)}
     else:
         if args.epsilon is None or args.delta is None:

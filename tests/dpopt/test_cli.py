@@ -873,3 +873,18 @@ _VAL = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-+e", min_size=1, 
 def test_parse_spec_round_trip(kind: str, params: dict[str, str]) -> None:
     text = kind + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
     assert parse_spec(text) == (kind, params)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sens=st.floats(min_value=1e-6, max_value=1e6),
+    bound=st.floats(min_value=1e-8, max_value=1e4),
+)
+def test_safe_sigma_is_exactly_safe(sens: float, bound: float) -> None:
+    from fractions import Fraction
+
+    from dpopt.cli_account import safe_sigma
+
+    sigma = safe_sigma(sens, bound)
+    assert Fraction(sens) ** 2 <= Fraction(bound) * Fraction(sigma) ** 2
+    assert sigma <= sens / bound**0.5 * (1 + 1e-15)
