@@ -150,3 +150,16 @@ def test_bad_inputs(kwargs, name) -> None:
             args["threshold"], **extra,
         )
     assert err.value.name == name
+
+
+def test_log_average_relative_precision_against_mpmath() -> None:
+    import mpmath as mp
+
+    from certificates.coupling import log_average
+
+    mp.mp.dps = 40
+    w = np.array([0.2, 0.3, 0.5])
+    cases = ([1e-12, 3e-12, 0.0], [0.5, -2.0, 1.0], [5.0, 300.0, 1.0])
+    for c in map(np.array, cases):
+        ref = mp.log(mp.fsum(mp.mpf(wi) * mp.exp(mp.mpf(ci)) for wi, ci in zip(w, c, strict=True)))
+        assert log_average(c, w) == pytest.approx(float(ref), rel=1e-14, abs=0)

@@ -337,3 +337,16 @@ def test_pure_two_dimensional_is_bottleneck_over_eps() -> None:
     assert calibrate_laplace(sc, np.inf, 0.5).scale == pytest.approx(w_l1 / 0.5, rel=1e-12)
     assert calibrate_exponential(sc, np.inf, 0.5).scale == pytest.approx(w_l2 / 0.5, rel=1e-12)
     assert rpp_winf_gaussian(sc, 2.0, 0.5).scale == pytest.approx(w_l2 * np.sqrt(2.0), rel=1e-9)
+
+
+@pytest.mark.parametrize("e", [1e-3, 1e-7, 1e-11])
+def test_small_epsilon_keeps_relative_precision(e: float) -> None:
+    # R1 Gaussian: 0.2 + 0.8 exp(a(a-1)/(2 s^2)) = e^{(a-1) eps}, solved without cancellation
+    a = 3.0
+    s = np.sqrt(a * (a - 1) / (2 * np.log1p(np.expm1((a - 1) * e) / 0.8)))
+    cal = calibrate_gaussian(R1, a, e)
+    assert cal.scale == pytest.approx(s, rel=1e-9)
+    assert cal.scale >= s * (1 - 1e-14)
+    assert cal.pairs[0].certificate.margin > 0
+    # small shifts: Laplace moment ~ Gaussian one (log M = a(a-1) t^2/2 + O(t^3))
+    assert calibrate_laplace(R1, a, e).scale == pytest.approx(s, rel=0.05)
