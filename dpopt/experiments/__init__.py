@@ -13,6 +13,7 @@ from dpopt.experiments.rpp import (
     rpp_sweep,
     scenario_laws,
     summary_ratios,
+    tightness,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "rpp_sweep",
     "scenario_laws",
     "summary_ratios",
+    "tightness",
 ]

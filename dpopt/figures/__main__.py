@@ -32,6 +32,10 @@ FIGURES: dict[str, tuple[str, str]] = {
         "dpopt.figures.rpp:rpp_student",
         "seed 000 α-W RPP vs W∞ on Student Performance (sex→G3 mat, romantic→G3 por)",
     ),
+    "rpp-tightness": (
+        "dpopt.figures.rpp:rpp_tightness",
+        "seed 000: certified α-W scale vs true minimal scale (quadrature) vs W∞, ε = 1, α = 2",
+    ),
     "denoiser-covariance": (
         "dpopt.figures.denoiser:denoiser_covariance_figure",
         "seed 002 ideal denoiser: optimal vs isotropic covariance, total variance vs ε",
