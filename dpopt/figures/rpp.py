@@ -74,7 +74,7 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
     for col, label, style in [
         ("b_exact", "α-W, exact Rényi cost", "-o"),
         ("b_lr", "α-W, likelihood-ratio cost", "-s"),
-        ("b_paper", "α-W, paper cost e^{α|z|/b}", "-^"),
+        ("b_paper", "α-W, paper cost exp(α|z|/b)", "-^"),
         ("b_winf_rpp", "W∞-RPP (Pierquin et al.)", "--"),
         ("b_winf", "W∞/ε (Song et al.)", ":"),
     ]:
