@@ -55,6 +55,7 @@ from solvers._types import SolverStats
 __all__ = [
     "Coupling",
     "bottleneck_coupling",
+    "capped_costs",
     "coupling_lp_dual",
     "coupling_lp_primal",
     "emd_coupling",
