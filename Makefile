@@ -4,7 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install run test test-slow lint bench bench-full figures fig1 notebooks clean
+.PHONY: help install run test test-slow lint bench bench-full figures fig1 fig-rpp-adult \
+	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser notebooks clean
 
 help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
@@ -43,6 +44,21 @@ bench-full: $(STAMP)
 
 fig1: $(STAMP)
 	$(PY) -m dpopt.figures fig1
+
+fig-rpp-adult: $(STAMP)
+	$(PY) -m dpopt.figures rpp-adult
+
+fig-rpp-heart: $(STAMP)
+	$(PY) -m dpopt.figures rpp-heart
+
+fig-rpp-student: $(STAMP)
+	$(PY) -m dpopt.figures rpp-student
+
+fig-rpp-tightness: $(STAMP)
+	$(PY) -m dpopt.figures rpp-tightness
+
+fig-denoiser: $(STAMP)
+	$(PY) -m dpopt.figures denoiser-covariance
 
 figures: $(STAMP)
 	$(PY) -m dpopt.figures all
