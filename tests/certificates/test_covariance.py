@@ -209,3 +209,15 @@ def test_cube_closed_form() -> None:
     sol = solve_cvx(prob)
     cert = check(prob, sol.covariance, sol.dual)
     assert cert.certified and cert.lower <= exact <= cert.upper
+
+
+def test_accepts_structured_solver_dual() -> None:
+    """check() takes any FactoredDual, e.g. from the reduced-dual structured solver."""
+    structured = pytest.importorskip("solvers.structured")
+    for eta in (0.0, 0.5):
+        prob = CovarianceProblem(F1.vectors, F1.weight, 1.0, eta)
+        sol = structured.solve_structured(prob)
+        cert = check(prob, sol.covariance, sol.dual, rigorous=True)
+        assert cert.certified, cert.message
+        ref = solve_cvx(prob)
+        assert cert.lower <= ref.value * (1 + 1e-9) and ref.value <= cert.upper * (1 + 1e-9)
