@@ -83,7 +83,6 @@ IntArray = NDArray[np.intp]
 _SPAN_RTOL = 1e-13
 #: Relative safety margin applied to the returned covariance after the verification pass.
 _SAFETY = 1e-12
-_DEBUG = False
 #: Ridge on the complement of the span (rank-deficient, eta = 0): relative cost added to the value.
 _RIDGE = 1e-10
 
@@ -256,9 +255,9 @@ def _smat(vec: FloatArray, n: int) -> FloatArray:
 
 def _psd_step_limit(pi: FloatArray, dpi: FloatArray) -> float:
     """Largest alpha with ``pi + alpha * dpi`` PSD (pi positive definite)."""
-    c = linalg.cholesky(pi, lower=True)
-    x = linalg.solve_triangular(c, dpi, lower=True)
-    x = linalg.solve_triangular(c, x.T, lower=True)
+    w, v = linalg.eigh(pi)
+    h = v / np.sqrt(w)
+    x = h.T @ dpi @ h
     m = float(linalg.eigvalsh(0.5 * (x + x.T))[0])
     return np.inf if m >= 0 else -1.0 / m
 
@@ -292,16 +291,28 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
             _rotate_floor(st, ev)
         pid = np.diag(st.pi).copy() if ke else np.zeros(0)
         qf_max = float(linalg.eigvalsh(ev.qf)[-1]) if ke else -np.inf
-        kkt = max(float(ev.q.max()), qf_max) / t - 1.0
+        kkt_v = float(ev.q.max()) / t - 1.0
+        kkt = max(kkt_v, qf_max / t - 1.0)
         if ke and it == 1:
             # (re)start the barrier at a weight matched to the current KKT error
             st.tb = 0.1 * max(kkt, tol) * t / ke
+        if ke:
+            # path following: shrink the barrier only at a (nearly) central point, where
+            # pi_a (T + 2 tb kE - Qf_aa) = 2 tb for every floor direction a
+            cen = pid * (t + 2.0 * st.tb * ke - np.diag(ev.qf)) / (2.0 * st.tb)
+            off = ev.qf - np.diag(np.diag(ev.qf))
+            centred = (
+                bool(np.all((cen > 0.5) & (cen < 2.0)))
+                and float(ev.q.max()) <= t + 3.0 * st.tb * ke + tol * t
+                and float(np.max(np.abs(off))) <= 0.5 * max(2.0 * st.tb * ke, tol * t)
+            )
+            if centred and 2.0 * st.tb * ke / t > 0.5 * tol:
+                st.tb = max(0.2 * st.tb, 0.2 * tol * t / ke)
         bar_gap = 2.0 * st.tb * ke / t if ke else 0.0
-        if _DEBUG:
-            print("   it", it, "T", t, "kkt", kkt, "bar", bar_gap, "pid", pid)
         if kkt <= tol and bar_gap <= tol:
             break
-        free = (st.mu > 0) | (ev.q > t * (1.0 + 1e-14))
+        t_ref = t + 2.0 * st.tb * ke if ke else t  # 2 nu at the barrier optimum
+        free = (st.mu > 0) | (ev.q > t_ref * (1.0 + 1e-14))
         z = st.yw @ ev.vecs
         e0, e1 = np.triu_indices(ke)
         g_full = np.concatenate([0.5 * ev.q, 0.5 * _svec(ev.qf)])
@@ -368,10 +379,6 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
         st.mu = mu_new / total
         st.pi = pi_new / total
         if ke:
-            # path following: shrink the barrier once the step is a (nearly) full, small
-            # Newton step, i.e. the iterate is close to the current central point
-            if alpha >= 0.9 and slope <= 0.5 * bar_gap * t:
-                st.tb = max(0.2 * st.tb, 0.2 * tol * t / ke)
             _eliminate_floor(st)
         ev = _evaluate(st)
         if t_new <= t * (1 + 1e-15) and (not ke or bar_gap <= tol):
@@ -668,6 +675,7 @@ def solve_structured(
                 grew = True
         if floor_mode and ball_r > t * (1.0 + 0.5 * inner_tol):
             cur_e = floor_basis @ st.rot if st.rot.size else np.zeros((d, 0))
+            ke_ = cur_e.shape[1]
             viol = (qb * eta / np.maximum(lam_w, 1e-300)) > t * (1.0 + 0.5 * inner_tol)
             cand = lam_v[:, viol]
             cand = cand - cur_e @ (cur_e.T @ cand)
@@ -675,7 +683,8 @@ def solve_structured(
             ok = np.abs(np.diag(rn)) > 1e-6
             if np.any(ok):
                 new_e = qn[:, ok]
-                eps = min(1e-2, gap) * (float(np.trace(st.pi)) + 0.1) / (cur_e.shape[1] + 1)
+                # enter well inside the cone (an interior point for the barrier of the block)
+                eps = 0.1 * float(np.trace(st.pi)) / max(cur_e.shape[1], 1) + 1e-3 * (ke_ == 0)
                 floor_basis = np.concatenate([cur_e, new_e], axis=1)
                 kn = new_e.shape[1]
                 pi_new = linalg.block_diag(st.pi, eps * np.eye(kn))
