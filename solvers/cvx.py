@@ -329,33 +329,86 @@ def _polish(
     lam: NDArray[np.float64],
     u: NDArray[np.float64],
     h: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    r"""Refit the dual at the solver's Sigma: :math:`u_j = \Sigma^{-1}s_j` and
-    :math:`\lambda = rg\min_{\lambda \ge 0} \|W - H - \sum_j \lambda_j u_j u_j^	op\|_F` (NNLS).
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    r"""Tighten the factored dual; returns (lambda, u, H), the candidate with the best bound.
 
-    Returns whichever of the solver's and the refitted (lambda, u) gives the larger float lower
-    bound; both are valid factored duals, the choice only tightens the certificate.
+    Candidates: the solver's own; a refit at the solver's Sigma (:math:`u_j = \Sigma^{-1}s_j`,
+    :math:`\lambda = \arg\min_{\lambda\ge 0}\|W - H - \sum_j\lambda_ju_ju_j^\top\|_F` by NNLS);
+    and the reduced-dual map of MATH.md §6.3 / §11.2 applied to the solver's multipliers
+    (:func:`_dual_from_mu`; for eta > 0 the eigenvectors of H become floor atoms
+    :math:`\sqrt{q\eta}\,v_i` with weights :math:`h_i\eta/q`). Every candidate is a valid factored
+    dual, so the choice only tightens the certificate.
     """
     from scipy.optimize import nnls
 
     if sup.size == 0:
-        return lam, u
+        return lam, u, h
+    candidates = [(lam, u, h)]
     try:
         chol = sla.cho_factor(sigma, lower=True)
     except (np.linalg.LinAlgError, ValueError):
-        return lam, u
-    u2 = sla.cho_solve(chol, vectors[sup].T).T
-    d = weight.shape[0]
-    iu = np.triu_indices(d)
-    scale = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
-    design = np.stack([np.outer(v, v)[iu] * scale for v in u2], axis=1)
-    target = (weight - h)[iu] * scale
-    lam2, _ = nnls(design, target, maxiter=50 * max(1, sup.size))
-    best = _float_lower(vectors, weight, bound, eta, sup, lam, u, h)
-    cand = _float_lower(vectors, weight, bound, eta, sup, lam2, u2, h)
-    if np.all(np.isfinite(u2)) and cand > best:
-        return np.asarray(lam2, dtype=float), np.asarray(u2, dtype=float)
-    return lam, u
+        chol = None
+    if chol is not None:
+        u2 = sla.cho_solve(chol, vectors[sup].T).T
+        d = weight.shape[0]
+        iu = np.triu_indices(d)
+        scale = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
+        design = np.stack([np.outer(v, v)[iu] * scale for v in u2], axis=1)
+        target = (weight - h)[iu] * scale
+        lam2, _ = nnls(design, target, maxiter=50 * max(1, sup.size))
+        candidates.append((np.asarray(lam2, dtype=float), np.asarray(u2, dtype=float), h))
+    atoms, weights = vectors[sup], lam
+    n_floor = 0
+    if eta > 0:
+        ev, vec = sla.eigh(0.5 * (h + h.T))
+        keep = ev > EIG_RTOL * max(float(np.max(np.abs(ev))), 1e-300)
+        n_floor = int(np.sum(keep))
+        atoms = np.vstack([atoms, np.sqrt(bound * eta) * vec[:, keep].T])
+        weights = np.concatenate([lam, ev[keep] * eta / bound])
+    mapped = _dual_from_mu(atoms, weight, bound, weights)
+    if mapped is not None:
+        lam3, u3 = mapped
+        k = sup.size
+        fl, fu = lam3[k:], u3[k:]
+        h3 = (fu.T * fl) @ fu if n_floor else np.zeros_like(h)
+        candidates.append((lam3[:k], u3[:k], h3))
+    scores = [
+        _float_lower(vectors, weight, bound, eta, sup, cl, cu, ch)
+        if np.all(np.isfinite(cu)) and np.all(np.isfinite(cl)) and np.all(np.isfinite(ch))
+        else -np.inf
+        for cl, cu, ch in candidates
+    ]
+    return candidates[int(np.argmax(scores))]
+
+
+def _dual_from_mu(
+    support_vectors: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    bound: float,
+    weights: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    r"""MATH.md §6.3 map from reduced-dual weights :math:`\mu` (any solver's multipliers,
+    normalised) to a factored dual with :math:`E = 0` up to rounding (eta = 0):
+    :math:`\lambda = (T/q)^2\mu`, :math:`u_j = \Sigma_*^{-1}s_j`,
+    :math:`\Sigma_*^{-1} = (q/T)W^{1/2}R^{-1}W^{1/2}`, :math:`R = (W^{1/2}MW^{1/2})^{1/2}`.
+    Its bound T^2/q is accurate to second order in the error of mu. None if M is singular."""
+    total = float(np.sum(weights))
+    if total <= 0:
+        return None
+    mu = weights / total
+    m = (support_vectors.T * mu) @ support_vectors
+    ev_w, vec_w = sla.eigh(weight)
+    wh = (vec_w * np.sqrt(ev_w)) @ vec_w.T
+    a_ev, a_vec = sla.eigh(wh @ m @ wh)
+    if a_ev[0] <= 1e-12 * a_ev[-1]:
+        return None
+    roots = np.sqrt(a_ev)
+    trace_r = float(np.sum(roots))
+    r_inv = (a_vec / roots) @ a_vec.T
+    n_star = (bound / trace_r) * (wh @ r_inv @ wh)
+    u = support_vectors @ n_star
+    lam = (trace_r / bound) ** 2 * mu
+    return np.asarray(lam, dtype=float), np.asarray(u, dtype=float)
 
 
 def _lift(
@@ -471,7 +524,7 @@ def solve_cvx(
             f"another backend or form"
         )
     if polish:
-        lam, u = _polish(vec_s, w_s, q, eta, sigma, sup, lam, u, h)
+        lam, u, h = _polish(vec_s, w_s, q, eta, sigma, sup, lam, u, h)
         keep = lam > 0
         sup, lam, u = sup[keep], lam[keep], u[keep]
     if reduce:
