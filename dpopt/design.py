@@ -28,6 +28,7 @@ Example
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from certificates._errors import (
 )
 from certificates._validate import as_scalar
 from certificates.covariance import CovarianceCertificate, check
+from certificates.io import write_certificate
 from certificates.problem import CovarianceProblem, VectorSource
 from dpopt.program import isotropic_baseline
 from solvers._types import Solution
@@ -74,6 +76,8 @@ class Design:
         The Mahalanobis bound q the budget(s) allow.
     solution : Solution
         The raw solver output the design was certified from.
+    problem : CovarianceProblem
+        The program's data (vectors, W, q, eta).
     """
 
     covariance: NDArray[np.float64]
@@ -83,6 +87,17 @@ class Design:
     isotropic_value: float
     bound: float
     solution: Solution
+    problem: CovarianceProblem
+
+    def save(self, path: str | os.PathLike[str], *, description: str | None = None,
+             overwrite: bool = False) -> str:
+        """Write the certificate file (:func:`certificates.io.write_certificate`); return its
+        sha256. ``description`` is required when the vectors came from a VectorSource; re-check
+        the file with :func:`certificates.io.verify_file`."""
+        if self.solution.dual is None:  # pragma: no cover - every solver returns a dual
+            raise InfeasibleError("the design has no dual certificate to save")
+        return write_certificate(path, self.problem, self.certificate, self.solution.dual,
+                                 description=description, overwrite=overwrite)
 
     @property
     def certified(self) -> bool:
@@ -246,5 +261,5 @@ def design_covariance(
     iso_value, _ = isotropic_baseline(problem)
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
-        isotropic_value=iso_value, bound=q, solution=sol,
+        isotropic_value=iso_value, bound=q, solution=sol, problem=problem,
     )

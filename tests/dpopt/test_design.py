@@ -85,6 +85,17 @@ def test_uniform_query_with_floor_rigorous() -> None:
     assert _mp_ratio(design.covariance, src.dense()) < 1.0
 
 
+def test_save_and_verify(tmp_path, denoiser_set) -> None:  # type: ignore[no-untyped-def]
+    from certificates.io import verify_file
+
+    design = design_covariance(denoiser_set, GDP(mu=1.0), rigorous=True)
+    path = tmp_path / "design.json"
+    design.save(path, description="ideal denoiser, 3x3 grid, g=(0.4, 0.6), sigma=0.3")
+    cert = verify_file(path, source=denoiser_set)
+    assert cert.certified and cert.upper == design.value
+    assert np.array_equal(cert.repaired_covariance, design.covariance)
+
+
 def test_every_backend(denoiser_set) -> None:  # type: ignore[no-untyped-def]
     values = [design_covariance(denoiser_set, GDP(mu=1.0), solver=s).value
               for s in ("clarabel", "scs")]
