@@ -27,6 +27,7 @@ correction of MATH.md §6.3: :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
 from __future__ import annotations
 
 import time
+import warnings
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -106,7 +107,13 @@ class CvxBackend(ABC):
             )
         start = time.perf_counter()
         try:
-            form.problem.solve(solver=self.cvxpy_name, verbose=verbose, **self.options(tol))
+            with warnings.catch_warnings():
+                # cvxpy's notes on its canonicalization backend and on inaccurate solutions: the
+                # latter is reported as status "optimal_inaccurate"; the certificate decides
+                warnings.filterwarnings("ignore", message=".*CPP backend.*", category=UserWarning)
+                warnings.filterwarnings("ignore", message=".*may be inaccurate.*",
+                                        category=UserWarning)
+                form.problem.solve(solver=self.cvxpy_name, verbose=verbose, **self.options(tol))
         except cp.error.SolverError as exc:
             raise SolverError(
                 f"{self.name} failed on the {form.form} form ({exc}); remedy: try another "
