@@ -1,0 +1,428 @@
+#!/usr/bin/env python
+r"""Benchmark: dpopt's structured covariance solver against generic conic solvers (issue 5).
+
+On the same instances and with the same BLAS thread count (default 1) this runs
+
+* ``natural/clarabel``, ``natural/scs``: the seed's natural cvxpy form, J PSD blocks
+  ``[[Sigma, s_j], [s_j^T, q]] >= 0`` (``solvers.cvx_forms.build_primal``); Clarabel with the
+  tight tolerances of ``solvers.cvx`` (gap/feasibility 1e-10), SCS at its defaults;
+* ``inverse/clarabel``: the N = Sigma^{-1} reformulation of MATH.md §11.7 (J linear rows and one
+  2d x 2d LMI; ``solvers.cvx_forms.build_inverse``), the strongest generic peer;
+* ``dpopt``: :func:`solvers.structured.solve_structured` (column generation on the reduced dual).
+
+Instances: m random points in [0, 1]^d, two-record vectors for the query g = (1/2, ..., 1/2)
+(``dpopt.sensitivity.TwoRecordVectors``; J = m(m - 1)/2), W = I or a random SPD W of condition 100,
+eta = 0 or a binding floor (the median eigenvalue of the eta = 0 optimum), and rank-deficient cells
+(m <= d points span at most m - 1 dimensions).
+
+Every generic run happens in a subprocess killed at ``--timeout`` seconds ("DNF"); runs whose
+memory would be prohibitive are skipped ("skip"). For every run the script reports the wall time
+(cvxpy compilation included), the constraint violation of Sigma as returned
+(``max_j s_j^T Sigma^+ s_j / q - 1`` and ``eta - lambda_min``), and the relative gap reached after
+scaling Sigma to feasibility, measured against dpopt's certified lower bound ``T^2/q``
+(MATH.md §11.1). dpopt's time is also given in multiples of one float64 pass over the data (one
+GEMM per chunk: the physical floor, §11.6). Results are printed and saved as CSV under
+``results/``.
+
+Usage::
+
+    python scripts/bench_covariance.py            # reduced grid (~5 minutes on 2 cores)
+    python scripts/bench_covariance.py --full     # the full grid of issue 5 (hours)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _set_threads(argv: list[str]) -> int:
+    threads = 1
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            threads = int(argv[i + 1])
+        elif a.startswith("--threads="):
+            threads = int(a.split("=", 1)[1])
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    return threads
+
+
+_THREADS = _set_threads(sys.argv)  # must precede the numpy import
+
+import csv  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import asdict, dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+from numpy.typing import NDArray  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from certificates.problem import CovarianceProblem, VectorSource  # noqa: E402
+from solvers.structured import _score_pass, solve_structured  # noqa: E402
+
+PEERS = ("natural/clarabel", "natural/scs", "inverse/clarabel")
+#: Natural form: skip when J * (d + 1)^2 exceeds this (cvxpy used 2.3-3.4 GB at 1.2e6, §11.7).
+NATURAL_MAX_SIZE = 1.3e6
+#: N-form: skip when J * d exceeds this (one dense J x d expression in cvxpy).
+INVERSE_MAX_SIZE = 2.0e6
+#: Materialise the vectors as an array when J * d * 8 bytes stays below this.
+DENSE_BYTES = 1.2e9
+
+
+# ------------------------------------------------------------------------------------------------
+# instances
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    d: int
+    m: int
+    weight: str  # "I" or "spd"
+    floor: str  # "0" or "bind"
+    seed: int = 0
+    peers: bool = True
+
+    @property
+    def count(self) -> int:
+        return self.m * (self.m - 1) // 2
+
+    @property
+    def rank_deficient(self) -> bool:
+        return self.m <= self.d
+
+    def label(self) -> str:
+        rd = " rankdef" if self.rank_deficient else ""
+        return f"d={self.d} J={self.count} W={self.weight} eta={self.floor}{rd}"
+
+
+class _LocalTwoRecord:
+    """Fallback VectorSource: the longer of t_g(x,y), t_g(y,x) (softmax-weighted differences)."""
+
+    def __init__(self, points: NDArray[np.float64], query: NDArray[np.float64], sigma: float):
+        self._x = points
+        self._g = query
+        self._s2 = 2.0 * sigma * sigma
+        self._i, self._k = np.triu_indices(points.shape[0], 1)
+
+    @property
+    def count(self) -> int:
+        return int(self._i.size)
+
+    @property
+    def dim(self) -> int:
+        return int(self._x.shape[1])
+
+    def _make(self, idx: NDArray[np.intp]) -> NDArray[np.float64]:
+        a, b = self._x[self._i[idx]], self._x[self._k[idx]]
+        z = (np.sum((self._g - b) ** 2, axis=1) - np.sum((self._g - a) ** 2, axis=1)) / self._s2
+        w = np.where(z >= 0, 1.0, -1.0) / (1.0 + np.exp(-np.abs(z)))
+        return w[:, None] * (a - b)
+
+    def chunks(self, size: int = 65536) -> Any:
+        for start in range(0, self.count, size):
+            yield start, self._make(np.arange(start, min(start + size, self.count)))
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
+        return self._make(np.asarray(indices, dtype=np.intp))
+
+
+def _source(cell: Cell) -> VectorSource:
+    rng = np.random.default_rng(1000 * cell.seed + 7 * cell.d + cell.m)
+    points = rng.random((cell.m, cell.d))
+    query = np.full(cell.d, 0.5)
+    sigma = math.sqrt(cell.d / 12.0)
+    try:
+        from dpopt.sensitivity import TwoRecordVectors
+
+        src: VectorSource = TwoRecordVectors(points, query=query, sigma=sigma)
+    except ImportError:  # pragma: no cover - the sensitivity module is optional here
+        src = _LocalTwoRecord(points, query, sigma)
+    return src
+
+
+def _weight(cell: Cell) -> NDArray[np.float64]:
+    if cell.weight == "I":
+        return np.eye(cell.d)
+    rng = np.random.default_rng(99 + cell.d)
+    q, _ = np.linalg.qr(rng.standard_normal((cell.d, cell.d)))
+    return (q * np.geomspace(1.0, 100.0, cell.d)) @ q.T
+
+
+def _vectors(cell: Cell) -> Any:
+    src = _source(cell)
+    if cell.count * cell.d * 8 <= DENSE_BYTES:
+        return np.concatenate([b for _, b in src.chunks(65536)], axis=0)
+    return src
+
+
+# ------------------------------------------------------------------------------------------------
+# evaluation of any Sigma against the data (float64, pseudo-inverse on the numerical range)
+# ------------------------------------------------------------------------------------------------
+def _assess(
+    problem: CovarianceProblem, sigma: NDArray[np.float64]
+) -> tuple[float, float, float]:
+    """(max_j q_j / q - 1, eta - lambda_min, value after scaling to feasibility)."""
+    sigma = 0.5 * (sigma + sigma.T)
+    w, v = np.linalg.eigh(sigma)
+    if not np.all(np.isfinite(w)) or w[-1] <= 0:
+        return math.inf, math.inf, math.inf
+    keep = w > 1e-12 * w[-1]
+    b = v[:, keep] / np.sqrt(w[keep])
+    comp = v[:, ~keep]
+    chunk = 65536
+    qmax = _score_pass(problem.source, b, chunk, 0, np.inf).qmax
+    if comp.shape[1]:
+        res = _score_pass(problem.source, comp, chunk, 0, np.inf).qmax
+        norm = _score_pass(problem.source, np.eye(problem.dim), chunk, 0, np.inf).qmax
+        if res > 1e-12 * norm:
+            qmax = math.inf
+    eta = problem.noise_floor
+    viol = qmax / problem.bound - 1.0
+    floor_viol = eta - float(w[0]) if eta > 0 else 0.0
+    scale = max(1.0, qmax / problem.bound, eta / w[0] if eta > 0 and w[0] > 0 else 1.0)
+    if eta > 0 and w[0] <= 0:
+        scale = math.inf
+    value = scale * float(np.sum(np.asarray(problem.weight) * sigma))
+    return viol, floor_viol, value
+
+
+# ------------------------------------------------------------------------------------------------
+# peers (run in a subprocess)
+# ------------------------------------------------------------------------------------------------
+def _peer_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    warnings.simplefilter("ignore")
+    from solvers.cvx import get_backend
+    from solvers.cvx_forms import build_form
+
+    cell = Cell(**spec["cell"])
+    form_name, solver = spec["peer"].split("/")
+    vectors = np.asarray(_vectors(cell))
+    weight = _weight(cell)
+    problem = CovarianceProblem(vectors, weight, 1.0, spec["eta"])
+    backend = get_backend(solver)
+    t0 = time.perf_counter()
+    form = build_form("primal" if form_name == "natural" else "inverse", vectors, weight, 1.0,
+                      spec["eta"])
+    try:
+        # Clarabel with dpopt's tight tolerances; SCS at its own defaults (as measured in §11.7:
+        # at tight tolerances it does not finish)
+        opts = backend.options(spec["tol"]) if solver == "clarabel" else {}
+        form.problem.solve(solver=backend.cvxpy_name, **opts)
+    except Exception as exc:  # any solver crash is reported as such
+        return {"status": f"error: {type(exc).__name__}", "time": time.perf_counter() - t0}
+    elapsed = time.perf_counter() - t0
+    if form_name == "natural":
+        sig = form.variables["covariance"].value
+    else:
+        n = form.variables["precision"].value
+        sig = None if n is None else np.linalg.pinv(0.5 * (n + n.T), hermitian=True)
+    if sig is None:
+        return {"status": str(form.problem.status), "time": elapsed}
+    viol, floor_viol, value = _assess(problem, np.asarray(sig, dtype=np.float64))
+    return {"status": str(form.problem.status), "time": elapsed, "violation": viol,
+            "floor_violation": floor_viol, "scaled_value": value}
+
+
+def _run_peer(cell: Cell, peer: str, eta: float, timeout: float, tol: float) -> dict[str, Any]:
+    form_name = peer.split("/")[0]
+    if form_name == "natural" and cell.count * (cell.d + 1) ** 2 > NATURAL_MAX_SIZE:
+        return {"status": "skip(mem)"}
+    if form_name == "inverse" and cell.count * cell.d > INVERSE_MAX_SIZE:
+        return {"status": "skip(mem)"}
+    spec = {"cell": asdict(cell), "peer": peer, "eta": eta, "tol": tol}
+    cmd = [sys.executable, __file__, "--threads", str(_THREADS), "--peer-json", json.dumps(spec)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"status": "DNF", "time": timeout}
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        tail = (out.stderr or "").strip().splitlines()[-1:] or ["?"]
+        return {"status": f"crash: {tail[0][:60]}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# dpopt
+# ------------------------------------------------------------------------------------------------
+def _one_pass_seconds(problem: CovarianceProblem, repeats: int = 3) -> float:
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((problem.dim, problem.dim))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _score_pass(problem.source, b, 65536, 0, np.inf)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _run_dpopt(problem: CovarianceProblem, repeats: int) -> tuple[Any, float]:
+    times, sol = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        sol = solve_structured(problem, tol=1e-8)
+        times.append(time.perf_counter() - t0)
+    assert sol is not None
+    return sol, float(np.median(times))
+
+
+def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
+    vectors = _vectors(cell)
+    weight = _weight(cell)
+    eta = 0.0
+    if cell.floor == "bind":
+        base = solve_structured(CovarianceProblem(vectors, weight, 1.0), tol=1e-8)
+        ev = np.linalg.eigvalsh(base.covariance)
+        ev = ev[ev > 1e-6 * ev[-1]]
+        eta = float(np.median(ev))
+    problem = CovarianceProblem(vectors, weight, 1.0, eta)
+    one_pass = _one_pass_seconds(problem)
+    sol, t_dp = _run_dpopt(problem, args.repeats)
+    extra = sol.stats.extra
+    lower = float(extra["lower"])
+    viol, floor_viol, _ = _assess(problem, sol.covariance)
+    rows = [{
+        "cell": cell.label(), "d": cell.d, "J": cell.count, "W": cell.weight, "eta": eta,
+        "rank_deficient": cell.rank_deficient, "method": "dpopt", "status": sol.status,
+        "time_s": t_dp, "gap": sol.value / lower - 1.0, "violation": viol,
+        "floor_violation": floor_viol, "speedup_vs_peer": 1.0, "passes": sol.stats.passes,
+        "pass_equivalents": t_dp / one_pass, "one_pass_s": one_pass,
+        "support": extra["support"], "input": "array" if isinstance(vectors, np.ndarray)
+        else "generator",
+    }]
+    for peer in PEERS:
+        if not (cell.peers and args.peers):
+            res: dict[str, Any] = {"status": "skip"}
+        else:
+            res = _run_peer(cell, peer, eta, args.timeout, args.peer_tol)
+        t = res.get("time", math.nan)
+        value = res.get("scaled_value", math.nan)
+        ok = res.get("status") not in ("DNF", "skip", "skip(mem)") and math.isfinite(t)
+        rows.append({
+            "cell": cell.label(), "d": cell.d, "J": cell.count, "W": cell.weight, "eta": eta,
+            "rank_deficient": cell.rank_deficient, "method": peer, "status": res.get("status"),
+            "time_s": t if ok else (args.timeout if res.get("status") == "DNF" else math.nan),
+            "gap": value / lower - 1.0 if math.isfinite(value) else math.nan,
+            "violation": res.get("violation", math.nan),
+            "floor_violation": res.get("floor_violation", math.nan),
+            "speedup_vs_peer": t / t_dp if ok else math.nan,
+            "passes": "", "pass_equivalents": "", "one_pass_s": "", "support": "", "input": "array",
+        })
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# grids and output
+# ------------------------------------------------------------------------------------------------
+def _m_for(count: int) -> int:
+    return round((1 + math.sqrt(1 + 8 * count)) / 2)
+
+
+def reduced_grid() -> list[Cell]:
+    return [
+        Cell(2, 15, "I", "0"),
+        Cell(5, 45, "I", "0"),
+        Cell(5, 45, "spd", "0"),
+        Cell(5, 45, "spd", "bind"),
+        Cell(10, 15, "spd", "0"),
+        Cell(10, 45, "I", "0"),
+        Cell(10, 6, "spd", "0"),
+        Cell(10, 6, "spd", "bind"),
+        Cell(20, 142, "I", "0"),
+        Cell(20, 10, "I", "bind"),
+        Cell(10, _m_for(10**6), "I", "0", peers=False),
+        Cell(20, _m_for(10**6), "spd", "0", peers=False),
+        Cell(20, _m_for(10**6), "I", "bind", peers=False),
+    ]
+
+
+def full_grid() -> list[Cell]:
+    cells = []
+    for d in (2, 5, 10, 20, 50, 100):
+        for count in (10**2, 10**3, 10**4, 10**5, 10**6):
+            for w in ("I", "spd"):
+                for fl in ("0", "bind"):
+                    cells.append(Cell(d, _m_for(count), w, fl, peers=count <= 10**5))
+        for m in sorted({max(3, d // 2), d}):
+            if m * (m - 1) // 2 >= 1:
+                for fl in ("0", "bind"):
+                    cells.append(Cell(d, m, "spd", fl))
+    return cells
+
+
+COLUMNS = ["cell", "d", "J", "W", "eta", "rank_deficient", "method", "status", "time_s", "gap",
+           "violation", "floor_violation", "speedup_vs_peer", "passes", "pass_equivalents",
+           "one_pass_s", "support", "input"]
+
+
+def _fmt(v: Any, spec: str) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        return format(v, spec)
+    return str(v)
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        extra = ""
+        if r["method"] == "dpopt":
+            extra = (f" passes={r['passes']} pass-equiv={r['pass_equivalents']:.1f}"
+                     f" support={r['support']} ({r['input']})")
+        print(
+            f"  {r['method']:<17} {str(r['status'])[:22]:<22} time={_fmt(r['time_s'], '9.3f')}s"
+            f" gap={_fmt(r['gap'], '9.2e')} viol={_fmt(r['violation'], '9.2e')}"
+            f" x{_fmt(r['speedup_vs_peer'], '.0f')}{extra}",
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--full", action="store_true", help="the full grid of issue 5")
+    parser.add_argument("--timeout", type=float, default=60.0, help="cap per generic run (s)")
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads for every method")
+    parser.add_argument("--repeats", type=int, default=None, help="dpopt runs per cell (median)")
+    parser.add_argument("--peer-tol", type=float, default=1e-8, help="tolerance asked of peers")
+    parser.add_argument("--no-peers", dest="peers", action="store_false", help="dpopt only")
+    parser.add_argument("--out", type=Path, default=None, help="CSV path (default results/...)")
+    parser.add_argument("--peer-json", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.peer_json is not None:
+        print(json.dumps(_peer_worker(json.loads(args.peer_json))))
+        return 0
+    if args.repeats is None:
+        args.repeats = 3 if args.full else 1
+    cells = full_grid() if args.full else reduced_grid()
+    out = args.out or ROOT / "results" / ("bench_covariance_full.csv" if args.full
+                                          else "bench_covariance.csv")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"bench_covariance: {len(cells)} cells, BLAS threads = {_THREADS}, peer cap "
+          f"{args.timeout:g} s, dpopt median of {args.repeats}; CSV -> {out}")
+    t_all = time.perf_counter()
+    with out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer.writeheader()
+        for cell in cells:
+            print(cell.label(), flush=True)
+            rows = _bench_cell(cell, args)
+            _print_rows(rows)
+            writer.writerows(rows)
+            fh.flush()
+    print(f"done in {time.perf_counter() - t_all:.0f} s; CSV written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
