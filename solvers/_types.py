@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from certificates.problem import FactoredDual
 
-__all__ = ["STATUSES", "Solution", "SolverStats", "Status"]
+__all__ = ["CVXPY_STATUS_MAP", "STATUSES", "Solution", "SolverStats", "Status", "map_cvxpy_status"]
 
 Status = Literal[
     "optimal", "optimal_inaccurate", "infeasible", "unbounded", "iteration_limit", "solver_error"
@@ -24,6 +24,22 @@ STATUSES: tuple[str, ...] = (
     "iteration_limit",
     "solver_error",
 )
+
+#: cvxpy's status strings -> our vocabulary (anything else -> ``"solver_error"``).
+CVXPY_STATUS_MAP: dict[str, str] = {
+    "optimal": "optimal",
+    "optimal_inaccurate": "optimal_inaccurate",
+    "infeasible": "infeasible",
+    "infeasible_inaccurate": "infeasible",
+    "unbounded": "unbounded",
+    "unbounded_inaccurate": "unbounded",
+    "user_limit": "iteration_limit",
+}
+
+
+def map_cvxpy_status(status: object) -> str:
+    """Map a cvxpy status string into :data:`STATUSES` (unknown codes -> ``"solver_error"``)."""
+    return CVXPY_STATUS_MAP.get(str(status), "solver_error")
 
 
 @dataclass(frozen=True)

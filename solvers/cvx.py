@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from certificates._errors import InvalidParameterError, SolverError
 from certificates.problem import CovarianceProblem, FactoredDual
-from solvers._types import Solution, SolverStats
+from solvers._types import CVXPY_STATUS_MAP, Solution, SolverStats
 from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction
 
 __all__ = [
@@ -66,15 +66,7 @@ class CvxBackend(ABC):
     #: cvxpy's name of the solver.
     cvxpy_name: ClassVar[str]
     #: cvxpy status -> our vocabulary; anything else maps to ``"solver_error"``.
-    status_map: ClassVar[dict[str, str]] = {
-        "optimal": "optimal",
-        "optimal_inaccurate": "optimal_inaccurate",
-        "infeasible": "infeasible",
-        "infeasible_inaccurate": "infeasible",
-        "unbounded": "unbounded",
-        "unbounded_inaccurate": "unbounded",
-        "user_limit": "iteration_limit",
-    }
+    status_map: ClassVar[dict[str, str]] = CVXPY_STATUS_MAP
 
     @abstractmethod
     def options(self, tol: float) -> dict[str, Any]:

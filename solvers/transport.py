@@ -50,7 +50,7 @@ from scipy.special import logsumexp
 
 from certificates._errors import InvalidParameterError, SolverError
 from certificates._validate import as_float_array, as_scalar
-from solvers._types import SolverStats
+from solvers._types import SolverStats, map_cvxpy_status
 
 __all__ = [
     "Coupling",
@@ -394,15 +394,6 @@ def coupling_lp_dual(
     return prob, u, v
 
 
-_CVX_STATUS = {
-    "optimal": "optimal",
-    "optimal_inaccurate": "optimal_inaccurate",
-    "infeasible": "infeasible",
-    "infeasible_inaccurate": "infeasible",
-    "unbounded": "unbounded",
-    "unbounded_inaccurate": "unbounded",
-    "user_limit": "iteration_limit",
-}
 
 
 def lp_coupling(
@@ -450,7 +441,7 @@ def _lp_once(
     except cp.error.SolverError as exc:
         raise SolverError(f"cvxpy solver {name} failed on the coupling LP ({exc}); "
                           "try solver='CLARABEL' or emd_coupling") from exc
-    status = _CVX_STATUS.get(str(prob.status), "solver_error")
+    status = map_cvxpy_status(prob.status)
     if status not in ("optimal", "optimal_inaccurate") or plan_var.value is None:
         raise SolverError(f"cvxpy solver {name} returned status {prob.status!r} on the coupling "
                           "LP; try another solver or emd_coupling")
