@@ -294,20 +294,35 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
         kkt_v = float(ev.q.max()) / t - 1.0
         kkt = max(kkt_v, qf_max / t - 1.0)
         if ke and it == 1:
-            # (re)start the barrier at a weight matched to the current KKT error
+            # (re)start the barrier at a weight matched to the current KKT error and lift the
+            # floor weights that fell far below their central value 2 tb / (2 nu - Qf_aa)
             st.tb = 0.1 * max(kkt, tol) * t / ke
+            slack = t + 2.0 * st.tb * ke - np.diag(ev.qf)
+            central = np.where(slack > 0, 2.0 * st.tb / np.maximum(slack, 1e-300), pid)
+            lift = np.maximum(pid, np.minimum(0.5 * central, float(pid.max())))
+            if np.any(lift > pid):
+                st.pi = np.diag(lift)
+                total = float(st.mu.sum() + lift.sum())
+                st.mu, st.pi = st.mu / total, st.pi / total
+                ev = _evaluate(st)
+                _rotate_floor(st, ev)
+                t = ev.t
+                pid = np.diag(st.pi).copy()
+                qf_max = float(linalg.eigvalsh(ev.qf)[-1])
+                kkt_v = float(ev.q.max()) / t - 1.0
+                kkt = max(kkt_v, qf_max / t - 1.0)
         if ke:
             # path following: shrink the barrier only at a (nearly) central point, where
             # pi_a (T + 2 tb kE - Qf_aa) = 2 tb for every floor direction a
             cen = pid * (t + 2.0 * st.tb * ke - np.diag(ev.qf)) / (2.0 * st.tb)
             off = ev.qf - np.diag(np.diag(ev.qf))
             centred = (
-                bool(np.all((cen > 0.5) & (cen < 2.0)))
+                bool(np.all((cen > 0.25) & (cen < 4.0)))
                 and float(ev.q.max()) <= t + 3.0 * st.tb * ke + tol * t
-                and float(np.max(np.abs(off))) <= 0.5 * max(2.0 * st.tb * ke, tol * t)
+                and float(np.max(np.abs(off))) <= 2.0 * max(2.0 * st.tb * ke, tol * t)
             )
             if centred and 2.0 * st.tb * ke / t > 0.5 * tol:
-                st.tb = max(0.2 * st.tb, 0.2 * tol * t / ke)
+                st.tb = max(0.1 * st.tb, 0.2 * tol * t / ke)
         bar_gap = 2.0 * st.tb * ke / t if ke else 0.0
         if kkt <= tol and bar_gap <= tol:
             break
