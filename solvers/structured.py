@@ -197,13 +197,13 @@ def _assemble(st: _Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
 
 
 def _trace_sqrt(amat: FloatArray) -> tuple[float, float]:
-    ev = linalg.eigvalsh(amat)
+    ev = np.linalg.eigvalsh(amat)
     return float(np.sum(np.sqrt(np.clip(ev, 0.0, None)))), float(ev[0] / max(ev[-1], 1e-300))
 
 
 def _evaluate(st: _Restricted) -> _Eval:
     amat = _assemble(st, st.mu, st.pi)
-    a, v = linalg.eigh(amat)
+    a, v = np.linalg.eigh(amat)
     if not a[0] > 1e-15 * a[-1]:
         raise SolverError(
             f"{SOLVER_NAME}: the working set lost full rank (cond > 1e15); remedy: rescale the "
@@ -255,16 +255,16 @@ def _smat(vec: FloatArray, n: int) -> FloatArray:
 
 def _psd_step_limit(pi: FloatArray, dpi: FloatArray) -> float:
     """Largest alpha with ``pi + alpha * dpi`` PSD (pi positive definite)."""
-    w, v = linalg.eigh(pi)
+    w, v = np.linalg.eigh(pi)
     h = v / np.sqrt(w)
     x = h.T @ dpi @ h
-    m = float(linalg.eigvalsh(0.5 * (x + x.T))[0])
+    m = float(np.linalg.eigvalsh(0.5 * (x + x.T))[0])
     return np.inf if m >= 0 else -1.0 / m
 
 
 def _rotate_floor(st: _Restricted, ev: _Eval) -> None:
     """Rotate the floor basis to the eigenbasis of Pi (Pi becomes diagonal); updates ``ev``."""
-    w, qv = linalg.eigh(0.5 * (st.pi + st.pi.T))
+    w, qv = np.linalg.eigh(0.5 * (st.pi + st.pi.T))
     st.pi = np.diag(w)
     st.bfl = st.bfl @ qv
     st.rot = st.rot @ qv
@@ -290,7 +290,7 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
         if ke:
             _rotate_floor(st, ev)
         pid = np.diag(st.pi).copy() if ke else np.zeros(0)
-        qf_max = float(linalg.eigvalsh(ev.qf)[-1]) if ke else -np.inf
+        qf_max = float(np.linalg.eigvalsh(ev.qf)[-1]) if ke else -np.inf
         kkt_v = float(ev.q.max()) / t - 1.0
         kkt = max(kkt_v, qf_max / t - 1.0)
         if ke and it == 1:
@@ -308,7 +308,7 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
                 _rotate_floor(st, ev)
                 t = ev.t
                 pid = np.diag(st.pi).copy()
-                qf_max = float(linalg.eigvalsh(ev.qf)[-1])
+                qf_max = float(np.linalg.eigvalsh(ev.qf)[-1])
                 kkt_v = float(ev.q.max()) / t - 1.0
                 kkt = max(kkt_v, qf_max / t - 1.0)
         if ke:
@@ -381,7 +381,7 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
             t_new, cond = _trace_sqrt(_assemble(st, mu_new, pi_new))
             phi = t_new
             if ke:
-                lp = linalg.eigvalsh(pi_new)
+                lp = np.linalg.eigvalsh(pi_new)
                 phi = t_new + st.tb * float(np.sum(np.log(np.maximum(lp, 1e-300))))
             if cond > 1e-14 and phi >= phi0 + 1e-4 * alpha * slope - 4e-16 * abs(phi0):
                 accepted = True
@@ -407,7 +407,7 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
 
 def _eliminate_floor(st: _Restricted) -> None:
     """Rotate the floor block to Pi's eigenbasis and drop directions whose weight vanished."""
-    w, qv = linalg.eigh(0.5 * (st.pi + st.pi.T))
+    w, qv = np.linalg.eigh(0.5 * (st.pi + st.pi.T))
     keep = w > 1e-15 * max(float(w[-1]), 1e-300)
     if np.all(keep):
         return
@@ -616,7 +616,7 @@ def solve_structured(
         ball_r = 0.0
         sig_mu = minv @ ((ev.vecs * np.sqrt(ev.a)) @ ev.vecs.T) @ minv.T
         sig_mu = 0.5 * (sig_mu + sig_mu.T)
-        lam_w, lam_v = linalg.eigh(sig_mu)
+        lam_w, lam_v = np.linalg.eigh(sig_mu)
         if floor_mode:
             ball_r = qb * eta / lam_w[0]
         r_cert = max(r, ball_r)
