@@ -1,4 +1,15 @@
-"""dpopt: the least noise a privacy guarantee allows, with certificates anyone can check."""
+"""dpopt: the least noise a privacy guarantee allows, with certificates anyone can check.
+
+The public names below are re-exported lazily (importing :mod:`dpopt` does not import cvxpy or
+pandas); each lives in the module named in ``_EXPORTS``. Sub-packages: :mod:`dpopt.pufferfish`
+(Rényi Pufferfish calibration), :mod:`dpopt.datasets` (UCI data), :mod:`dpopt.experiments`,
+:mod:`dpopt.figures`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from dpopt.errors import (
     AccuracyWarning,
@@ -13,6 +24,27 @@ from dpopt.errors import (
 
 __version__ = "0.1.0"
 
+#: public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # budgets and accounting
+    **{n: "dpopt.budgets" for n in (
+        "AllOf", "ApproxDP", "Budget", "GDP", "MIDP", "PrivacyReport", "RDP", "ZCDP",
+        "parse_budget", "privacy_report",
+    )},
+    # the optimal covariance
+    **{n: "dpopt.design" for n in ("Design", "design_covariance")},
+    **{n: "dpopt.program" for n in ("CovarianceProgram", "isotropic_baseline")},
+    # sensitivity geometry
+    **{n: "dpopt.domains" for n in ("Box", "FinitePoints", "Grid")},
+    **{n: "dpopt.sensitivity" for n in (
+        "TwoRecordVectors", "UniformQueryVectors", "add_remove_set", "prune", "replacement_bound",
+        "sup_mahalanobis", "uniform_query_set",
+    )},
+    **{n: "dpopt.privacy" for n in ("CovariancePrivacy", "privacy_of")},
+    # releasing noise
+    **{n: "dpopt.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
+}
+
 __all__ = [
     "AccuracyWarning",
     "ApproximationWarning",
@@ -23,4 +55,18 @@ __all__ = [
     "InvalidTypeError",
     "SolverError",
     "__version__",
+    *sorted(_EXPORTS),
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpopt' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
