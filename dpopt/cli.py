@@ -19,21 +19,16 @@ imported lazily so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from types import ModuleType
-from typing import Any, TextIO, TypeVar
+from collections.abc import Callable
+from typing import TextIO
 
 from certificates._errors import DpoptError
-from dpopt.cli_io import UsageError
+from dpopt.cli_io import Context
 
 __all__ = ["build_parser", "main"]
-
-T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_FAILED_CHECK = 1
@@ -42,56 +37,6 @@ EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
-
-
-def need(module: str, command: str) -> ModuleType:
-    """Import ``module`` for ``dpopt command``; a missing module becomes a one-line UsageError."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing and (module == missing or module.startswith(missing + ".")):
-            raise UsageError(
-                f"'dpopt {command}' needs the module {module}, which is not available in this "
-                "installation"
-            ) from None
-        raise
-
-
-class Context:
-    """What every command gets besides its arguments: output streams and the progress switch."""
-
-    def __init__(self, out: TextIO, err: TextIO, quiet: bool) -> None:
-        self.out = out
-        self.err = err
-        self.quiet = quiet
-
-    def print(self, *parts: Any) -> None:
-        print(*parts, file=self.out)
-
-    def warn(self, message: str) -> None:
-        print(f"dpopt: warning: {message}", file=self.err)
-
-    def progress(
-        self, iterable: Iterable[T], *, desc: str, total: int | None = None
-    ) -> Iterator[T]:
-        """Wrap ``iterable`` in a tqdm bar on stderr (off with ``--quiet`` or when not a tty)."""
-        from tqdm import tqdm
-
-        disable: bool | None = True if self.quiet else None  # None: auto-off on a non-tty
-        yield from tqdm(
-            iterable, desc=desc, total=total, file=self.err, disable=disable, leave=False
-        )
-
-    @contextmanager
-    def stage(self, desc: str) -> Iterator[None]:
-        """A one-step progress indicator for a long single call (e.g. a solve)."""
-        from tqdm import tqdm
-
-        disable: bool | None = True if self.quiet else None
-        with tqdm(total=1, desc=desc, file=self.err, disable=disable, leave=False) as bar:
-            yield
-            bar.update(1)
 
 
 def _add_common_output(p: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ from certificates._errors import InvalidParameterError
 from dpopt.cli_io import COMMON, UsageError, dump_json, format_float
 
 if TYPE_CHECKING:
-    from dpopt.cli import Context
+    from dpopt.cli_io import Context
 
 __all__ = ["add_account_parser", "add_calibrate_parser"]
 
@@ -288,7 +288,7 @@ def report_dict(
     approximate: bool = False,
 ) -> dict[str, Any]:
     """Everything a Gaussian mechanism with Mahalanobis sensitivity ``bound`` guarantees."""
-    from dpopt.cli import need
+    from dpopt.cli_io import need
 
     budgets = need("dpopt.budgets", "account")
     rep = budgets.privacy_report(bound)
@@ -351,7 +351,7 @@ def _emit(ctx: Context, args: argparse.Namespace, result: dict[str, Any], title:
 
 def parse_budgets(specs: list[str], command: str) -> Any:
     """Parse budget specs with :func:`dpopt.budgets.parse_budget`; several -> ``AllOf``."""
-    from dpopt.cli import need
+    from dpopt.cli_io import need
 
     budgets = need("dpopt.budgets", command)
     parsed = [budgets.parse_budget(s) for s in specs]
@@ -371,7 +371,7 @@ def _cmd_convert(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli import need
+    from dpopt.cli_io import need
 
     gdp = need("dpopt.gdp", "account")
     mu = float(gdp.compose(*args.mus))
@@ -387,7 +387,7 @@ def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli import need
+    from dpopt.cli_io import need
 
     gdp = need("dpopt.gdp", "account")
     if args.rate is not None:
@@ -441,7 +441,7 @@ def safe_sigma(sensitivity: float, bound: float) -> float:
 
 
 def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli import need
+    from dpopt.cli_io import need
 
     have_ed = args.epsilon is not None or args.delta is not None
     if have_ed and args.budget:

@@ -32,7 +32,7 @@ from dpopt.cli_io import (
 )
 
 if TYPE_CHECKING:
-    from dpopt.cli import Context
+    from dpopt.cli_io import Context
 
 __all__ = [
     "DEMO_DELTA",
@@ -94,7 +94,7 @@ def parse_domain(text: str) -> Any:
 
 
 def _need(module: str, command: str) -> Any:
-    from dpopt.cli import need
+    from dpopt.cli_io import need
 
     return need(module, command)
 

@@ -11,12 +11,15 @@ Spec syntax (used by ``--domain`` and documented in ``dpopt design --help``)::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, TextIO, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,9 +29,11 @@ from certificates._validate import as_float_array
 
 __all__ = [
     "COMMON",
+    "Context",
     "UsageError",
     "dump_json",
     "format_float",
+    "need",
     "parse_float_list",
     "parse_spec",
     "read_matrix",
@@ -296,3 +301,56 @@ def format_float(x: float, digits: int = 6) -> str:
     if not math.isfinite(x):
         return str(x)
     return f"{x:.{digits}g}"
+
+
+T = TypeVar("T")
+
+
+def need(module: str, command: str) -> ModuleType:
+    """Import ``module`` for ``dpopt command``; a missing module becomes a one-line UsageError."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module == missing or module.startswith(missing + ".")):
+            raise UsageError(
+                f"'dpopt {command}' needs the module {module}, which is not available in this "
+                "installation"
+            ) from None
+        raise
+
+
+class Context:
+    """What every command gets besides its arguments: output streams and the progress switch."""
+
+    def __init__(self, out: TextIO, err: TextIO, quiet: bool) -> None:
+        self.out = out
+        self.err = err
+        self.quiet = quiet
+
+    def print(self, *parts: Any) -> None:
+        print(*parts, file=self.out)
+
+    def warn(self, message: str) -> None:
+        print(f"dpopt: warning: {message}", file=self.err)
+
+    def progress(
+        self, iterable: Iterable[T], *, desc: str, total: int | None = None
+    ) -> Iterator[T]:
+        """Wrap ``iterable`` in a tqdm bar on stderr (off with ``--quiet`` or when not a tty)."""
+        from tqdm import tqdm
+
+        disable: bool | None = True if self.quiet else None  # None: auto-off on a non-tty
+        yield from tqdm(
+            iterable, desc=desc, total=total, file=self.err, disable=disable, leave=False
+        )
+
+    @contextmanager
+    def stage(self, desc: str) -> Iterator[None]:
+        """A one-step progress indicator for a long single call (e.g. a solve)."""
+        from tqdm import tqdm
+
+        disable: bool | None = True if self.quiet else None
+        with tqdm(total=1, desc=desc, file=self.err, disable=disable, leave=False) as bar:
+            yield
+            bar.update(1)

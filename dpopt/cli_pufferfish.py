@@ -38,7 +38,7 @@ def calibrate_csv(
     """Calibrate from the CSV at ``path``; returns a JSON-ready dict (and ``lines`` for text)."""
     import pandas as pd
 
-    from dpopt.cli import need
+    from dpopt.cli_io import need
 
     pf = need("dpopt.pufferfish", "calibrate")
     cols = [secret, *query] + ([prior] if prior else [])
