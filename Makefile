@@ -38,6 +38,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) scripts/bench_covariance.py
+	$(PY) scripts/bench_transport.py
 
 bench-full: $(STAMP)
 	$(PY) scripts/bench_covariance.py --full
