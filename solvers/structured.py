@@ -599,10 +599,13 @@ def solve_structured(
     best: dict[str, Any] = {}
     lower = np.nan
     gap = np.inf
+    tighten = False
     t_newton = 0.0
 
     while passes < max_passes - 1:
         tn = time.perf_counter()
+        # inexact restricted solves while the certified gap is large (1 % of it), tight at the end
+        inner_tol = max(0.1 * tol, 1e-13, min(1e-3, 0.01 * gap if not tighten else 0.0))
         ev, its = _inner_solve(st, inner_tol, 200)
         t_newton += time.perf_counter() - tn
         newton += its
@@ -710,6 +713,10 @@ def solve_structured(
                 st.bfl = np.sqrt(qb * eta) * (pmat.T @ floor_basis)
                 st.tb = max(st.tb, min(1e-3, 0.1 * gap) * t / floor_basis.shape[1])
                 grew = True
+        if not grew and inner_tol > max(0.1 * tol, 1e-13):
+            tighten = True  # the restricted problem was solved loosely: solve it tightly
+            continue
+        tighten = False
         if not grew:
             say("no new violated atoms; stopping")
             status = "optimal_inaccurate"
