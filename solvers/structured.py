@@ -335,13 +335,17 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
             g_full[st.mu.size :] += np.where(e0 == e1, st.tb / pid[e0], 0.0)
         bar_h = st.tb / (pid[e0] * pid[e1]) if ke else np.zeros(0)
         kap_f = (e0 == e1).astype(float)
-        xv_all, xf = _hessian_factor(z, ev.gf, ev.a)
+        idx0 = np.flatnonzero(free)
+        xv0, xf = _hessian_factor(z[idx0], ev.gf, ev.a)
+        x0 = np.concatenate([xv0, xf]) if xf.shape[0] else xv0
+        k0 = x0 @ x0.T  # -Hessian on every candidate coordinate, formed once per iteration
+        tail = idx0.size + np.arange(xf.shape[0])
         for _ in range(st.mu.size + 1):
             idx = np.flatnonzero(free)
-            x = np.concatenate([xv_all[idx], xf]) if xf.shape[0] else xv_all[idx]
+            pos = np.concatenate([np.searchsorted(idx0, idx), tail])
             g = np.concatenate([g_full[idx], g_full[st.mu.size :]])
             kap = np.concatenate([np.ones(idx.size), kap_f])
-            kmat = x @ x.T
+            kmat = k0[np.ix_(pos, pos)]
             tau = 1e-13 * max(float(np.max(np.diag(kmat))), 1e-300) + 1e-300
             kmat[np.diag_indices_from(kmat)] += tau
             if ke:
