@@ -322,7 +322,7 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
                 and float(np.max(np.abs(off))) <= 2.0 * max(2.0 * st.tb * ke, tol * t)
             )
             if centred and 2.0 * st.tb * ke / t > 0.5 * tol:
-                st.tb = max(0.1 * st.tb, 0.2 * tol * t / ke)
+                st.tb = max(0.03 * st.tb, 0.2 * tol * t / ke)
         bar_gap = 2.0 * st.tb * ke / t if ke else 0.0
         if kkt <= tol and bar_gap <= tol:
             break
