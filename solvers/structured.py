@@ -262,6 +262,15 @@ def _psd_step_limit(pi: FloatArray, dpi: FloatArray) -> float:
     return np.inf if m >= 0 else -1.0 / m
 
 
+def _cho(mat: FloatArray, tau: float) -> tuple[FloatArray, bool]:
+    """Cholesky factor (scipy ``cho_factor`` form), with a larger ridge if the first one fails."""
+    try:
+        return linalg.cho_factor(mat, lower=True, check_finite=False)  # type: ignore[no-any-return]
+    except linalg.LinAlgError:
+        mat = mat + 1e3 * tau * np.eye(mat.shape[0])
+        return linalg.cho_factor(mat, lower=True, check_finite=False)  # type: ignore[no-any-return]
+
+
 def _rotate_floor(st: _Restricted, ev: _Eval) -> None:
     """Rotate the floor basis to the eigenbasis of Pi (Pi becomes diagonal); updates ``ev``."""
     w, qv = np.linalg.eigh(0.5 * (st.pi + st.pi.T))
@@ -339,24 +348,42 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
         xv0, xf = _hessian_factor(z[idx0], ev.gf, ev.a)
         x0 = np.concatenate([xv0, xf]) if xf.shape[0] else xv0
         k0 = x0 @ x0.T  # -Hessian on every candidate coordinate, formed once per iteration
-        tail = idx0.size + np.arange(xf.shape[0])
+        nv0 = idx0.size
+        tau = 1e-13 * max(float(np.max(np.diag(k0))), 1e-300) + 1e-300
+        k0[np.diag_indices_from(k0)] += tau
+        g_f = g_full[st.mu.size :]
+        # block elimination of the floor block (shared by every active-set re-solve): the Schur
+        # complement of a subset of vector atoms is the principal submatrix of the full one
+        if ke:
+            k0[nv0:, nv0:][np.diag_indices(bar_h.size)] += bar_h
+            cff = _cho(k0[nv0:, nv0:], tau)
+            kvf = k0[:nv0, nv0:]
+            y = linalg.cho_solve(cff, kvf.T, check_finite=False)
+            wf1 = linalg.cho_solve(cff, g_f, check_finite=False)
+            wf2 = linalg.cho_solve(cff, kap_f, check_finite=False)
+            schur = k0[:nv0, :nv0] - kvf @ y
+            rv1 = g_full[idx0] - kvf @ wf1
+            rv2 = 1.0 - kvf @ wf2
+        else:
+            schur = k0
+            rv1 = g_full[idx0]
+            rv2 = np.ones(nv0)
         for _ in range(st.mu.size + 1):
             idx = np.flatnonzero(free)
-            pos = np.concatenate([np.searchsorted(idx0, idx), tail])
-            g = np.concatenate([g_full[idx], g_full[st.mu.size :]])
-            kap = np.concatenate([np.ones(idx.size), kap_f])
-            kmat = k0[np.ix_(pos, pos)]
-            tau = 1e-13 * max(float(np.max(np.diag(kmat))), 1e-300) + 1e-300
-            kmat[np.diag_indices_from(kmat)] += tau
+            sub = np.searchsorted(idx0, idx)
+            if sub.size:
+                cs = _cho(schur[np.ix_(sub, sub)], tau)
+                av1 = linalg.cho_solve(cs, rv1[sub], check_finite=False)
+                av2 = linalg.cho_solve(cs, rv2[sub], check_finite=False)
+            else:
+                av1 = av2 = np.zeros(0)
             if ke:
-                kmat[idx.size :, idx.size :][np.diag_indices(bar_h.size)] += bar_h
-            try:
-                cf = linalg.cho_factor(kmat, lower=True, check_finite=False)
-            except linalg.LinAlgError:
-                kmat[np.diag_indices_from(kmat)] += 1e3 * tau
-                cf = linalg.cho_factor(kmat, lower=True, check_finite=False)
-            a1 = linalg.cho_solve(cf, g, check_finite=False)
-            a2 = linalg.cho_solve(cf, kap, check_finite=False)
+                a1 = np.concatenate([av1, wf1 - y[:, sub] @ av1])
+                a2 = np.concatenate([av2, wf2 - y[:, sub] @ av2])
+            else:
+                a1, a2 = av1, av2
+            g = np.concatenate([g_full[idx], g_f])
+            kap = np.concatenate([np.ones(idx.size), kap_f])
             nu = float(kap @ a1) / float(kap @ a2)
             dlt = a1 - nu * a2
             dv = dlt[: idx.size]
