@@ -414,7 +414,10 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
             if ke:
                 lp = np.linalg.eigvalsh(pi_new)
                 phi = t_new + st.tb * float(np.sum(np.log(np.maximum(lp, 1e-300))))
-            if cond > 1e-14 and phi >= phi0 + 1e-4 * alpha * slope - 4e-16 * abs(phi0):
+            # near the optimum the predicted increase (~slope/2) drowns in the rounding of T:
+            # then the Newton step is accepted as it stands (quadratic convergence region)
+            tiny = slope <= 1e-11 * abs(phi0)
+            if cond > 1e-14 and (tiny or phi >= phi0 + 1e-4 * alpha * slope - 4e-16 * abs(phi0)):
                 accepted = True
                 break
             alpha *= 0.5
@@ -700,7 +703,7 @@ def solve_structured(
                 )
                 say(f"floor binds: switching to the floor block with {ke} directions")
                 continue
-        if gap <= tol:
+        if gap <= 0.9 * tol:  # room for the final ridge / safety margin
             status = "optimal"
             break
         # ---- grow the working set ----------------------------------------------------------------
@@ -765,9 +768,11 @@ def solve_structured(
     ridge = 0.0
     if not best["floor"] and comp.shape[1]:
         # rank-deficient, eta = 0: the optimum is singular on the complement of the span; add the
-        # same tiny ridge as the cvxpy backends (relative cost _RIDGE) so Sigma is invertible and
+        # tiny ridge (relative cost max(_RIDGE, tol / 20), within the requested gap) so Sigma is
+        # invertible (and not too ill-conditioned for a float64 certificate) and
         # any residual out-of-span component of the data is checked by the pass below
-        ridge = _RIDGE * (r_cert * t / qb) / float(np.trace(comp.T @ weight @ comp))
+        cost = max(_RIDGE, 0.05 * tol) * (r_cert * t / qb)
+        ridge = cost / float(np.trace(comp.T @ weight @ comp))
         sig = sig + ridge * (comp @ comp.T)
         sig = 0.5 * (sig + sig.T)
     # verification pass on the returned matrix itself (its own Cholesky factor, float64)
