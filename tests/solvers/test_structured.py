@@ -173,11 +173,11 @@ def test_certified_by_checker(m: int, d: int, w_kind: str, eta: float) -> None:
     assert sol.value / lower - 1 <= 1e-7  # own gap from the returned factored dual
     if eta > 0:
         assert np.linalg.eigvalsh(sol.covariance)[0] >= eta
-    # a singular optimum (rank-deficient, eta = 0) is returned with a 1e-10 ridge; the checker's
+    # a singular optimum (rank-deficient, eta = 0) is returned with a tol/20 ridge; the checker's
     # forward-error bound for such an ill-conditioned Sigma is pessimistic, so the tolerance is
     # looser there (our own float64 check above is tight)
     rank_deficient = m - 1 < d
-    tol = 1e-3 if rank_deficient and eta == 0 else 1e-7
+    tol = 1e-5 if rank_deficient and eta == 0 else 1e-7
     cert = check(problem, sol.covariance, sol.dual, tol=tol)
     assert cert.certified, cert.message
 
