@@ -177,7 +177,7 @@ def test_certified_by_checker(m: int, d: int, w_kind: str, eta: float) -> None:
     # forward-error bound for such an ill-conditioned Sigma is pessimistic, so the tolerance is
     # looser there (our own float64 check above is tight)
     rank_deficient = m - 1 < d
-    tol = 1e-5 if rank_deficient and eta == 0 else 1e-7
+    tol = 1e-4 if rank_deficient and eta == 0 else 1e-7
     cert = check(problem, sol.covariance, sol.dual, tol=tol)
     assert cert.certified, cert.message
 
