@@ -301,3 +301,21 @@ def test_rejects_bad_arguments() -> None:
         solve_structured(problem, chunk_size=2.5)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError):
         solve_structured(CovarianceProblem(np.zeros((3, 2)), None, 1.0))
+
+
+@pytest.mark.parametrize(("d", "eta_kind"), [(10, "0"), (10, "bind"), (20, "0")])
+def test_large_generator_problem_certified(d: int, eta_kind: str) -> None:
+    """J ~ 1e5 two-record vectors generated on the fly in small chunks, certified end to end."""
+    rng = np.random.default_rng(d)
+    src = _Chunked(rng.random((450, d)))
+    w = _spd(d, rng)
+    eta = 0.0
+    if eta_kind == "bind":
+        base = solve_structured(CovarianceProblem(src, w, 1.0), memory_budget_bytes=2**22)
+        eta = float(np.median(np.linalg.eigvalsh(base.covariance)))
+    problem = CovarianceProblem(src, w, 1.0, eta)
+    sol = solve_structured(problem, memory_budget_bytes=2**22)
+    assert sol.status == "optimal"
+    assert sol.stats.passes <= 30
+    cert = check(problem, sol.covariance, sol.dual, tol=1e-7)
+    assert cert.certified, cert.message
