@@ -62,6 +62,7 @@ import numpy as np
 import scipy
 from numpy.typing import NDArray
 from scipy import linalg
+from scipy.linalg import lapack
 
 from certificates._errors import (
     AccuracyWarning,
@@ -262,13 +263,24 @@ def _psd_step_limit(pi: FloatArray, dpi: FloatArray) -> float:
     return np.inf if m >= 0 else -1.0 / m
 
 
-def _cho(mat: FloatArray, tau: float) -> tuple[FloatArray, bool]:
-    """Cholesky factor (scipy ``cho_factor`` form), with a larger ridge if the first one fails."""
-    try:
-        return linalg.cho_factor(mat, lower=True, check_finite=False)  # type: ignore[no-any-return]
-    except linalg.LinAlgError:
-        mat = mat + 1e3 * tau * np.eye(mat.shape[0])
-        return linalg.cho_factor(mat, lower=True, check_finite=False)  # type: ignore[no-any-return]
+def _cho(mat: FloatArray, tau: float) -> FloatArray:
+    """Lower Cholesky factor (LAPACK potrf, little overhead), larger ridge if the first fails."""
+    c, info = lapack.dpotrf(mat, lower=1, clean=0)
+    if info != 0:
+        c, info = lapack.dpotrf(mat + 1e3 * tau * np.eye(mat.shape[0]), lower=1, clean=0)
+        if info != 0:
+            raise SolverError(
+                f"{SOLVER_NAME}: the Newton system is not positive definite (degenerate working "
+                "set); remedy: rescale the vectors"
+            )
+    return np.asarray(c)
+
+
+def _cho_solve(c: FloatArray, rhs: FloatArray) -> FloatArray:
+    x, info = lapack.dpotrs(c, rhs, lower=1)
+    if info != 0:  # pragma: no cover - only on invalid arguments
+        raise SolverError(f"{SOLVER_NAME}: potrs failed (info {info})")
+    return np.asarray(x)
 
 
 def _rotate_floor(st: _Restricted, ev: _Eval) -> None:
@@ -358,9 +370,9 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
             k0[nv0:, nv0:][np.diag_indices(bar_h.size)] += bar_h
             cff = _cho(k0[nv0:, nv0:], tau)
             kvf = k0[:nv0, nv0:]
-            y = linalg.cho_solve(cff, kvf.T, check_finite=False)
-            wf1 = linalg.cho_solve(cff, g_f, check_finite=False)
-            wf2 = linalg.cho_solve(cff, kap_f, check_finite=False)
+            y = _cho_solve(cff, np.ascontiguousarray(kvf.T))
+            wf1 = _cho_solve(cff, g_f)
+            wf2 = _cho_solve(cff, kap_f)
             schur = k0[:nv0, :nv0] - kvf @ y
             rv1 = g_full[idx0] - kvf @ wf1
             rv2 = 1.0 - kvf @ wf2
@@ -373,8 +385,8 @@ def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int
             sub = np.searchsorted(idx0, idx)
             if sub.size:
                 cs = _cho(schur[np.ix_(sub, sub)], tau)
-                av1 = linalg.cho_solve(cs, rv1[sub], check_finite=False)
-                av2 = linalg.cho_solve(cs, rv2[sub], check_finite=False)
+                av1 = _cho_solve(cs, rv1[sub])
+                av2 = _cho_solve(cs, rv2[sub])
             else:
                 av1 = av2 = np.zeros(0)
             if ke:
