@@ -801,11 +801,21 @@ def solve_structured(
     chk = _score_pass(src, binv, chunk, 0, np.inf)
     passes += 1
     pass_seconds.append(chk.seconds)
-    scale = max(1.0, chk.qmax / qb)
+    # floating-point margins (err on the side of more noise): the float q_j carry a relative
+    # error of order d eps sqrt(cond Sigma) (triangular solve), lambda_min one of d eps lambda_max
+    ev_sig = linalg.eigvalsh(sig)
+    unit = np.finfo(float).eps * (d + 2)
+    cond = float(ev_sig[-1] / max(float(ev_sig[0]), 1e-300))
+    margin = min(max(_SAFETY, 16.0 * unit * np.sqrt(cond)), 0.04 * tol)
+    scale = max(1.0, chk.qmax / qb) * (1.0 + margin)
     if eta > 0:
-        lmin = float(linalg.eigvalsh(sig)[0])
-        scale = max(scale, eta / lmin)
-    scale *= 1.0 + _SAFETY
+        lmin = float(ev_sig[0]) - 16.0 * unit * float(ev_sig[-1])
+        if lmin <= 0:
+            raise SolverError(
+                f"{SOLVER_NAME}: the covariance is too ill-conditioned to certify the noise floor "
+                "in float64; remedy: rescale the problem"
+            )
+        scale = max(scale, eta / lmin * (1.0 + _SAFETY))
     sig = scale * sig
     value = float(np.sum(weight * sig))
     lower = t * t / qb
