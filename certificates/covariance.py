@@ -11,10 +11,10 @@ r"""Independent certificate of an optimal covariance (MATH.md §6, §12).
 
 * **upper** (MATH.md §12.3, scale, don't reject): :math:`\hat\Sigma = c\Sigma` with
   :math:`c = \max(1, \bar r/q\,(1+m), \eta/\lambda_{\min}(\Sigma)\,(1+m))`, where :math:`\bar r`
-  is an upper bound on :math:`\max_j s_j^\top\Sigma^{-1}s_j` over ALL J vectors (one chunked pass,
-  Cholesky + triangular solves, with a forward error bound; :func:`certificates.rigorous.
-  ratio_upper_bound`). :math:`\hat\Sigma` is re-verified after the (rounded) scaling, so it is
-  strictly feasible; ``upper`` = :math:`\operatorname{tr}(W\hat\Sigma)`.
+  is an upper bound on :math:`\max_j s_j^\top\Sigma^{-1}s_j` over ALL J vectors (one chunked
+  pass, Cholesky solves and their residuals, with a forward error bound;
+  :func:`certificates.rigorous.ratio_upper_bound`). :math:`\hat\Sigma` is re-verified after the
+  (rounded) scaling, so it is strictly feasible; ``upper`` = :math:`\operatorname{tr}(W\hat\Sigma)`.
 * **lower** (MATH.md §12.2, self-bounding): with :math:`D = \eta\operatorname{tr}H +
   \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`E = W - H - \sum_j\lambda_ju_ju_j^\top`,
   every feasible :math:`\Sigma` has :math:`\operatorname{tr}(W\Sigma) \ge D/(1 + \|E\|_F/w_{\min})`
@@ -44,7 +44,6 @@ from certificates.problem import CovarianceProblem, FactoredDual
 from certificates.rigorous import (
     certified_min_eigenvalue,
     certify_psd,
-    cholesky_bounds,
     exact_dual_bound,
     exact_trace_product,
     ratio_upper_bound,
@@ -145,7 +144,8 @@ def primal_ratio(problem: CovarianceProblem, covariance: NDArray[np.float64]) ->
         chol = sla.cholesky(covariance, lower=True)
     except (np.linalg.LinAlgError, ValueError):
         return math.inf
-    _, est, _ = ratio_upper_bound(problem.source, chol, 0.0, 1.0)
+    lam = float(sla.eigvalsh(covariance)[0])
+    _, est, _ = ratio_upper_bound(problem.source, covariance, chol, max(lam, 1e-300))
     return est
 
 
@@ -157,16 +157,14 @@ def _feasibility(
         chol = sla.cholesky(sigma, lower=True)
     except (np.linalg.LinAlgError, ValueError):
         return math.inf, 0.0
-    eps, theta = cholesky_bounds(sigma, chol, rigorous=rigorous)
-    rbar, _, _ = ratio_upper_bound(problem.source, chol, eps, theta)
-    lam = float(sla.eigvalsh(sigma)[0])
-    if problem.noise_floor > 0:
-        if rigorous:
-            lam_low = certified_min_eigenvalue(sigma)
-        else:
-            lam_low = lam * (1 - 1e-12) - 1e-15 * float(np.max(np.abs(sigma)))
-    else:
-        lam_low = lam
+    if rigorous:
+        lam_low = certified_min_eigenvalue(sigma)
+    else:  # float estimate: eigvalsh is accurate to ~d u ||Sigma|| in absolute terms
+        ev = sla.eigvalsh(sigma)
+        lam_low = float(ev[0]) - 4 * sigma.shape[0] * 2.0**-53 * float(ev[-1])
+        if lam_low <= 0:
+            lam_low = 0.5 * float(ev[0])
+    rbar, _, _ = ratio_upper_bound(problem.source, sigma, chol, lam_low)
     return rbar, lam_low
 
 

@@ -13,20 +13,21 @@ integers (numpy ``object`` arrays), then rounded outward to a float:
   :math:`D/(1 + \|E\|_F/w_{\min})` of MATH.md §12.2 rounded down;
 * :func:`exact_trace_product` returns :math:`\operatorname{tr}(W\Sigma)` rounded up;
 * :func:`ratio_upper_bound` bounds :math:`\max_j s_j^\top\Sigma^{-1}s_j` from above over ALL J
-  vectors with one float pass (Cholesky factor ``L``, triangular solves) plus a forward error
-  bound, using two exact d x d facts: :math:`\Sigma - (1-\epsilon)LL^\top \succeq 0` and
-  :math:`LL^\top \succeq \theta I` (MATH.md §12.3).
+  vectors with one float pass (Cholesky solves and the residual :math:`s - \Sigma\hat x`) plus a
+  forward error bound, using one exact d x d fact: :math:`\lambda_{\min}(\Sigma)` bounded below
+  (MATH.md §12.3).
 
 Float error model of the pass (standard, independent of the summation order, so valid for any
 BLAS): a computed dot product of length n has absolute error at most :math:`\gamma_n\sum|x_iy_i|`,
 :math:`\gamma_n = nu/(1-nu)`, :math:`u = 2^{-53}`, barring underflow (a tiny absolute term is
-added). With :math:`\hat y = \mathrm{fl}(L^{-1}s)` and the residual :math:`\rho = s - L\hat y`
-bounded by :math:`|\mathrm{fl}(\rho)| + \gamma_{d+1}(|s| + |L||\hat y|)`,
+added). With :math:`\hat x = \mathrm{fl}(\Sigma^{-1}s)` (any accuracy) and the residual
+:math:`e = s - \Sigma\hat x` bounded elementwise by
+:math:`|\mathrm{fl}(e)| + \gamma_{d+1}(|s| + |\Sigma||\hat x|)`,
 
 .. math::
 
-    s^\top\Sigma^{-1}s \le \frac{\|L^{-1}s\|^2}{1-\epsilon}
-    \le \frac{(\|\hat y\| + \|\rho\|/\sqrt\theta)^2}{1-\epsilon}.
+    s^\top\Sigma^{-1}s = \hat x^\top s + \hat x^\top e + e^\top\Sigma^{-1}e
+    \le \hat x^\top s + \|\hat x\|\|e\| + \|e\|^2/\lambda_{\min}(\Sigma).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ __all__ = [
     "ExactArray",
     "certified_min_eigenvalue",
     "certify_psd",
-    "cholesky_bounds",
     "exact_dual_bound",
     "exact_trace_product",
     "ratio_upper_bound",
@@ -244,83 +244,56 @@ def exact_dual_bound(
     return round_down(lower), round_down(dval), e_norm
 
 
-def cholesky_bounds(
-    sigma: NDArray[np.float64], chol: NDArray[np.float64], *, rigorous: bool
-) -> tuple[float, float]:
-    r"""(epsilon, theta) with :math:`\Sigma - (1-\epsilon)LL^\top \succeq 0` and
-    :math:`LL^\top \succeq \theta I`.
-
-    With ``rigorous`` both are proven exactly (Bareiss); otherwise they are float estimates with a
-    safety factor. Returns ``(1.0, 0.0)`` (no bound) when nothing can be proven.
-    """
-    d = sigma.shape[0]
-    delta = sigma - chol @ chol.T
-    z = sla.solve_triangular(chol, delta, lower=True)
-    z = sla.solve_triangular(chol, z.T, lower=True)
-    eps_est = 2.0 * float(np.linalg.norm(z, 2)) + 8 * (d + 1) * _U
-    smin = float(np.min(np.linalg.svd(chol, compute_uv=False)))
-    theta_est = smin * smin
-    if not rigorous:
-        return min(eps_est * 4, 1.0), 0.5 * theta_est
-    ex_sigma = ExactArray.of(sigma)
-    ex_l = ExactArray.of(chol)
-    llt = ex_l @ ex_l.T
-    eps = None
-    for cand in (eps_est, eps_est * 10, eps_est * 1e3, 1e-9, 1e-6, 1e-3):
-        c = ExactArray.of(1.0 - cand)
-        one_minus = 1 - c.fraction()  # exact epsilon actually used
-        m = ex_sigma - ExactArray(llt.ints * c.ints, llt.scale + c.scale)
-        if _bareiss_positive(m.ints):
-            eps = round_up(one_minus)
-            break
-    theta = 0.0
-    for f in (0.9, 0.5, 0.1, 1e-3):
-        t = f * theta_est
-        if t > 0 and _bareiss_positive((llt - ExactArray.of(np.eye(d) * t)).ints):
-            theta = t
-            break
-    if eps is None or theta <= 0:
-        return 1.0, 0.0
-    return eps, theta
-
-
 def ratio_upper_bound(
     source: VectorSource,
+    sigma: NDArray[np.float64],
     chol: NDArray[np.float64],
-    eps: float,
-    theta: float,
+    lam_low: float,
     *,
     chunk: int = DEFAULT_CHUNK,
 ) -> tuple[float, float, int]:
     r"""Upper bound on :math:`\max_j s_j^\top\Sigma^{-1}s_j` over ALL vectors of ``source``.
 
-    ``chol`` is a float Cholesky factor of Sigma and (eps, theta) come from
-    :func:`cholesky_bounds` (proven or estimated). Returns ``(bound, estimate, argmax)``:
-    the error-bounded maximum, the plain float maximum and the index attaining it.
+    For each vector, :math:`\hat x \approx \Sigma^{-1}s` (Cholesky solves with ``chol``) and the
+    residual :math:`e = s - \Sigma\hat x` give the identity
+    :math:`s^\top\Sigma^{-1}s = \hat x^\top s + \hat x^\top e + e^\top\Sigma^{-1}e`, hence
+
+    .. math::
+
+        s^\top\Sigma^{-1}s \le \hat x^\top s + \|\hat x\|\,\|e\| + \|e\|^2/\lambda_{\min},
+
+    with every float operation's error bounded (:math:`\gamma_n` model, see the module notes) and
+    ``lam_low`` :math:`\le\lambda_{\min}(\Sigma)` (proven by :func:`certified_min_eigenvalue` in
+    rigorous use). The residual is second order, so the bound is tight even when :math:`\Sigma`
+    is very ill-conditioned (e.g. a singular optimum with a tiny ridge off the span of the
+    :math:`s_j`), where bounds through :math:`\Sigma \succeq (1-\epsilon)LL^\top` lose
+    :math:`u\,\kappa(\Sigma)`. Returns ``(bound, estimate, argmax)``: the error-bounded maximum,
+    the plain float maximum of :math:`\hat x^\top s` and the index attaining it.
     """
-    if eps >= 1.0 or theta <= 0.0:
+    if not lam_low > 0.0:
         return math.inf, math.inf, -1
     d = chol.shape[0]
-    abs_l = np.abs(chol)
+    abs_sigma = np.abs(sigma)
     g_res = _gamma(d + 1)
+    g_dot = _gamma(d)
     inflate = 1.0 + _gamma(2 * d + 16)
-    sq_theta = math.sqrt(theta) * (1.0 - 4 * _U)
     best, est, arg = -math.inf, -math.inf, -1
     for start, block in source.chunks(chunk):
         b = np.asarray(block, dtype=np.float64)
-        y = sla.solve_triangular(chol, b.T, lower=True, check_finite=False).T
-        res = b - y @ chol.T
-        err = np.abs(res) + g_res * (np.abs(b) + np.abs(y) @ abs_l.T)
-        res_norm = np.sqrt(np.sum(err * err, axis=1)) * inflate
-        y_norm = np.sqrt(np.sum(y * y, axis=1)) * inflate
-        upper = (y_norm + res_norm / sq_theta) ** 2 * inflate / (1.0 - eps) + 1e-300
-        plain = np.sum(y * y, axis=1)
+        x = sla.cho_solve((chol, True), b.T, check_finite=False).T
+        res = b - x @ sigma
+        e_abs = np.abs(res) + g_res * (np.abs(b) + np.abs(x) @ abs_sigma)
+        e_norm = np.sqrt(np.sum(e_abs * e_abs, axis=1)) * inflate
+        x_norm = np.sqrt(np.sum(x * x, axis=1)) * inflate
+        xs = np.sum(x * b, axis=1)
+        xs_err = g_dot * np.sum(np.abs(x * b), axis=1) * inflate
+        upper = (xs + xs_err + x_norm * e_norm + e_norm * e_norm / lam_low) * inflate + 1e-300
         i = int(np.argmax(upper))
         if upper[i] > best:
             best = float(upper[i])
-        j = int(np.argmax(plain))
-        if plain[j] > est:
-            est, arg = float(plain[j]), start + j
+        j = int(np.argmax(xs))
+        if xs[j] > est:
+            est, arg = float(xs[j]), start + j
     if not np.isfinite(best):
         return math.inf, est, arg
     return best, est, arg

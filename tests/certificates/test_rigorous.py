@@ -18,7 +18,6 @@ from certificates.rigorous import (
     ExactArray,
     certified_min_eigenvalue,
     certify_psd,
-    cholesky_bounds,
     exact_dual_bound,
     exact_trace_product,
     ratio_upper_bound,
@@ -111,8 +110,8 @@ def test_ratio_upper_bound_vs_mpmath(seed: int) -> None:
     sigma = a @ a.T + 1e-3 * np.eye(d)  # condition number ~1e3-1e5
     s = rng.normal(size=(50, d))
     chol = np.asarray(np.linalg.cholesky(sigma), dtype=np.float64)
-    eps, theta = cholesky_bounds(sigma, chol, rigorous=True)
-    bound, est, arg = ratio_upper_bound(ArrayVectors(s), chol, eps, theta, chunk=7)
+    lam_low = certified_min_eigenvalue(sigma)
+    bound, est, arg = ratio_upper_bound(ArrayVectors(s), sigma, chol, lam_low, chunk=7)
     with mpmath.workdps(50):
         m = mpmath.matrix(sigma.tolist())
         vals = [(mpmath.matrix(v.tolist()).T * mpmath.lu_solve(m, mpmath.matrix(v.tolist())))[0]
@@ -122,6 +121,30 @@ def test_ratio_upper_bound_vs_mpmath(seed: int) -> None:
     assert bound <= float(true) * (1 + 1e-9)
     assert arg == int(np.argmax([float(v) for v in vals]))
     assert est == pytest.approx(float(true), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ratio_upper_bound_tight_for_singular_optimum_with_ridge(seed: int) -> None:
+    """Vectors in a subspace, Sigma ridged by 1e-12 off it (condition ~1e12): the residual bound
+    stays within 1e-9 of the mpmath value (a bound through Sigma >= (1-eps)LL^T loses ~1e-4)."""
+    rng = np.random.default_rng(seed)
+    d, r = 6, 3
+    basis, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    span, comp = basis[:, :r], basis[:, r:]
+    a = rng.normal(size=(r, r))
+    sigma = span @ (a @ a.T + 0.1 * np.eye(r)) @ span.T + 1e-12 * comp @ comp.T
+    sigma = 0.5 * (sigma + sigma.T)
+    s = rng.normal(size=(40, r)) @ span.T
+    chol = np.asarray(np.linalg.cholesky(sigma), dtype=np.float64)
+    lam_low = certified_min_eigenvalue(sigma)
+    assert lam_low > 0
+    bound, _, _ = ratio_upper_bound(ArrayVectors(s), sigma, chol, lam_low)
+    with mpmath.workdps(60):
+        m = mpmath.matrix(sigma.tolist())
+        true = max((mpmath.matrix(v.tolist()).T * mpmath.lu_solve(m, mpmath.matrix(v.tolist())))[0]
+                   for v in s)
+    assert bound >= true
+    assert bound <= float(true) * (1 + 1e-9)
 
 
 def _cube_case(w_diag: list[float], q: float) -> tuple[CovarianceProblem, mpmath.mpf]:
