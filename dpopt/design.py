@@ -146,13 +146,15 @@ def _vectors_of(sensitivity: Any) -> Any:
 
 
 def _attempts(problem: CovarianceProblem, solver: str) -> list[tuple[str, str]]:
+    """Solver attempts in order; ``auto``: the structured solver, then Clarabel as a second
+    opinion (natural form when small, N = Sigma^-1 form otherwise), then SCS when small."""
     if not isinstance(solver, str):
         raise InvalidTypeError("solver", solver, "a solver name string")
     if solver.lower() != "auto":
         return [(solver.lower(), "primal")]
     if problem.count <= AUTO_MAX_COUNT and problem.dim <= AUTO_MAX_DIM:
-        return [("clarabel", "primal"), ("clarabel", "dual"), ("scs", "primal")]
-    return [("auto", "primal"), ("clarabel", "inverse")]
+        return [("structured", "primal"), ("clarabel", "primal"), ("scs", "primal")]
+    return [("structured", "primal"), ("clarabel", "inverse")]
 
 
 def _privacy(covariance: NDArray[np.float64], sensitivity: Any, problem: CovarianceProblem,
@@ -198,9 +200,9 @@ def design_covariance(
     noise_floor : float, default 0
         eta: require Sigma >= eta I.
     solver : str, default "auto"
-        ``"auto"`` (Clarabel for small programs, trying the dual form and SCS if the certificate
-        does not close; the structured solver for large J or d), ``"structured"`` or any backend
-        of :func:`solvers.cvx.available_backends`.
+        ``"auto"`` (the structured solver; if its certificate does not close, Clarabel and then
+        SCS as second opinions, keeping the best certified result), ``"structured"`` or any
+        backend of :func:`solvers.cvx.available_backends`.
     tol : float, default 1e-6
         Relative gap required for certification.
     rigorous : bool, default False

@@ -2,10 +2,13 @@
 
 ``method`` is ``"auto"``, ``"structured"`` (the column-generation solver of
 :mod:`solvers.structured`, MATH.md §11) or the name of a cvxpy backend from
-:func:`solvers.cvx.available_backends` (``"clarabel"``, ``"scs"``, ...). ``"auto"`` uses Clarabel
-on the primal form for small programs (``J <= AUTO_MAX_COUNT`` and ``d <= AUTO_MAX_DIM``) and the
-structured solver otherwise (falling back to Clarabel on the N = Sigma^-1 form when the structured
-solver is not available).
+:func:`solvers.cvx.available_backends` (``"clarabel"``, ``"scs"``, ...).
+
+``"auto"`` is the structured solver: on the benchmark instances it is 30-1000x faster than
+Clarabel at every size and certifies gaps below 1e-8 (``make bench``). Callers that want a second
+opinion (``dpopt.design_covariance`` does when a certificate does not close) use Clarabel on the
+natural form for small programs (``J <= AUTO_MAX_COUNT`` and ``d <= AUTO_MAX_DIM``) and on the
+N = Sigma^-1 form otherwise.
 """
 
 from __future__ import annotations
@@ -16,29 +19,19 @@ from certificates._errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProblem
 from solvers._types import Solution
 from solvers.cvx import available_backends, solve_cvx
+from solvers.structured import solve_structured
 
 __all__ = ["AUTO_MAX_COUNT", "AUTO_MAX_DIM", "methods", "solve"]
 
-#: "auto" uses the cvxpy primal for at most this many vectors ...
+#: A generic fallback uses the natural (block) form for at most this many vectors ...
 AUTO_MAX_COUNT = 2000
 #: ... and at most this dimension (MATH.md §11.7: the block form slows down quickly beyond).
 AUTO_MAX_DIM = 8
 
 
-def _structured() -> Any:
-    try:
-        from solvers.structured import solve_structured
-    except ImportError:
-        return None
-    return solve_structured
-
-
 def methods() -> list[str]:
     """Names accepted by :func:`solve` on this installation."""
-    out = ["auto"]
-    if _structured() is not None:
-        out.append("structured")
-    return out + available_backends()
+    return ["auto", "structured", *available_backends()]
 
 
 def solve(
@@ -74,18 +67,8 @@ def solve(
     if not isinstance(method, str):
         raise InvalidTypeError("method", method, "a method name string")
     key = method.lower()
-    if key == "auto":
-        small = problem.count <= AUTO_MAX_COUNT and problem.dim <= AUTO_MAX_DIM
-        struct = _structured()
-        if small or struct is None:
-            return solve_cvx(problem, solver="clarabel", form=form if small else "inverse",
-                             tol=tol, **options)
-        return struct(problem, tol=max(tol, 1e-11), **options)  # type: ignore[no-any-return]
-    if key == "structured":
-        struct = _structured()
-        if struct is None:
-            raise InvalidParameterError("method", method, "solvers.structured is not available")
-        return struct(problem, tol=max(tol, 1e-11), **options)  # type: ignore[no-any-return]
+    if key in ("auto", "structured"):
+        return solve_structured(problem, tol=max(tol, 1e-11), **options)
     if key in available_backends():
         return solve_cvx(problem, solver=key, form=form, tol=tol, **options)
     raise InvalidParameterError("method", method, f"must be one of {methods()}")
