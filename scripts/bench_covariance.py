@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_peer_worker(json.loads(args.peer_json))))
         return 0
     if args.repeats is None:
-        args.repeats = 3 if args.full else 1
+        args.repeats = 3
     cells = full_grid() if args.full else reduced_grid()
     out = args.out or ROOT / "results" / ("bench_covariance_full.csv" if args.full
                                           else "bench_covariance.csv")
