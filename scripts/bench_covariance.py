@@ -336,7 +336,7 @@ def reduced_grid() -> list[Cell]:
         Cell(5, 45, "spd", "0"),
         Cell(5, 45, "spd", "bind"),
         Cell(10, 15, "spd", "0"),
-        Cell(10, 45, "I", "0"),
+        Cell(10, 46, "I", "0"),  # J = 1035 >= 10^3
         Cell(10, 6, "spd", "0"),
         Cell(10, 6, "spd", "bind"),
         Cell(20, 142, "I", "0"),
