@@ -317,3 +317,15 @@ def test_large_generator_problem_certified(d: int, eta_kind: str) -> None:
     assert sol.stats.passes <= 30
     cert = check(problem, sol.covariance, sol.dual, tol=1e-7)
     assert cert.certified, cert.message
+
+
+def test_blas_threads_option() -> None:
+    from tests.canonical import F1
+
+    problem = F1.problem()
+    values = [solve_structured(problem, blas_threads=t).value for t in (None, 1, 2)]
+    assert values[0] == pytest.approx(F1.value, rel=1e-8)
+    assert values[1] == pytest.approx(values[0], rel=1e-12)
+    assert values[2] == pytest.approx(values[0], rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="blas_threads"):
+        solve_structured(problem, blas_threads=0)
