@@ -69,6 +69,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from certificates.problem import CovarianceProblem, VectorSource  # noqa: E402
+from dpopt.sensitivity import TwoRecordVectors  # noqa: E402
 from solvers.structured import _score_pass, solve_structured  # noqa: E402
 
 PEERS = ("natural/clarabel", "natural/scs", "inverse/clarabel")
@@ -105,49 +106,12 @@ class Cell:
         return f"d={self.d} J={self.count} W={self.weight} eta={self.floor}{rd}"
 
 
-class _LocalTwoRecord:
-    """Fallback VectorSource: the longer of t_g(x,y), t_g(y,x) (softmax-weighted differences)."""
-
-    def __init__(self, points: NDArray[np.float64], query: NDArray[np.float64], sigma: float):
-        self._x = points
-        self._g = query
-        self._s2 = 2.0 * sigma * sigma
-        self._i, self._k = np.triu_indices(points.shape[0], 1)
-
-    @property
-    def count(self) -> int:
-        return int(self._i.size)
-
-    @property
-    def dim(self) -> int:
-        return int(self._x.shape[1])
-
-    def _make(self, idx: NDArray[np.intp]) -> NDArray[np.float64]:
-        a, b = self._x[self._i[idx]], self._x[self._k[idx]]
-        z = (np.sum((self._g - b) ** 2, axis=1) - np.sum((self._g - a) ** 2, axis=1)) / self._s2
-        w = np.where(z >= 0, 1.0, -1.0) / (1.0 + np.exp(-np.abs(z)))
-        return w[:, None] * (a - b)
-
-    def chunks(self, size: int = 65536) -> Any:
-        for start in range(0, self.count, size):
-            yield start, self._make(np.arange(start, min(start + size, self.count)))
-
-    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
-        return self._make(np.asarray(indices, dtype=np.intp))
-
-
 def _source(cell: Cell) -> VectorSource:
     rng = np.random.default_rng(1000 * cell.seed + 7 * cell.d + cell.m)
     points = rng.random((cell.m, cell.d))
     query = np.full(cell.d, 0.5)
     sigma = math.sqrt(cell.d / 12.0)
-    try:
-        from dpopt.sensitivity import TwoRecordVectors
-
-        src: VectorSource = TwoRecordVectors(points, query=query, sigma=sigma)
-    except ImportError:  # pragma: no cover - the sensitivity module is optional here
-        src = _LocalTwoRecord(points, query, sigma)
-    return src
+    return TwoRecordVectors(points, query=query, sigma=sigma)
 
 
 def _weight(cell: Cell) -> NDArray[np.float64]:
