@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import cho_factor, cho_solve, eigh, solve_triangular
+from scipy.linalg import cho_factor, cho_solve, eigh
 from scipy.special import expit
 
 from certificates._errors import (
@@ -46,6 +46,7 @@ from certificates._errors import (
 )
 from certificates._validate import as_float_array, as_psd_matrix, as_scalar, as_vectors
 from certificates.problem import DEFAULT_CHUNK, ArrayVectors, VectorSource
+from certificates.rigorous import ratio_upper_bound
 from dpopt.domains import Box, FinitePoints, Grid, as_domain
 
 __all__ = [
@@ -389,7 +390,10 @@ class MahalanobisSup:
     vector : ndarray, shape (d,)
         A vector attaining ``lower``.
     margin : float
-        Relative floating-point margin, :math:`4 d (d+1) u\,\kappa(\Sigma) + 2^{-40}`.
+        Relative floating-point margin ``upper / value - 1``: from the residual bound of
+        :func:`certificates.rigorous.ratio_upper_bound` (enumeration; tight even for an
+        ill-conditioned :math:`\Sigma`), or :math:`4 d (d+1) u\,\kappa(\Sigma) + 2^{-40}` (SDP
+        relaxation).
     """
 
     value: float
@@ -406,7 +410,7 @@ class MahalanobisSup:
 
 
 def _cholesky_and_margin(
-    cov: NDArray[np.float64],
+    cov: NDArray[np.float64], *, warn: bool = True
 ) -> tuple[tuple[NDArray[np.float64], bool], float, NDArray[np.float64]]:
     d = cov.shape[0]
     eig = eigh(cov, eigvals_only=True)
@@ -419,18 +423,23 @@ def _cholesky_and_margin(
         raise InvalidParameterError(
             "covariance", cov, f"is too ill-conditioned (condition number {kappa:.3g})"
         )
-    if margin > 1e-6:
-        warnings.warn(
-            f"covariance has condition number {kappa:.3g}; the Mahalanobis sup carries a "
-            f"relative floating-point margin of {margin:.2g}",
-            AccuracyWarning,
-            stacklevel=3,
-        )
+    if warn:
+        _warn_margin(kappa, margin)
     try:
         chol = cho_factor(cov, lower=True)
     except np.linalg.LinAlgError:
         raise InvalidParameterError("covariance", cov, "must be positive definite") from None
     return chol, margin, eig
+
+
+def _warn_margin(kappa: float, margin: float) -> None:
+    if margin > 1e-6:
+        warnings.warn(
+            f"covariance has condition number {kappa:.3g}; the Mahalanobis sup carries a "
+            f"relative floating-point margin of {margin:.2g}",
+            AccuracyWarning,
+            stacklevel=4,
+        )
 
 
 def _as_source(vectors: Any, dim: int | None = None) -> Any:
@@ -459,8 +468,9 @@ def sup_mahalanobis(
 ) -> MahalanobisSup:
     r"""The Mahalanobis sup :math:`\rho^*(\Sigma) = \sup_j s_j^\top \Sigma^{-1} s_j`.
 
-    Enumerates the set in chunks: with :math:`\Sigma = LL^\top` (Cholesky),
-    :math:`s^\top\Sigma^{-1}s = |L^{-1}s|^2` by one triangular solve per chunk. For a
+    Enumerates the set in chunks: Cholesky solves :math:`\hat x = \Sigma^{-1}s` and the value
+    :math:`\hat x^\top s`, with the rigorous residual bound of
+    :func:`certificates.rigorous.ratio_upper_bound` as ``upper``. For a
     :class:`BoxVertexDifferences` of dimension above ``max_enumeration_dim`` (a max-cut-type
     problem, MATH.md §7.1) it returns instead the valid upper bound of the SDP relaxation
 
@@ -498,24 +508,27 @@ def sup_mahalanobis(
     d = int(src.dim)
     cov = as_psd_matrix("covariance", covariance, dim=d)
     chunk_size = _chunk_size(chunk_size)
-    chol, margin, _ = _cholesky_and_margin(cov)
-    if isinstance(src, BoxVertexDifferences) and d > max_enumeration_dim:
+    is_box_sdp = isinstance(src, BoxVertexDifferences) and d > max_enumeration_dim
+    chol, margin, eig = _cholesky_and_margin(cov, warn=is_box_sdp)
+    if is_box_sdp:
         return _box_sdp_bound(src, chol, margin)
-    best = -1.0
-    best_index = 0
-    lower_factor = chol[0]
-    for start, block in src.chunks(chunk_size):
-        z = solve_triangular(lower_factor, np.asarray(block, dtype=np.float64).T, lower=True)
-        q = np.einsum("ij,ij->j", z, z)
-        j = int(np.argmax(q))
-        if q[j] > best:
-            best, best_index = float(q[j]), start + j
-    if not np.isfinite(best):
+    # One pass: Cholesky solves plus the residual bound of certificates.rigorous (second order in
+    # the residual, so tight even for an ill-conditioned Sigma such as a singular optimum with a
+    # tiny ridge off the span of the vectors); lam_low only enters the second-order term.
+    lam_low = float(eig[0]) - 4.0 * d * _U * float(eig[-1])
+    if lam_low <= 0.0:
+        lam_low = 0.5 * float(eig[0])
+    bound, best, best_index = ratio_upper_bound(src, cov, chol[0], lam_low, chunk=chunk_size)
+    if not (np.isfinite(best) and np.isfinite(bound)):
         raise InvalidParameterError("vectors", vectors, "gave a non-finite Mahalanobis norm")
+    # an all-zero set (x^T s = 0 exactly, bound = the 1e-300 underflow allowance) is exactly 0
+    upper = 0.0 if best == 0.0 and bound <= 1e-299 else max(bound, best) * (1.0 + 2.0**-40)
+    margin = upper / best - 1.0 if best > 0 else 0.0
+    _warn_margin(float(eig[-1] / eig[0]), margin)
     vec = np.asarray(src.take(np.array([best_index], dtype=np.intp))[0], dtype=np.float64)
     return MahalanobisSup(
         value=best,
-        upper=best * (1.0 + margin),
+        upper=upper,
         lower=best,
         exact=True,
         method="enumeration",

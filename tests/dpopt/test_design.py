@@ -125,3 +125,30 @@ def test_bad_input(denoiser_set) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidParameterError):
         design_covariance(np.array([[np.nan, 1.0]]), GDP(mu=1.0))
     assert SolverError is not None
+
+
+@pytest.mark.parametrize(("d", "m"), [(3, 3), (5, 4), (10, 6)])
+def test_rank_deficient_design_is_certified_and_rechecked(d: int, m: int) -> None:
+    """m <= d records: the two-record vectors span m - 1 < d dimensions, the optimum is singular
+    (returned with a tiny ridge off the span, condition ~1e9). The design must certify, and the
+    independent privacy re-check must not mistake rounding for a violation (regression: the
+    condition-number margin of the re-check used to reject these designs)."""
+    from dpopt.domains import FinitePoints
+
+    rng = np.random.default_rng(d + m)
+    vectors = add_remove_set(FinitePoints(rng.random((m, d))), np.full(d, 0.5), 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no AccuracyWarning either
+        design = design_covariance(vectors, GDP(mu=1.0))
+    assert design.certified
+    assert design.certificate.gap < 1e-8
+    sup = design.privacy.sup
+    assert sup.upper <= design.bound
+    assert sup.upper <= sup.value * (1 + 1e-9)
+    # brute force in extended precision over every vector
+    dense = np.concatenate([b for _, b in vectors.chunks()])
+    with mpmath.workdps(50):
+        cov = mpmath.matrix(design.covariance.tolist())
+        vecs = [mpmath.matrix(v.tolist()) for v in dense]
+        true = max((v.T * mpmath.lu_solve(cov, v))[0] for v in vecs)
+    assert true <= sup.upper <= design.bound
