@@ -29,10 +29,20 @@ from numpy.typing import NDArray
 from certificates._errors import InvalidParameterError
 from certificates._validate import as_float_array, as_psd_matrix, as_scalar, as_vectors
 
-__all__ = ["ArrayVectors", "CovarianceProblem", "FactoredDual", "VectorSource"]
+__all__ = [
+    "NORM_RANGE",
+    "ArrayVectors",
+    "CovarianceProblem",
+    "FactoredDual",
+    "VectorSource",
+    "check_norm_range",
+]
 
 #: Default number of vectors per chunk in a pass over a :class:`VectorSource`.
 DEFAULT_CHUNK = 65536
+#: Range of the largest sensitivity norm the solvers and certificates handle without under- or
+#: overflow (products of squared norms, covariances and multipliers stay inside double range).
+NORM_RANGE = (1e-100, 1e100)
 
 
 @runtime_checkable
@@ -77,6 +87,28 @@ class ArrayVectors:
         return np.asarray(self.array[np.asarray(indices, dtype=np.intp)], dtype=np.float64)
 
 
+def check_norm_range(largest: float) -> None:
+    """Reject a sensitivity set that is all zero or whose scale leaves double range.
+
+    Raises
+    ------
+    InvalidParameterError
+        All vectors are zero (the release does not depend on the data: no noise is needed), or
+        the largest norm is outside :data:`NORM_RANGE`.
+    """
+    if largest == 0.0:
+        raise InvalidParameterError(
+            "vectors", "all zero",
+            "the release does not depend on any record, so no noise is needed (nothing to solve)",
+        )
+    low, high = NORM_RANGE
+    if not low <= largest <= high:
+        raise InvalidParameterError(
+            "vectors", f"largest norm {largest:.3g}",
+            f"must lie between {low:g} and {high:g}; express the query in other units",
+        )
+
+
 @dataclass(frozen=True)
 class CovarianceProblem:
     r"""Validated data of :math:`\min \operatorname{tr}(W\Sigma)` s.t.
@@ -109,6 +141,7 @@ class CovarianceProblem:
             arr = as_vectors("vectors", self.vectors)
             object.__setattr__(self, "vectors", arr)
             src = ArrayVectors(arr)
+            check_norm_range(float(np.max(np.linalg.norm(arr, axis=1))))
         object.__setattr__(self, "source", src)
         d = src.dim
         w = np.eye(d) if self.weight is None else as_psd_matrix("weight", self.weight, dim=d)
@@ -127,6 +160,19 @@ class CovarianceProblem:
     def count(self) -> int:
         """Number of sensitivity vectors J."""
         return self.source.count
+
+    def max_sq_norm(self) -> float:
+        """Largest squared Euclidean norm of the vectors (one pass over a chunked source)."""
+        top = 0.0
+        for _, block in self.source.chunks():
+            b = np.asarray(block, dtype=np.float64)
+            if b.size:
+                top = max(top, float(np.max(np.einsum("ij,ij->i", b, b))))
+        return top
+
+    def max_norm(self) -> float:
+        """Largest Euclidean norm of the vectors (one pass over a chunked source)."""
+        return float(np.sqrt(self.max_sq_norm()))
 
     def dense_vectors(self) -> NDArray[np.float64]:
         """All vectors as one ``(J, d)`` array (materialises a chunked source)."""

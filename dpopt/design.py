@@ -47,7 +47,7 @@ from certificates._errors import (
 from certificates._validate import as_scalar
 from certificates.covariance import CovarianceCertificate, check
 from certificates.io import write_certificate
-from certificates.problem import CovarianceProblem, VectorSource
+from certificates.problem import CovarianceProblem, VectorSource, check_norm_range
 from dpopt.program import isotropic_baseline
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
@@ -228,6 +228,8 @@ def design_covariance(
     q, _ = _bound_of(budgets)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     problem = CovarianceProblem(_vectors_of(sensitivity), weight, q, noise_floor)
+    if not isinstance(problem.vectors, np.ndarray):  # arrays are checked by CovarianceProblem
+        check_norm_range(problem.max_norm())
     best: tuple[CovarianceCertificate, Solution] | None = None
     errors: list[str] = []
     solve_tol = max(1e-10, min(1e-8, tol / 100))

@@ -45,11 +45,7 @@ def isotropic_baseline(problem: CovarianceProblem) -> tuple[float, NDArray[np.fl
     r"""The isotropic design :math:`cI`, :math:`c = \max(\max_j|s_j|^2/q,\ \eta)`, and its value
     :math:`c\operatorname{tr}W` (MATH.md §6: 10.5 for F1). It is feasible: :math:`s^\top s/c\le q`.
     """
-    top = 0.0
-    for _, block in problem.source.chunks():
-        b = np.asarray(block, dtype=np.float64)
-        top = max(top, float(np.max(np.einsum("ij,ij->i", b, b))))
-    c = max(top / problem.bound, problem.noise_floor)
+    c = max(problem.max_sq_norm() / problem.bound, problem.noise_floor)
     c = float(np.nextafter(c, np.inf))  # safe side of the rounding
     w = np.asarray(problem.weight)
     return c * float(np.trace(w)), c * np.eye(problem.dim)

@@ -51,3 +51,22 @@ def test_factored_dual_validation() -> None:
     FactoredDual(np.array([0]), np.array([1.0]), np.ones((1, 2)), np.zeros((2, 0)))
     with pytest.raises(InvalidParameterError, match="multipliers"):
         FactoredDual(np.array([0]), np.array([-1.0]), np.ones((1, 2)), np.zeros((2, 0)))
+
+
+def test_all_zero_and_out_of_range_vectors_are_named_errors() -> None:
+    with pytest.raises(InvalidParameterError, match="no noise is needed"):
+        CovarianceProblem(vectors=np.zeros((3, 2)), bound=1.0)
+    with pytest.raises(InvalidParameterError, match="other units"):
+        CovarianceProblem(vectors=1e-150 * np.ones((3, 2)), bound=1.0)
+    with pytest.raises(InvalidParameterError, match="other units"):
+        CovarianceProblem(vectors=1e150 * np.ones((3, 2)), bound=1.0)
+    p = CovarianceProblem(vectors=[[3.0, 4.0], [0.0, 1.0]], bound=1.0)
+    assert p.max_norm() == 5.0 and p.max_sq_norm() == 25.0
+
+
+def test_design_rejects_an_all_zero_source() -> None:
+    from dpopt.budgets import GDP
+    from dpopt.design import design_covariance
+
+    with pytest.raises(InvalidParameterError, match="no noise is needed"):
+        design_covariance(ArrayVectors(np.zeros((4, 2))), GDP(mu=1.0))
