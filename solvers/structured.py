@@ -87,6 +87,12 @@ _SPAN_RTOL = 1e-13
 _SAFETY = 1e-12
 #: Ridge on the complement of the span (rank-deficient, eta = 0): relative cost added to the value.
 _RIDGE = 1e-10
+#: A floor direction (eigenvector of Pi) is dropped from the block after a pass when its floor
+#: value is below (1 - _FLOOR_DROP) T and its weight below _FLOOR_WREL times the largest weight.
+_FLOOR_DROP = 0.1
+_FLOOR_WREL = 1e-2
+#: Entry weight of new floor directions, relative to the mean weight of the block.
+_FLOOR_ENTRY = 1e-5
 
 
 # ------------------------------------------------------------------------------------------------
@@ -761,6 +767,22 @@ def _solve(
                 st.yw = np.concatenate([st.yw, new_vec @ pmat])
                 st.mu = np.concatenate([st.mu, np.zeros(new_idx.size)])
                 grew = True
+        if floor_mode and st.pi.shape[0]:
+            # drop floor directions that are clearly not clamped (floor value well below T and a
+            # negligible weight: by complementary slackness their weight is only the barrier's);
+            # they re-enter through the ball check below if they become violated again. The
+            # Newton system grows with the square of the block size, and only the clamped
+            # eigenspace needs to be in it (MATH.md §11.5)
+            fw, fv = np.linalg.eigh(0.5 * (st.pi + st.pi.T))
+            qfd = np.einsum("ia,ij,ja->a", fv, ev.qf, fv)
+            keep_f = (qfd >= t * (1.0 - _FLOOR_DROP)) | (fw >= _FLOOR_WREL * float(fw[-1]))
+            if not np.all(keep_f):
+                st.pi = np.diag(fw[keep_f])
+                st.bfl = st.bfl @ fv[:, keep_f]
+                st.rot = st.rot @ fv[:, keep_f]
+                total = float(st.mu.sum() + np.trace(st.pi))
+                st.mu, st.pi = st.mu / total, st.pi / total
+                grew = True
         if floor_mode and ball_r > t * (1.0 + 0.5 * inner_tol):
             cur_e = floor_basis @ st.rot if st.rot.size else np.zeros((d, 0))
             ke_ = cur_e.shape[1]
@@ -771,8 +793,11 @@ def _solve(
             ok = np.abs(np.diag(rn)) > 1e-6
             if np.any(ok):
                 new_e = qn[:, ok]
-                # enter well inside the cone (an interior point for the barrier of the block)
-                eps = 0.1 * float(np.trace(st.pi)) / max(cur_e.shape[1], 1) + 1e-3 * (ke_ == 0)
+                # enter just inside the cone with a small weight: most new directions are only
+                # the out-of-block residuals of violated eigenvectors and need little weight (a
+                # large entry weight costs Newton steps to undo); the barrier restart of the
+                # inner solve lifts them towards their central value
+                eps = _FLOOR_ENTRY * float(np.trace(st.pi)) / max(ke_, 1) + 1e-3 * (ke_ == 0)
                 floor_basis = np.concatenate([cur_e, new_e], axis=1)
                 kn = new_e.shape[1]
                 pi_new = linalg.block_diag(st.pi, eps * np.eye(kn))

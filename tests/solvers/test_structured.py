@@ -180,6 +180,24 @@ def test_certified_by_checker(m: int, d: int, w_kind: str, eta: float) -> None:
         assert cert.certified, cert.message
 
 
+def test_floor_block_stays_near_the_clamped_eigenspace() -> None:
+    # a low floor clamps a few eigenvalues; directions that are not clamped are dropped from
+    # the floor block (MATH.md §11.5), and the result stays certified
+    rng = np.random.default_rng(2)
+    d = 20
+    s = _two_record(80, d, rng)
+    sol0 = solve_structured(CovarianceProblem(s, bound=1.0))
+    eta = float(np.quantile(np.linalg.eigvalsh(sol0.covariance), 0.1))
+    problem = CovarianceProblem(s, bound=1.0, noise_floor=eta)
+    sol = solve_structured(problem, tol=TOL)
+    assert sol.status == "optimal"
+    assert 0 < sol.stats.extra["floor_rank"] <= sol.stats.extra["floor_block"] < d // 2
+    assert np.linalg.eigvalsh(sol.covariance)[0] >= eta
+    assert sol.dual is not None
+    cert = check(problem, sol.covariance, sol.dual, tol=1e-7)
+    assert cert.certified, cert.message
+
+
 def test_rank_deficient_covariance_lives_in_the_span() -> None:
     rng = np.random.default_rng(3)
     s = _two_record(5, 8, rng)  # 4-dim span
