@@ -49,7 +49,7 @@ from certificates.rigorous import (
     ratio_upper_bound,
 )
 
-__all__ = ["CovarianceCertificate", "check", "primal_ratio"]
+__all__ = ["CovarianceCertificate", "check", "dual_lower_bound", "primal_ratio"]
 
 #: Scaling margins tried in turn by the repair (relative enlargement of the scale factor).
 _MARGINS = (1e-12, 1e-10, 1e-8, 1e-6, 1e-4)
@@ -118,6 +118,29 @@ class CovarianceCertificate:
             f"relative gap {self.gap:.3g} (tol {self.tol:g}); primal residual "
             f"{self.primal_residual:.3g}, ||E||_F {self.dual_residual:.3g}, scale {self.scale:.12g}"
         )
+
+
+def dual_lower_bound(
+    support_vectors: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    bound: float,
+    eta: float,
+    multipliers: NDArray[np.float64],
+    directions: NDArray[np.float64],
+    floor: NDArray[np.float64],
+    w_min: float,
+) -> tuple[float, float, float]:
+    r"""Float self-bounding lower bound of MATH.md §12.2.
+
+    Returns ``(D / (1 + ||E||_F / w_min), D, ||E||_F)`` with
+    :math:`D = \eta\operatorname{tr}H + \sum_j\lambda_j(2u_j^\top s_j - q)` and
+    :math:`E = W - H - \sum_j\lambda_ju_ju_j^\top` (``floor`` is :math:`H`).
+    """
+    e_norm = float(np.linalg.norm(weight - floor - (directions.T * multipliers) @ directions))
+    dval = eta * float(np.trace(floor)) + float(
+        np.sum(multipliers * (2 * np.einsum("ij,ij->i", directions, support_vectors) - bound))
+    )
+    return dval / (1.0 + e_norm / w_min), dval, e_norm
 
 
 def _validate_dual(dual: object, d: int, count: int) -> FactoredDual:
@@ -268,12 +291,7 @@ def check(
         lower, dval, e_norm = exact_dual_bound(sup_vec, weight, q, eta, dual, w_min)
     else:
         w_min = float(sla.eigvalsh(weight)[0]) * (1 - 1e-10)
-        e_mat = weight - h - (u.T * lam) @ u
-        e_norm = float(np.linalg.norm(e_mat))
-        dval = eta * float(np.trace(h)) + float(
-            np.sum(lam * (2 * np.einsum("ij,ij->i", u, sup_vec) - q))
-        )
-        lower = dval / (1.0 + e_norm / w_min)
+        lower, dval, e_norm = dual_lower_bound(sup_vec, weight, q, eta, lam, u, h, w_min)
     lower = max(0.0, lower)
     gap = (upper - lower) / upper if upper > 0 else math.inf
     # gap formula (19) at the repaired Sigma

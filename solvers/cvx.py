@@ -36,6 +36,7 @@ import scipy.linalg as sla
 from numpy.typing import NDArray
 
 from certificates._errors import InvalidParameterError, SolverError
+from certificates.covariance import dual_lower_bound
 from certificates.problem import CovarianceProblem, FactoredDual
 from solvers._types import CVXPY_STATUS_MAP, Solution, SolverStats
 from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction
@@ -299,25 +300,6 @@ def _extract(
     return sigma, sup, lam, u, h, raw
 
 
-def _float_lower(
-    vectors: NDArray[np.float64],
-    weight: NDArray[np.float64],
-    bound: float,
-    eta: float,
-    sup: NDArray[np.intp],
-    lam: NDArray[np.float64],
-    u: NDArray[np.float64],
-    h: NDArray[np.float64],
-) -> float:
-    """The float self-bounding lower bound D / (1 + ||E||_F / lambda_min(W)) of MATH.md §12.2."""
-    e = weight - h - (u.T * lam) @ u
-    dval = eta * float(np.trace(h)) + float(
-        np.sum(lam * (2 * np.einsum("ij,ij->i", u, vectors[sup]) - bound))
-    )
-    wmin = float(sla.eigvalsh(weight)[0])
-    return dval / (1.0 + float(np.linalg.norm(e)) / wmin)
-
-
 def _polish(
     vectors: NDArray[np.float64],
     weight: NDArray[np.float64],
@@ -371,8 +353,9 @@ def _polish(
         fl, fu = lam3[k:], u3[k:]
         h3 = (fu.T * fl) @ fu if n_floor else np.zeros_like(h)
         candidates.append((lam3[:k], u3[:k], h3))
+    w_min = float(sla.eigvalsh(weight)[0])
     scores = [
-        _float_lower(vectors, weight, bound, eta, sup, cl, cu, ch)
+        dual_lower_bound(vectors[sup], weight, bound, eta, cl, cu, ch, w_min)[0]
         if np.all(np.isfinite(cu)) and np.all(np.isfinite(cl)) and np.all(np.isfinite(ch))
         else -np.inf
         for cl, cu, ch in candidates
