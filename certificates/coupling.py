@@ -43,8 +43,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
-from certificates._errors import CertificateError, InvalidParameterError
-from certificates._validate import as_float_array, as_scalar
+from certificates.errors import CertificateError, InvalidParameterError
+from certificates.validate import as_float_array, as_scalar
 
 __all__ = ["CouplingCertificate", "check_coupling", "log_average", "round_to_marginals"]
 

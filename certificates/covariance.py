@@ -38,8 +38,7 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import NDArray
 
-from certificates._errors import InvalidParameterError, InvalidTypeError
-from certificates._validate import as_matrix, as_scalar
+from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProblem, FactoredDual
 from certificates.rigorous import (
     certified_min_eigenvalue,
@@ -48,6 +47,7 @@ from certificates.rigorous import (
     exact_trace_product,
     ratio_upper_bound,
 )
+from certificates.validate import as_matrix, as_scalar
 
 __all__ = ["CovarianceCertificate", "check", "dual_lower_bound", "primal_ratio"]
 

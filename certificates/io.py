@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates._errors import CertificateError, InvalidParameterError, InvalidTypeError
 from certificates.covariance import CovarianceCertificate, check
+from certificates.errors import CertificateError, InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProblem, FactoredDual, VectorSource
 
 __all__ = [

@@ -26,8 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates._errors import InvalidParameterError
-from certificates._validate import as_float_array, as_psd_matrix, as_scalar, as_vectors
+from certificates.errors import InvalidParameterError
+from certificates.validate import as_float_array, as_psd_matrix, as_scalar, as_vectors
 
 __all__ = [
     "NORM_RANGE",

@@ -1,8 +1,10 @@
 """dpopt: the least noise a privacy guarantee allows, with certificates anyone can check.
 
 The public names below are re-exported lazily (importing :mod:`dpopt` does not import cvxpy or
-pandas); each lives in the module named in ``_EXPORTS``. Sub-packages: :mod:`dpopt.pufferfish`
-(Rényi Pufferfish calibration), :mod:`dpopt.datasets` (UCI data), :mod:`dpopt.experiments`,
+pandas); each lives in the module named in ``_EXPORTS``. Sub-packages: :mod:`dpopt.accounting`
+(budgets, Gaussian DP, Rényi divergences), :mod:`dpopt.covariance` (sensitivity sets, the optimal
+covariance, its privacy, release), :mod:`dpopt.pufferfish` (Rényi Pufferfish calibration),
+:mod:`dpopt.cli` (the command line), :mod:`dpopt.datasets` (UCI data), :mod:`dpopt.experiments`,
 :mod:`dpopt.figures`.
 """
 
@@ -27,22 +29,24 @@ __version__ = "0.1.0"
 #: public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     # budgets and accounting
-    **{n: "dpopt.budgets" for n in (
+    **{n: "dpopt.accounting.budgets" for n in (
         "AllOf", "ApproxDP", "Budget", "GDP", "MIDP", "PrivacyReport", "RDP", "ZCDP",
         "parse_budget", "privacy_report",
     )},
     # the optimal covariance
-    **{n: "dpopt.design" for n in ("Design", "design_covariance")},
-    **{n: "dpopt.program" for n in ("CovarianceProgram", "isotropic_baseline")},
+    **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
+    **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     # sensitivity geometry
-    **{n: "dpopt.domains" for n in ("Box", "FinitePoints", "Grid")},
-    **{n: "dpopt.sensitivity" for n in (
-        "TwoRecordVectors", "UniformQueryVectors", "add_remove_set", "prune", "replacement_bound",
-        "sup_mahalanobis", "uniform_query_set",
+    **{n: "dpopt.covariance.domains" for n in ("Box", "FinitePoints", "Grid")},
+    **{n: "dpopt.covariance.sensitivity" for n in (
+        "TwoRecordVectors", "UniformQueryVectors", "add_remove_set", "replacement_bound",
+        "uniform_query_set",
     )},
-    **{n: "dpopt.privacy" for n in ("CovariancePrivacy", "privacy_of")},
+    "sup_mahalanobis": "dpopt.covariance.mahalanobis_sup",
+    "prune": "dpopt.covariance.pruning",
+    **{n: "dpopt.covariance.privacy" for n in ("CovariancePrivacy", "privacy_of")},
     # releasing noise
-    **{n: "dpopt.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
+    **{n: "dpopt.covariance.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
 }
 
 __all__ = [

@@ -1,6 +1,6 @@
 """dpopt's exception family (public home; defined in the lowest layer, ``certificates``)."""
 
-from certificates._errors import (
+from certificates.errors import (
     AccuracyWarning,
     ApproximationWarning,
     CertificateError,

@@ -11,7 +11,8 @@ On the same instances and with the same BLAS thread count (default 1) this runs
 * ``dpopt``: :func:`solvers.structured.solve_structured` (column generation on the reduced dual).
 
 Instances: m random points in [0, 1]^d, two-record vectors for the query g = (1/2, ..., 1/2)
-(``dpopt.sensitivity.TwoRecordVectors``; J = m(m - 1)/2), W = I or a random SPD W of condition 100,
+(``dpopt.covariance.sensitivity.TwoRecordVectors``; J = m(m - 1)/2), W = I or a random SPD W of
+condition 100,
 eta = 0 or a binding floor (the median eigenvalue of the eta = 0 optimum), and rank-deficient cells
 (m <= d points span at most m - 1 dimensions).
 
@@ -69,7 +70,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from certificates.problem import CovarianceProblem, VectorSource  # noqa: E402
-from dpopt.sensitivity import TwoRecordVectors  # noqa: E402
+from dpopt.covariance import TwoRecordVectors  # noqa: E402
 from solvers.structured import _score_pass, solve_structured  # noqa: E402
 
 PEERS = ("natural/clarabel", "natural/scs", "inverse/clarabel")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from certificates._errors import InvalidParameterError, InvalidTypeError
+from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProblem
 from solvers._types import Solution
 from solvers.cvx import available_backends, solve_cvx

@@ -35,8 +35,8 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import NDArray
 
-from certificates._errors import InvalidParameterError, SolverError
 from certificates.covariance import dual_lower_bound
+from certificates.errors import InvalidParameterError, SolverError
 from certificates.problem import CovarianceProblem, FactoredDual
 from solvers._types import CVXPY_STATUS_MAP, Solution, SolverStats
 from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction

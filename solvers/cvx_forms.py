@@ -8,7 +8,8 @@ Three equivalent forms of
     F_j(\Sigma) = \begin{bmatrix}\Sigma & s_j\\ s_j^\top & q\end{bmatrix} \succeq 0\ (j=1..J),
     \qquad \Sigma - \eta I \succeq 0,
 
-are built here from plain arrays (so that ``dpopt.program`` can delegate without ``solvers``
+are built here from plain arrays (so that ``dpopt.covariance.program`` can delegate without
+``solvers``
 knowing about privacy):
 
 ``primal``

@@ -65,14 +65,14 @@ from scipy import linalg
 from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
-from certificates._errors import (
+from certificates.errors import (
     AccuracyWarning,
     InvalidParameterError,
     InvalidTypeError,
     SolverError,
 )
-from certificates._validate import as_scalar
 from certificates.problem import CovarianceProblem, FactoredDual, VectorSource
+from certificates.validate import as_scalar
 from solvers._types import Solution, SolverStats
 
 __all__ = ["solve_structured"]

@@ -48,8 +48,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
-from certificates._errors import InvalidParameterError, SolverError
-from certificates._validate import as_float_array, as_scalar
+from certificates.errors import InvalidParameterError, SolverError
+from certificates.validate import as_float_array, as_scalar
 from solvers._types import SolverStats, map_cvxpy_status
 
 __all__ = [

@@ -19,8 +19,10 @@ NOTEBOOKS = ROOT / "notebooks"
 #: notebook -> dpopt modules it needs
 REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "rpp_experiments.ipynb": ("dpopt.pufferfish", "dpopt.experiments.rpp"),
-    "denoiser_covariance.ipynb": ("dpopt.design", "dpopt.sensitivity", "dpopt.budgets"),
-    "gdp_tour.ipynb": ("dpopt.gdp",),
+    "denoiser_covariance.ipynb": (
+        "dpopt.covariance.design", "dpopt.covariance.sensitivity", "dpopt.accounting.budgets",
+    ),
+    "gdp_tour.ipynb": ("dpopt.accounting.gdp",),
 }
 
 

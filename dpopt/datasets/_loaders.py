@@ -11,7 +11,7 @@ from typing import Literal
 
 import pandas as pd
 
-from certificates._errors import CertificateError, InvalidParameterError, InvalidTypeError
+from dpopt.errors import CertificateError, InvalidParameterError, InvalidTypeError
 
 __all__ = [
     "ADULT_COLUMNS",

@@ -44,9 +44,9 @@ import pandas as pd
 from numpy.typing import NDArray
 from tqdm import tqdm
 
-from certificates._errors import InvalidParameterError
-from certificates._validate import as_float_array
+from certificates.validate import as_float_array
 from dpopt.datasets import load_adult, load_heart_disease, load_student
+from dpopt.errors import InvalidParameterError
 from dpopt.pufferfish import (
     Scenario,
     audit,

@@ -4,9 +4,10 @@ The release is the ideal diffusion denoiser's posterior mean :math:`m_g(D)` at a
 :math:`g` and noise level :math:`\sigma`, for datasets in a finite grid domain
 :math:`K \subset \mathbb{R}^d`. Its add/remove sensitivity set is the set of two-record vectors
 :math:`t_g(x, y)`, :math:`x, y \in K` (seed 002 Theorem 1;
-:func:`dpopt.sensitivity.add_remove_set`).
+:func:`dpopt.covariance.sensitivity.add_remove_set`).
 For each ε of an (ε, δ)-DP budget the Mahalanobis bound is :math:`q^*(\varepsilon, \delta)` (exact
-Balle–Wang curve, MATH.md §4.2) and :func:`dpopt.design.design_covariance` returns the certified
+Balle–Wang curve, MATH.md §4.2) and :func:`dpopt.covariance.design.design_covariance` returns the
+certified
 least total variance :math:`\min \operatorname{tr}\Sigma` subject to
 :math:`t^\top\Sigma^{-1}t \le q^*` (Theorem 3, MATH.md §6); the isotropic baseline is
 :math:`c I` with :math:`c = \max_t |t|^2 / q^*`, total variance :math:`d\,c`.
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from certificates._validate import as_float_array, as_scalar
+from certificates.validate import as_float_array, as_scalar
 
 __all__ = ["DenoiserSetup", "denoiser_covariance_figure", "denoiser_sweep"]
 
@@ -74,10 +75,10 @@ def denoiser_sweep(
         Columns ``epsilon, bound, optimal, isotropic, improvement, lower, certified`` and
         ``var_0 .. var_{d-1}`` (diagonal of the optimal covariance).
     """
-    from dpopt.budgets import ApproxDP
-    from dpopt.design import design_covariance
-    from dpopt.domains import Grid
-    from dpopt.sensitivity import add_remove_set
+    from dpopt.accounting.budgets import ApproxDP
+    from dpopt.covariance import add_remove_set
+    from dpopt.covariance.design import design_covariance
+    from dpopt.covariance.domains import Grid
 
     st = DenoiserSetup() if setup is None else setup
     eps = as_float_array("epsilons", list(epsilons), ndim=1, low=0.0)

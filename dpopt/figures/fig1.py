@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates._errors import InvalidParameterError, InvalidTypeError
+from dpopt.errors import InvalidParameterError, InvalidTypeError
 
 __all__ = [
     "GENERATORS",

@@ -138,7 +138,7 @@ def rpp_figures(
     Returns the written paths (``results/rpp/<scenario>.csv`` and ``.png``).
     """
     if dataset not in DATASET_GROUPS:
-        from certificates._errors import InvalidParameterError
+        from dpopt.errors import InvalidParameterError
 
         raise InvalidParameterError("dataset", dataset, f"must be one of {DATASET_GROUPS}")
     out = Path(out_dir) / "rpp"

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
-from certificates._errors import InvalidParameterError
+from dpopt.errors import InvalidParameterError
 from dpopt.pufferfish.costs import RenyiCost
 from dpopt.pufferfish.scenario import DiscreteLaw
 from solvers.transport import (

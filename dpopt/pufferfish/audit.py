@@ -30,8 +30,8 @@ from scipy.integrate import IntegrationWarning, quad
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
-from certificates._errors import AccuracyWarning, InvalidParameterError, InvalidTypeError
-from certificates._validate import as_float_array, as_scalar
+from certificates.validate import as_float_array, as_scalar
+from dpopt.errors import AccuracyWarning, InvalidParameterError, InvalidTypeError
 from dpopt.pufferfish.scenario import Scenario
 
 __all__ = ["AuditResult", "PairAudit", "audit", "minimal_scale_1d", "mixture_renyi_divergence"]

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from certificates._errors import InvalidTypeError
-from certificates._validate import as_scalar
+from certificates.validate import as_scalar
+from dpopt.errors import InvalidTypeError
 from dpopt.pufferfish._pairs import PairTransport, resolve_method
 from dpopt.pufferfish.costs import GaussianCost, LaplaceCost, RenyiCost, safe_level
 from dpopt.pufferfish.scenario import Scenario

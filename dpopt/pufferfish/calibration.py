@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from certificates._errors import CertificateError, InvalidParameterError, InvalidTypeError
-from certificates._validate import as_scalar
 from certificates.coupling import CouplingCertificate, check_coupling
+from certificates.validate import as_scalar
+from dpopt.errors import CertificateError, InvalidParameterError, InvalidTypeError
 from dpopt.pufferfish._pairs import PairTransport, resolve_method, safe_log_cost
 from dpopt.pufferfish.costs import (
     ExponentialCost,

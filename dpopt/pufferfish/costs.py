@@ -39,9 +39,9 @@ from numpy.typing import NDArray
 from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import brentq
 
-from certificates._errors import InvalidParameterError
-from certificates._validate import as_psd_matrix, as_scalar
-from dpopt.renyi import gaussian_log_moment, laplace_log_moment
+from certificates.validate import as_psd_matrix, as_scalar
+from dpopt.accounting.renyi import gaussian_log_moment, laplace_log_moment
+from dpopt.errors import InvalidParameterError
 
 __all__ = ["ExponentialCost", "GaussianCost", "LaplaceCost", "RenyiCost", "make_cost"]
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates._errors import InvalidParameterError, InvalidTypeError
-from certificates._validate import as_float_array
+from certificates.validate import as_float_array
+from dpopt.errors import InvalidParameterError, InvalidTypeError
 
 __all__ = ["PROB_TOL", "DiscreteLaw", "Scenario"]
 

@@ -23,7 +23,7 @@ MASS = np.array([0.2, 0.3, 0.3, 0.2])
 
 
 def lap_log_moment(a: float, t: np.ndarray) -> np.ndarray:
-    # MATH.md §1.1 stable form (independent of dpopt.renyi)
+    # MATH.md §1.1 stable form (independent of dpopt.accounting.renyi)
     return (a - 1) * t + np.log(a / (2 * a - 1) + (a - 1) / (2 * a - 1) * np.exp(-(2 * a - 1) * t))
 
 

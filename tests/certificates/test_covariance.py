@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from certificates._errors import InvalidParameterError, InvalidTypeError
 from certificates.covariance import check
+from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProblem, FactoredDual
 from solvers.cvx import solve_cvx
 from tests.canonical import F1, F3, F4_RANKDEF

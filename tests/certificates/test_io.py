@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from certificates._errors import CertificateError, InvalidParameterError
 from certificates.covariance import check
+from certificates.errors import CertificateError, InvalidParameterError
 from certificates.io import _canonical, read_certificate, verify_file, write_certificate
 from certificates.problem import CovarianceProblem, FactoredDual
 from solvers.cvx import solve_cvx

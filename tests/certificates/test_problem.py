@@ -65,8 +65,8 @@ def test_all_zero_and_out_of_range_vectors_are_named_errors() -> None:
 
 
 def test_design_rejects_an_all_zero_source() -> None:
-    from dpopt.budgets import GDP
-    from dpopt.design import design_covariance
+    from dpopt.accounting.budgets import GDP
+    from dpopt.covariance.design import design_covariance
 
     with pytest.raises(InvalidParameterError, match="no noise is needed"):
         design_covariance(ArrayVectors(np.zeros((4, 2))), GDP(mu=1.0))

@@ -276,7 +276,7 @@ def test_figure_files(tmp_path: Path) -> None:
 
 
 def test_denoiser_sweep_optimal_beats_isotropic() -> None:
-    pytest.importorskip("dpopt.design")
+    pytest.importorskip("dpopt.covariance.design")
     from dpopt.figures.denoiser import DenoiserSetup, denoiser_sweep
 
     table = denoiser_sweep(DenoiserSetup(), epsilons=(0.5, 2.0))

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from dpopt.domains import Box
+from dpopt.covariance import sup_mahalanobis, uniform_query_set
+from dpopt.covariance.domains import Box
 from dpopt.errors import InvalidParameterError, InvalidTypeError
 from dpopt.figures.__main__ import FIGURES, main, resolve
 from dpopt.figures.fig1 import (
@@ -17,7 +18,6 @@ from dpopt.figures.fig1 import (
     fig1_ratios,
     fig1_summary,
 )
-from dpopt.sensitivity import sup_mahalanobis, uniform_query_set
 
 
 @pytest.mark.parametrize("generator", sorted(GENERATORS))

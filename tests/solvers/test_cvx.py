@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from certificates._errors import InvalidParameterError, SolverError
 from certificates.covariance import check
+from certificates.errors import InvalidParameterError, SolverError
 from certificates.problem import CovarianceProblem
 from solvers._types import STATUSES
 from solvers.cvx import available_backends, get_backend, solve_cvx

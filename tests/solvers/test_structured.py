@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from certificates._errors import InvalidParameterError, InvalidTypeError
 from certificates.covariance import check
+from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProblem, FactoredDual
 from solvers.structured import solve_structured
 from tests.canonical import CanonicalCase

@@ -1,0 +1,49 @@
+"""Privacy accounting: budgets, Gaussian differential privacy, Rényi divergences, MI-DP.
+
+- :mod:`~dpopt.accounting.budgets` — ``RDP``, ``ZCDP``, ``GDP``, ``ApproxDP``, ``MIDP``, ``AllOf``:
+  each gives the Mahalanobis bound :math:`q` a Gaussian release must meet
+  (``budget.mahalanobis_bound()``), and :func:`privacy_report` gives every guarantee of a bound;
+- :mod:`~dpopt.accounting.gdp` — trade-off functions, :math:`\\mu \\leftrightarrow (\\varepsilon,
+  \\delta)`, composition, subsampling (the central-limit figure, labelled approximate);
+- :mod:`~dpopt.accounting.analytic_gaussian` — the exact :math:`(\\varepsilon, \\delta)` curve of
+the
+  Gaussian mechanism in log form;
+- :mod:`~dpopt.accounting.renyi` — Rényi divergences of Gaussian and Laplace laws;
+- :mod:`~dpopt.accounting.mi_dp` — mutual-information DP of a binary secret.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    **{n: "dpopt.accounting.budgets" for n in (
+        "AllOf", "ApproxDP", "Budget", "GDP", "MIDP", "PrivacyReport", "RDP", "ZCDP",
+        "mi_binary", "mi_binary_inverse", "parse_budget", "privacy_report",
+    )},
+    **{n: "dpopt.accounting.gdp" for n in (
+        "clt_mu_poisson", "clt_mu_uniform", "compose", "delta_for_epsilon", "epsilon_for_delta",
+        "epsilon_for_log_delta", "gaussian_sigma", "log_delta_for_epsilon", "mu_for",
+        "mu_for_log_delta", "rdp_to_dp_improved", "rdp_to_dp_mironov", "tradeoff",
+    )},
+    **{n: "dpopt.accounting.renyi" for n in (
+        "gaussian_log_moment", "gaussian_log_moment_mv", "kl_gaussian", "kl_laplace",
+        "laplace_log_moment", "renyi_gaussian", "renyi_gaussian_mv", "renyi_laplace",
+    )},
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpopt.accounting' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

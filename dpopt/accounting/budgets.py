@@ -1,0 +1,590 @@
+r"""Privacy budgets and their translation to a Mahalanobis sensitivity bound (MATH.md §4).
+
+A Gaussian mechanism :math:`M(D) = g(D) + N(0, \Sigma)` is characterised, for every notion below,
+by one number: the **Mahalanobis bound**
+
+.. math:: q = \sup_{s \in S} s^\top \Sigma^{-1} s,
+
+the largest squared Mahalanobis length of a sensitivity vector :math:`s = g(D) - g(D')` over the
+neighbouring relation that generated the set :math:`S` (replacement of one record, or
+addition/removal of one record — whichever the caller used to build :math:`S`; every budget
+below is a statement about that same relation, except :class:`MIDP`, which names its own).
+For each pair the output laws are :math:`N(g(D), \Sigma)` and :math:`N(g(D'), \Sigma)`, a
+one-dimensional Gaussian shift of size :math:`\sqrt{s^\top\Sigma^{-1}s}` after whitening, so:
+
+* Rényi DP of order α: :math:`\varepsilon_\alpha = \alpha q / 2` (MATH.md §4.1, exact);
+* zCDP: :math:`\rho = q/2`; Gaussian DP: :math:`\mu = \sqrt q` (Dong, Roth & Su);
+* (ε, δ)-DP: :math:`\delta \ge h_\varepsilon(q)`, the exact Balle–Wang curve (MATH.md §4.2);
+* mutual information for a binary record: :math:`\psi(q)` (MATH.md §4.4, seed 002 §VI).
+
+Each budget's :meth:`Budget.mahalanobis_bound` returns the largest ``q`` meeting it (on the safe
+side of floating point: it never exceeds the exact answer), and :func:`privacy_report` goes the
+other way, from ``q`` to every notion. The name is ``mahalanobis_bound``, not ``rho``: ρ is the
+zCDP parameter, which is half of it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+
+from certificates.validate import as_scalar
+from dpopt.accounting import analytic_gaussian as bw
+from dpopt.accounting._arrays import FloatOrArray, finish, real_array
+from dpopt.accounting.mi_dp import mi_binary_inverse_scalar, mi_binary_scalar
+from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError
+
+__all__ = [
+    "GDP",
+    "MIDP",
+    "RDP",
+    "ZCDP",
+    "AllOf",
+    "ApproxDP",
+    "Budget",
+    "PrivacyReport",
+    "mi_binary",
+    "mi_binary_inverse",
+    "parse_budget",
+    "privacy_report",
+]
+
+_LOG2 = math.log(2.0)
+#: Relative margin on ψ used by MIDP in both directions (inverse and check): ψ is computed by
+#: quadrature to ~1e-13 relative.
+_MI_MARGIN = 1e-11
+
+
+def _at_most(value: float, exact: Fraction) -> float:
+    """Return ``value`` if it is <= the exact rational ``exact``, else the next float below."""
+    while Fraction(value) > exact:
+        value = float(np.nextafter(value, -np.inf))
+    return value
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+# --------------------------------------------------------------------------------------------
+# Mutual information of a binary record
+# --------------------------------------------------------------------------------------------
+
+
+def mi_binary(bound: Any) -> FloatOrArray:
+    r"""Mutual information (nats) leaked about a binary record: :math:`\psi(q)` (MATH.md §4.4).
+
+    .. math:: \psi(q) = \log 2 - \mathbb E\,\log\big(1 + e^{-q/2 - \sqrt q Z}\big),
+              \quad Z \sim N(0,1),
+
+    for a record uniform on two values whose sensitivity vector has Mahalanobis length² ``q``
+    (seed 002 §VI). Increasing from 0 (slope 1/8) to log 2. Vectorised.
+    """
+    q = real_array("bound", bound, low=0.0, low_open=False)
+    flat = np.array([mi_binary_scalar(float(v)) for v in q.ravel()], dtype=np.float64)
+    return finish(flat.reshape(q.shape))
+
+
+def mi_binary_inverse(kappa: Any) -> FloatOrArray:
+    r"""Largest ``q`` with :math:`\psi(q) \le \kappa` (safe side), ``0 < kappa < log 2``.
+
+    Ill-conditioned as κ → log 2 (ψ is flat there). Vectorised.
+    """
+    k = real_array("kappa", kappa, low=0.0, high=_LOG2)
+    flat = np.array([mi_binary_inverse_scalar(float(v)) for v in k.ravel()], dtype=np.float64)
+    return finish(flat.reshape(k.shape))
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets
+# --------------------------------------------------------------------------------------------
+
+
+class Budget(ABC):
+    """A privacy guarantee for a Gaussian mechanism (abstract base; immutable subclasses).
+
+    Subclasses state their math and neighbouring relation and implement
+    :meth:`mahalanobis_bound` (the largest admissible ``q = sup_s s^T Σ^{-1} s``) and
+    :meth:`describe`.
+    """
+
+    @abstractmethod
+    def mahalanobis_bound(self) -> float:
+        """Largest ``q`` such that a Gaussian mechanism with ``sup_s s^T Σ^{-1} s <= q`` meets
+        this budget (never above the exact value)."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """A short human-readable statement of the budget."""
+
+    @abstractmethod
+    def admits(self, bound: float) -> bool:
+        """Whether a Gaussian mechanism with Mahalanobis bound ``bound`` meets this budget.
+
+        Checked directly on the budget's own criterion (exact rational arithmetic for RDP, zCDP
+        and GDP; the forward Balle–Wang formula with the same rounding margin as the inverse for
+        (ε, δ); ψ with the same margin for MI-DP), so ``admits(mahalanobis_bound())`` holds.
+        """
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def _as_orders(name: str, value: Any, *, low: float, low_open: bool) -> tuple[float, ...]:
+    arr = real_array(name, value, low=low, low_open=low_open)
+    if arr.ndim > 1:
+        raise InvalidParameterError(name, value, f"must be a scalar or 1-D, got shape {arr.shape}")
+    return tuple(float(v) for v in np.atleast_1d(arr))
+
+
+@dataclass(frozen=True, init=False)
+class RDP(Budget):
+    r"""Rényi differential privacy at one or several orders.
+
+    The mechanism must satisfy :math:`D_{\alpha_i}(M(D)\,\|\,M(D')) \le \varepsilon_i` for every
+    given order and every neighbouring pair (Mironov 2017, Def. 4). For a Gaussian mechanism
+    :math:`D_\alpha = \alpha\, s^\top\Sigma^{-1}s / 2` (MATH.md §4.1), so
+
+    .. math:: q = \min_i 2\varepsilon_i / \alpha_i .
+
+    Parameters
+    ----------
+    alpha : float or array_like
+        Order(s), finite and > 1.
+    epsilon : float or array_like
+        ε at each order (> 0), broadcast against ``alpha``.
+    """
+
+    alpha: tuple[float, ...]
+    epsilon: tuple[float, ...]
+
+    def __init__(self, alpha: Any, epsilon: Any) -> None:
+        a = _as_orders("alpha", alpha, low=1.0, low_open=True)
+        e = _as_orders("epsilon", epsilon, low=0.0, low_open=True)
+        if len(a) != len(e):
+            if len(a) == 1:
+                a = a * len(e)
+            elif len(e) == 1:
+                e = e * len(a)
+            else:
+                raise InvalidParameterError(
+                    "alpha, epsilon", (alpha, epsilon), "must have the same length (or one value)"
+                )
+        object.__setattr__(self, "alpha", a)
+        object.__setattr__(self, "epsilon", e)
+
+    def mahalanobis_bound(self) -> float:
+        return min(
+            _at_most(2.0 * e / a, 2 * Fraction(e) / Fraction(a))
+            for a, e in zip(self.alpha, self.epsilon, strict=True)
+        )
+
+    def admits(self, bound: float) -> bool:
+        q = Fraction(bound)
+        return all(
+            Fraction(a) * q <= 2 * Fraction(e)
+            for a, e in zip(self.alpha, self.epsilon, strict=True)
+        )
+
+    def describe(self) -> str:
+        pairs = ", ".join(
+            f"ε({_fmt(a)})={_fmt(e)}" for a, e in zip(self.alpha, self.epsilon, strict=True)
+        )
+        return f"RDP[{pairs}]"
+
+
+@dataclass(frozen=True)
+class ZCDP(Budget):
+    r"""ρ-zero-concentrated DP (Bun & Steinke 2016): :math:`D_\alpha \le \rho\alpha` for all α > 1.
+
+    A Gaussian mechanism has :math:`D_\alpha = \alpha q/2`, so :math:`q = 2\rho` (exact).
+    The neighbouring relation is the one of the sensitivity set.
+    """
+
+    rho: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", as_scalar("rho", self.rho, low=0.0))
+
+    def mahalanobis_bound(self) -> float:
+        return 2.0 * self.rho
+
+    def admits(self, bound: float) -> bool:
+        return Fraction(bound) <= 2 * Fraction(self.rho)
+
+    def describe(self) -> str:
+        return f"{_fmt(self.rho)}-zCDP"
+
+
+@dataclass(frozen=True)
+class GDP(Budget):
+    r"""μ-Gaussian DP (Dong, Roth & Su 2022): every test has trade-off at least :math:`G_\mu`.
+
+    A Gaussian mechanism is exactly :math:`\sqrt q`-GDP, so :math:`q = \mu^2` (never rounded up).
+    The neighbouring relation is the one of the sensitivity set.
+    """
+
+    mu: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mu", as_scalar("mu", self.mu, low=0.0))
+
+    def mahalanobis_bound(self) -> float:
+        return _at_most(self.mu * self.mu, Fraction(self.mu) ** 2)
+
+    def admits(self, bound: float) -> bool:
+        return Fraction(bound) <= Fraction(self.mu) ** 2
+
+    def describe(self) -> str:
+        return f"{_fmt(self.mu)}-GDP"
+
+
+@dataclass(frozen=True)
+class ApproxDP(Budget):
+    r"""(ε, δ)-differential privacy: :math:`P[M(D)\in E] \le e^\varepsilon P[M(D')\in E] + \delta`.
+
+    For a Gaussian mechanism this holds iff :math:`h_\varepsilon(q) \le \delta` with the exact
+    Balle–Wang curve :math:`h_\varepsilon(q) = \Phi(\sqrt q/2 - \varepsilon/\sqrt q) -
+    e^\varepsilon\Phi(-\sqrt q/2 - \varepsilon/\sqrt q)` (Balle & Wang 2018, Thm. 8; MATH.md
+    §4.2), so the bound is :math:`q^*(\varepsilon, \delta) = \sup\{q : h_\varepsilon(q) \le
+    \delta\}`, solved in log form and moved to the safe side (re-checked with a rounding margin).
+    The neighbouring relation is the one of the sensitivity set.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε >= 0, finite.
+    delta : float
+        δ in (0, 1).
+
+    Raises
+    ------
+    InfeasibleError
+        From :meth:`mahalanobis_bound` when the bound underflows to 0 (e.g. ε = 0, δ = 1e-300).
+    """
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "epsilon", as_scalar("epsilon", self.epsilon, low=0.0, low_open=False)
+        )
+        object.__setattr__(self, "delta", as_scalar("delta", self.delta, low=0.0, high=1.0))
+
+    def mahalanobis_bound(self) -> float:
+        q = bw.max_bound(self.epsilon, math.log(self.delta))
+        if q <= 0.0:
+            raise InfeasibleError(
+                f"{self.describe()}: the admissible Mahalanobis bound underflows to 0 in double "
+                "precision (no finite noise meets it); relax epsilon or delta"
+            )
+        return q
+
+    def admits(self, bound: float) -> bool:
+        target = math.log(self.delta)
+        goal = target - bw.safety_margin(target)
+        return bool(bw.log_delta(np.asarray(self.epsilon), np.asarray(float(bound))) <= goal)
+
+    def describe(self) -> str:
+        return f"({_fmt(self.epsilon)}, {self.delta:.3g})-DP"
+
+
+Adjacency = Literal["replacement", "add_remove"]
+
+
+@dataclass(frozen=True)
+class MIDP(Budget):
+    r"""κ-mutual-information DP for binary records (seed 002 §VI; MATH.md §4.4).
+
+    For every record that takes one of two values (uniform prior), the mutual information between
+    it and the output is at most κ nats. For a Gaussian mechanism this is
+    :math:`\psi(q) \le \kappa`, with ψ of :func:`mi_binary`, where ``q`` is the sup over the
+    **replacement** set (the two values of the record). Hence :math:`q = \psi^{-1}(\kappa)` when the
+    sensitivity set is the replacement set. When the caller's sensitivity set is the
+    **add/remove** set, the replacement sup is at most 4 times the add/remove sup (seed 002
+    eq. (11): :math:`(a+b)^\top P(a+b) \le 2(a^\top Pa + b^\top Pb)`), so the bound on the
+    add/remove set is :math:`\psi^{-1}(\kappa)/4`.
+
+    Parameters
+    ----------
+    kappa : float
+        κ in (0, log 2) nats.
+    adjacency : {"replacement", "add_remove"}
+        The relation that generated the caller's sensitivity set.
+    """
+
+    kappa: float
+    adjacency: Adjacency = "replacement"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa", as_scalar("kappa", self.kappa, low=0.0, high=_LOG2))
+        if not isinstance(self.adjacency, str):
+            raise InvalidTypeError("adjacency", self.adjacency, "'replacement' or 'add_remove'")
+        if self.adjacency not in ("replacement", "add_remove"):
+            raise InvalidParameterError(
+                "adjacency", self.adjacency, "must be 'replacement' or 'add_remove'"
+            )
+
+    def mahalanobis_bound(self) -> float:
+        q = mi_binary_inverse_scalar(self.kappa)
+        return q if self.adjacency == "replacement" else _at_most(q / 4.0, Fraction(q) / 4)
+
+    def admits(self, bound: float) -> bool:
+        q = float(bound) if self.adjacency == "replacement" else 4.0 * float(bound)
+        return mi_binary_scalar(q) <= self.kappa * (1.0 - _MI_MARGIN)
+
+    def describe(self) -> str:
+        return f"{_fmt(self.kappa)}-MI-DP (binary records, {self.adjacency})"
+
+
+@dataclass(frozen=True, init=False)
+class AllOf(Budget):
+    """All of several budgets at once: the bound is the minimum of their bounds (tightest)."""
+
+    budgets: tuple[Budget, ...]
+
+    def __init__(self, *budgets: Budget) -> None:
+        if not budgets:
+            raise InvalidParameterError("budgets", budgets, "needs at least one budget")
+        for i, b in enumerate(budgets):
+            if not isinstance(b, Budget):
+                raise InvalidTypeError(f"budgets[{i}]", b, "a Budget")
+        object.__setattr__(self, "budgets", tuple(budgets))
+
+    def mahalanobis_bound(self) -> float:
+        return min(b.mahalanobis_bound() for b in self.budgets)
+
+    def admits(self, bound: float) -> bool:
+        return all(b.admits(bound) for b in self.budgets)
+
+    def describe(self) -> str:
+        return " and ".join(b.describe() for b in self.budgets)
+
+
+# --------------------------------------------------------------------------------------------
+# Parser
+# --------------------------------------------------------------------------------------------
+
+_KINDS: dict[str, tuple[str, ...]] = {
+    "rdp": ("alpha", "epsilon"),
+    "zcdp": ("rho",),
+    "gdp": ("mu",),
+    "approx": ("epsilon", "delta"),
+    "midp": ("kappa", "adjacency"),
+}
+_ALIASES = {"dp": "approx", "approxdp": "approx", "eps-delta": "approx", "mi": "midp"}
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _number(spec: str, key: str, text: str) -> float:
+    text = text.strip()
+    if not _NUMBER.match(text):
+        raise InvalidParameterError("spec", spec, f"{key}={text!r} is not a finite number")
+    return float(text)
+
+
+def _parse_one(spec: str, part: str) -> Budget:
+    kind, sep, rest = part.partition(":")
+    kind = kind.strip().lower()
+    kind = _ALIASES.get(kind, kind)
+    if not sep or kind not in _KINDS:
+        raise InvalidParameterError(
+            "spec", spec, f"must look like 'kind:key=value,...' with kind in {sorted(_KINDS)}"
+        )
+    allowed = _KINDS[kind]
+    fields: dict[str, str] = {}
+    for item in rest.split(","):
+        if not item.strip():
+            continue
+        key, eq, val = item.partition("=")
+        key = key.strip().lower()
+        if not eq or key not in allowed:
+            raise InvalidParameterError(
+                "spec", spec, f"unknown or malformed field {item.strip()!r} for {kind} {allowed}"
+            )
+        if key in fields:
+            raise InvalidParameterError("spec", spec, f"field {key!r} given twice")
+        fields[key] = val.strip()
+    required = tuple(k for k in allowed if k != "adjacency")
+    missing = [k for k in required if k not in fields]
+    if missing:
+        raise InvalidParameterError("spec", spec, f"{kind} needs {', '.join(missing)}")
+    try:
+        if kind == "rdp":
+            alphas = [_number(spec, "alpha", t) for t in fields["alpha"].split(";")]
+            epss = [_number(spec, "epsilon", t) for t in fields["epsilon"].split(";")]
+            return RDP(alphas, epss)
+        if kind == "zcdp":
+            return ZCDP(_number(spec, "rho", fields["rho"]))
+        if kind == "gdp":
+            return GDP(_number(spec, "mu", fields["mu"]))
+        if kind == "approx":
+            return ApproxDP(
+                _number(spec, "epsilon", fields["epsilon"]),
+                _number(spec, "delta", fields["delta"]),
+            )
+        adjacency = fields.get("adjacency", "replacement").replace("-", "_")
+        return MIDP(_number(spec, "kappa", fields["kappa"]), adjacency)  # type: ignore[arg-type]
+    except InvalidParameterError as exc:
+        if exc.name == "spec":
+            raise
+        raise InvalidParameterError("spec", spec, f"{exc}") from None
+
+
+def parse_budget(spec: str) -> Budget:
+    """Parse a budget string (used by the CLI).
+
+    Grammar: ``kind:key=value,key=value``; several orders of an RDP budget are separated by
+    ``;``; several budgets joined with ``&`` give :class:`AllOf`. Kinds: ``rdp``
+    (``alpha``, ``epsilon``), ``zcdp`` (``rho``), ``gdp`` (``mu``), ``approx`` (alias ``dp``;
+    ``epsilon``, ``delta``), ``midp`` (``kappa``, optional ``adjacency=replacement|add_remove``).
+
+    Examples
+    --------
+    >>> parse_budget("approx:epsilon=1,delta=1e-6").describe()
+    '(1, 1e-06)-DP'
+    >>> parse_budget("rdp:alpha=2;4;8,epsilon=1;1.5;2").mahalanobis_bound()
+    0.5
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming ``spec`` (and echoing it) when the string is malformed or a value is invalid.
+    """
+    if not isinstance(spec, str):
+        raise InvalidTypeError("spec", spec, "a string such as 'gdp:mu=1'")
+    parts = spec.split("&")
+    if any(not p.strip() for p in parts):
+        raise InvalidParameterError("spec", spec, "empty budget")
+    budgets = [_parse_one(spec, p.strip()) for p in parts]
+    return budgets[0] if len(budgets) == 1 else AllOf(*budgets)
+
+
+# --------------------------------------------------------------------------------------------
+# The reverse: from a bound to every notion
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    r"""Every guarantee of a Gaussian mechanism with Mahalanobis bound ``q`` (MATH.md §4.1-4.4).
+
+    Attributes
+    ----------
+    bound : float
+        :math:`q = \sup_s s^\top\Sigma^{-1}s` over the sensitivity set (its neighbouring relation
+        is the one every statement refers to; ``mi_nats`` assumes it is the replacement set of
+        binary records).
+    """
+
+    bound: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bound", as_scalar("bound", self.bound, low=0.0, low_open=False))
+
+    @property
+    def zcdp_rho(self) -> float:
+        """zCDP parameter :math:`\\rho = q/2`."""
+        return self.bound / 2.0
+
+    @property
+    def gdp_mu(self) -> float:
+        """GDP parameter :math:`\\mu = \\sqrt q` (rounded up, the safe direction)."""
+        mu = math.sqrt(self.bound)
+        while Fraction(mu) ** 2 < Fraction(self.bound):
+            mu = float(np.nextafter(mu, np.inf))
+        return mu
+
+    @property
+    def mi_nats(self) -> float:
+        """Mutual information :math:`\\psi(q)` for a binary record (replacement set), nats.
+
+        Rounded up by a relative 2e-11 (covering the quadrature error), capped at log 2.
+        """
+        psi = mi_binary_scalar(self.bound)
+        return min(psi * (1.0 + 2.0 * _MI_MARGIN), _LOG2) if psi > 0.0 else 0.0
+
+    def rdp_epsilon(self, alpha: Any) -> FloatOrArray:
+        """RDP curve :math:`\\varepsilon_\\alpha = \\alpha q/2` for order(s) α > 1 (rounded up)."""
+        a = real_array("alpha", alpha, low=1.0)
+        out = a * self.bound / 2.0
+        q = Fraction(self.bound)
+        flat = out.reshape(-1)
+        for i, (ai, vi) in enumerate(zip(a.reshape(-1), flat, strict=True)):
+            while Fraction(float(vi)) * 2 < Fraction(float(ai)) * q:  # round up (safe side)
+                vi = np.nextafter(vi, np.inf)
+            flat[i] = vi
+        return finish(flat.reshape(out.shape))
+
+    def delta(self, epsilon: Any) -> FloatOrArray:
+        """Exact δ(ε) on the Balle–Wang curve (arrays; underflows to 0 below ~1e-308)."""
+        e = real_array("epsilon", epsilon, low=0.0, low_open=False)
+        return finish(np.exp(bw.log_delta(e, np.asarray(self.bound))))
+
+    def log_delta(self, epsilon: Any) -> FloatOrArray:
+        """Natural log of :meth:`delta`, valid far below the double range."""
+        e = real_array("epsilon", epsilon, low=0.0, low_open=False)
+        return finish(bw.log_delta(e, np.asarray(self.bound)))
+
+    def epsilon(self, delta: Any) -> FloatOrArray:
+        """Smallest ε with δ(ε) <= ``delta`` on the exact curve (safe side; arrays)."""
+        d = real_array("delta", delta, low=0.0, high=1.0)
+        flat = np.array(
+            [bw.min_epsilon(self.bound, math.log(float(v))) for v in d.ravel()], dtype=np.float64
+        )
+        return finish(flat.reshape(d.shape))
+
+    def satisfies(self, budget: Budget) -> bool:
+        """Whether the mechanism meets ``budget`` (:meth:`Budget.admits` of this bound).
+
+        Consistent with the budget's own bound: ``privacy_report(b.mahalanobis_bound())
+        .satisfies(b)`` holds, and every value this report states (``gdp_mu``, ``zcdp_rho``,
+        ``rdp_epsilon``, ``epsilon``, ``mi_nats``) is rounded so that the budget built from it
+        is satisfied.
+        """
+        if not isinstance(budget, Budget):
+            raise InvalidTypeError("budget", budget, "a Budget")
+        return bool(budget.admits(self.bound))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary: the bound, zCDP, GDP, a few RDP orders, ε at standard δ, MI."""
+        orders = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+        deltas = [1e-5, 1e-6, 1e-9]
+        eps = np.atleast_1d(np.asarray(self.epsilon(deltas)))
+        rdp = np.atleast_1d(np.asarray(self.rdp_epsilon(orders)))
+        return {
+            "mahalanobis_bound": self.bound,
+            "zcdp_rho": self.zcdp_rho,
+            "gdp_mu": self.gdp_mu,
+            "rdp_epsilon": {_fmt(a): float(v) for a, v in zip(orders, rdp, strict=True)},
+            "epsilon_at_delta": {f"{d:g}": float(v) for d, v in zip(deltas, eps, strict=True)},
+            "mi_nats_binary_replacement": self.mi_nats,
+        }
+
+    def describe(self) -> str:
+        """One line: q, ρ, μ and ε at δ = 1e-6."""
+        return (
+            f"q={_fmt(self.bound)}: {_fmt(self.zcdp_rho)}-zCDP, {_fmt(self.gdp_mu)}-GDP, "
+            f"({_fmt(float(self.epsilon(1e-6)))}, 1e-06)-DP"
+        )
+
+
+def privacy_report(bound: Any) -> PrivacyReport:
+    """The :class:`PrivacyReport` of a Gaussian mechanism with Mahalanobis bound ``bound`` >= 0.
+
+    Examples
+    --------
+    >>> rep = privacy_report(1.0)
+    >>> rep.gdp_mu, rep.zcdp_rho, round(rep.epsilon(1e-5), 9)
+    (1.0, 0.5, 4.377178096)
+    >>> rep.satisfies(ApproxDP(epsilon=4.4, delta=1e-5))
+    True
+    """
+    return PrivacyReport(as_scalar("bound", bound, low=0.0, low_open=False))

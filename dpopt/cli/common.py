@@ -1,0 +1,356 @@
+"""Input parsing and output helpers of the ``dpopt`` command line (private to :mod:`dpopt.cli`).
+
+Every function turns a malformed input into a :class:`~dpopt.errors.DpoptError` whose message fits
+on one line (the CLI prints it and exits with status 2); nothing here prints.
+
+Spec syntax (used by ``--domain`` and documented in ``dpopt design --help``)::
+
+    KIND:KEY=VALUE,KEY=VALUE,...      e.g.  grid:lo=0,hi=1,n=5,d=2   box:lo=0,hi=1,d=3
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TextIO, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from certificates.validate import as_float_array
+from dpopt.errors import DpoptError, InvalidParameterError
+
+__all__ = [
+    "COMMON",
+    "Context",
+    "UsageError",
+    "dump_json",
+    "format_float",
+    "need",
+    "parse_float_list",
+    "parse_spec",
+    "read_matrix",
+    "read_points",
+    "read_table",
+    "spec_float",
+    "spec_int",
+    "write_text_safely",
+]
+
+
+def _common_parent() -> argparse.ArgumentParser:
+    """Options every (sub)command accepts, also after the command name (``dpopt demo -q``)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="no progress bars on stderr",
+    )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show full tracebacks (for bug reports)",
+    )
+    return p
+
+
+#: Parent parser with ``-q/--quiet`` and ``--debug`` for every subcommand.
+COMMON = _common_parent()
+
+
+class UsageError(DpoptError):
+    """A command-line input is unusable (missing file, file exists, bad spec ...)."""
+
+
+def parse_spec(text: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
+    """Split ``KIND:KEY=VALUE,...`` into ``(kind, {key: value})`` (kind lower-cased).
+
+    A bare ``KIND`` (no colon) gives an empty mapping. Keys must be unique and non-empty.
+    """
+    kind, sep, rest = text.strip().partition(":")
+    kind = kind.strip().lower()
+    if not kind:
+        raise InvalidParameterError(what, text, "must look like KIND:KEY=VALUE,... (empty kind)")
+    params: dict[str, str] = {}
+    if sep and rest.strip():
+        for item in rest.split(","):
+            key, eq, val = item.partition("=")
+            key, val = key.strip().lower(), val.strip()
+            if not eq or not key or not val:
+                raise InvalidParameterError(
+                    what, text, f"item {item.strip()!r} must look like KEY=VALUE"
+                )
+            if key in params:
+                raise InvalidParameterError(what, text, f"key {key!r} is given twice")
+            params[key] = val
+    return kind, params
+
+
+def spec_float(
+    params: Mapping[str, str], key: str, spec: str, default: float | None = None
+) -> float:
+    """Read a finite float ``key`` from a parsed spec (``default`` when absent, if given)."""
+    if key not in params:
+        if default is None:
+            raise InvalidParameterError("spec", spec, f"needs {key}=VALUE")
+        return default
+    try:
+        x = float(params[key])
+    except ValueError:
+        raise InvalidParameterError(key, params[key], f"must be a number (in {spec!r})") from None
+    if not math.isfinite(x):
+        raise InvalidParameterError(key, params[key], f"must be finite (in {spec!r})")
+    return x
+
+
+def spec_int(
+    params: Mapping[str, str], key: str, spec: str, default: int | None = None, low: int = 1
+) -> int:
+    """Read an integer ``key`` >= ``low`` from a parsed spec."""
+    if key not in params:
+        if default is None:
+            raise InvalidParameterError("spec", spec, f"needs {key}=INTEGER")
+        return default
+    try:
+        n = int(params[key])
+    except ValueError:
+        raise InvalidParameterError(key, params[key], f"must be an integer (in {spec!r})") from None
+    if n < low:
+        raise InvalidParameterError(key, n, f"must be >= {low} (in {spec!r})")
+    return n
+
+
+def parse_float_list(name: str, text: str) -> NDArray[np.float64]:
+    """Parse ``"0.5,0.5"`` (commas and/or spaces) into a finite 1-D float array."""
+    parts = [p for p in text.replace(",", " ").split() if p]
+    if not parts:
+        raise InvalidParameterError(name, text, "must be a comma-separated list of numbers")
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        raise InvalidParameterError(
+            name, text, "must be a comma-separated list of numbers"
+        ) from None
+    return as_float_array(name, vals, ndim=1)
+
+
+def _existing(path: str | os.PathLike[str], what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{what} file not found: {p}")
+    if p.is_dir():
+        raise UsageError(f"{what} path is a directory, not a file: {p}")
+    return p
+
+
+def _check_finite(arr: NDArray[np.float64], path: Path, header: bool) -> None:
+    bad = np.argwhere(~np.isfinite(arr))
+    if bad.size:
+        r, c = (int(v) for v in bad[0])
+        line = r + 1 + (1 if header else 0)
+        raise InvalidParameterError(
+            str(path),
+            f"{arr[r, c]} at line {line}, column {c + 1}",
+            f"must contain only finite numbers ({len(bad)} bad entries)",
+        )
+
+
+def _read_csv_numeric(p: Path) -> tuple[NDArray[np.float64], list[str] | None]:
+    """Read a numeric CSV (header optional); returns (array (n, k), column names or None)."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(p, header=None, skipinitialspace=True, comment="#")
+    except pd.errors.EmptyDataError:
+        raise UsageError(f"file is empty: {p}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot parse CSV file {p}: {first}") from None
+    header: list[str] | None = None
+    first_row = pd.to_numeric(df.iloc[0], errors="coerce")
+    if first_row.isna().any():  # a header line
+        header = [str(v).strip() for v in df.iloc[0]]
+        df = df.iloc[1:].reset_index(drop=True)
+    if df.empty:
+        raise UsageError(f"file has no data rows: {p}")
+    num = df.apply(pd.to_numeric, errors="coerce")
+    # entries that are present but not numbers
+    bad = num.isna() & df.notna()
+    if bad.to_numpy().any():
+        r, c = (int(v) for v in np.argwhere(bad.to_numpy())[0])
+        line = r + 1 + (1 if header else 0)
+        raise InvalidParameterError(
+            str(p), f"{df.iat[r, c]!s} at line {line}, column {c + 1}", "must be a number"
+        )
+    arr = num.to_numpy(dtype=np.float64)
+    _check_finite(arr, p, header is not None)
+    return arr, header
+
+
+def read_points(path: str | os.PathLike[str], *, what: str = "domain") -> NDArray[np.float64]:
+    """Read points (one per row) from ``.npy`` or ``.csv``/``.txt`` as a finite ``(m, d)`` array."""
+    p = _existing(path, what)
+    if p.suffix.lower() == ".npy":
+        try:
+            raw = np.load(p, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"cannot read NPY file {p}: {exc}") from None
+        arr = as_float_array(str(p), raw, allow_inf=True)
+        if arr.ndim == 1:
+            arr = arr[:, None]
+        if arr.ndim != 2:
+            raise InvalidParameterError(str(p), arr.shape, "must hold a 1-D or 2-D array")
+        _check_finite(arr, p, False)
+        return arr
+    arr, _ = _read_csv_numeric(p)
+    return arr
+
+
+def read_matrix(path: str | os.PathLike[str], *, what: str = "weight") -> NDArray[np.float64]:
+    """Read a square matrix from ``.npy`` or ``.csv`` (no header); symmetry is checked later."""
+    arr = read_points(path, what=what)
+    if arr.shape[0] != arr.shape[1]:
+        raise InvalidParameterError(str(path), arr.shape, "must hold a square matrix")
+    return arr
+
+
+def read_table(path: str | os.PathLike[str], columns: Sequence[str]) -> dict[str, NDArray[Any]]:
+    """Read named columns of a CSV with a header. Numeric columns must be finite (no NaN)."""
+    import pandas as pd
+
+    p = _existing(path, "data")
+    try:
+        df = pd.read_csv(p, skipinitialspace=True, comment="#")
+    except pd.errors.EmptyDataError:
+        raise UsageError(f"file is empty: {p}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot parse CSV file {p}: {first}") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    out: dict[str, NDArray[Any]] = {}
+    for col in columns:
+        if col not in df.columns:
+            raise UsageError(f"column {col!r} not in {p} (columns: {', '.join(df.columns)})")
+        series = df[col]
+        if series.isna().any():
+            r = int(np.argmax(series.isna().to_numpy()))
+            raise InvalidParameterError(
+                f"{p}:{col}", f"missing/NaN at line {r + 2}", "must not contain missing values"
+            )
+        out[col] = series.to_numpy()
+    return out
+
+
+def write_text_safely(path: str | os.PathLike[str], text: str, *, force: bool) -> Path:
+    """Write ``text`` to ``path``; refuse to replace an existing file unless ``force``.
+
+    Without ``force`` the file is created exclusively (``open(..., 'x')``), so a file that appears
+    between the check and the write is never clobbered.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"output path is a directory: {p}")
+    if not p.parent.exists():
+        raise UsageError(f"output directory does not exist: {p.parent}")
+    try:
+        with open(p, "w" if force else "x", encoding="utf-8") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise UsageError(f"{p} already exists; use --force to overwrite it") from None
+    return p
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return x
+    return obj
+
+
+def dump_json(obj: Any) -> str:
+    """Serialize to strict JSON (numpy types converted; NaN -> null, inf -> "inf")."""
+    return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
+
+
+def format_float(x: float, digits: int = 6) -> str:
+    """Compact human formatting: ``0.0718514``, ``1.2e-08``, ``inf``."""
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:.{digits}g}"
+
+
+T = TypeVar("T")
+
+
+def need(module: str, command: str) -> ModuleType:
+    """Import ``module`` for ``dpopt command``; a missing module becomes a one-line UsageError."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module == missing or module.startswith(missing + ".")):
+            raise UsageError(
+                f"'dpopt {command}' needs the module {module}, which is not available in this "
+                "installation"
+            ) from None
+        raise
+
+
+class Context:
+    """What every command gets besides its arguments: output streams and the progress switch."""
+
+    def __init__(self, out: TextIO, err: TextIO, quiet: bool) -> None:
+        self.out = out
+        self.err = err
+        self.quiet = quiet
+
+    def print(self, *parts: Any) -> None:
+        print(*parts, file=self.out)
+
+    def warn(self, message: str) -> None:
+        print(f"dpopt: warning: {message}", file=self.err)
+
+    def progress(
+        self, iterable: Iterable[T], *, desc: str, total: int | None = None
+    ) -> Iterator[T]:
+        """Wrap ``iterable`` in a tqdm bar on stderr (off with ``--quiet`` or when not a tty)."""
+        from tqdm import tqdm
+
+        disable: bool | None = True if self.quiet else None  # None: auto-off on a non-tty
+        yield from tqdm(
+            iterable, desc=desc, total=total, file=self.err, disable=disable, leave=False
+        )
+
+    @contextmanager
+    def stage(self, desc: str) -> Iterator[None]:
+        """A one-step progress indicator for a long single call (e.g. a solve)."""
+        from tqdm import tqdm
+
+        disable: bool | None = True if self.quiet else None
+        with tqdm(total=1, desc=desc, file=self.err, disable=disable, leave=False) as bar:
+            yield
+            bar.update(1)

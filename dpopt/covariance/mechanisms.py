@@ -1,0 +1,222 @@
+r"""Releasing noisy answers: the Gaussian (general covariance) and Laplace mechanisms.
+
+A mechanism adds independent noise to a query answer :math:`g(D) \in \mathbb{R}^d`:
+
+- :class:`GaussianMechanism` releases :math:`g(D) + Z`, :math:`Z \sim N(0, \Sigma)`. Its privacy is
+  governed by the Mahalanobis sensitivity :math:`\rho^* = \sup_s s^\top \Sigma^{-1} s` over the
+  sensitivity set (MATH.md §4.1: RDP :math:`\varepsilon_\alpha = \alpha\rho^*/2`, zCDP
+  :math:`\rho^*/2`, :math:`\sqrt{\rho^*}`-GDP); a covariance designed by
+  :func:`dpopt.covariance.design.design_covariance` is meant to be used here.
+- :class:`LaplaceMechanism` releases :math:`g(D) + L` with independent coordinates
+  :math:`L_i \sim \mathrm{Lap}(0, b_i)`, density :math:`e^{-|y|/b_i}/(2b_i)` (MATH.md conventions
+  and §1.1).
+
+Randomness: ``rng=None`` draws a fresh generator seeded from the operating system's entropy pool
+(what releasing real data needs); an ``int`` seed, a :class:`numpy.random.SeedSequence` or a
+:class:`numpy.random.Generator` make a release reproducible (for tests and simulations only).
+
+.. warning::
+
+   The samplers use numpy's floating-point generators. They are **not hardened against
+   side-channel or floating-point attacks** (e.g. Mironov 2012, "On significance of the least
+   significant bits for differential privacy"): the low-order bits of a released double can leak
+   information about the exact answer. Use a hardened discrete sampler (e.g. a discrete Gaussian
+   or a snapping mechanism) where that threat model matters.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import numpy as np
+from numpy.typing import NDArray
+
+from certificates.validate import as_float_array, as_psd_matrix, as_scalar
+from dpopt.errors import InvalidParameterError, InvalidTypeError
+
+__all__ = ["GaussianMechanism", "LaplaceMechanism", "as_generator"]
+
+
+def as_generator(rng: Any = None) -> np.random.Generator:
+    """Return a :class:`numpy.random.Generator` from ``None``, a seed or a generator.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        ``None`` seeds a new generator from the operating system (``np.random.default_rng()``);
+        a non-negative ``int`` or a ``SeedSequence`` seeds it reproducibly; a ``Generator`` is
+        returned as is.
+
+    Raises
+    ------
+    InvalidTypeError
+        For any other type (bools, floats, strings, legacy ``RandomState`` ...).
+    InvalidParameterError
+        For a negative integer seed.
+    """
+    if rng is None:
+        return np.random.default_rng()
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool | np.bool_):
+        if int(rng) < 0:
+            raise InvalidParameterError("rng", rng, "an integer seed must be >= 0")
+        return np.random.default_rng(int(rng))
+    raise InvalidTypeError("rng", rng, "None, a non-negative int seed or a numpy Generator")
+
+
+def _as_value(value: Any, dim: int) -> tuple[NDArray[np.float64], bool]:
+    """Validate a query answer whose last axis has length ``dim`` (scalar allowed if dim == 1)."""
+    arr = as_float_array("value", value)
+    if arr.ndim == 0:
+        if dim != 1:
+            raise InvalidParameterError(
+                "value", value, f"must be a vector of length {dim}, got a scalar"
+            )
+        return arr.reshape(1), True
+    if arr.shape[-1] != dim:
+        raise InvalidParameterError(
+            "value", value, f"last axis must have length {dim}, got shape {arr.shape}"
+        )
+    return arr, False
+
+
+@dataclass(frozen=True)
+class GaussianMechanism:
+    r"""Add :math:`N(0, \Sigma)` noise to a query answer in :math:`\mathbb{R}^d`.
+
+    The noise is drawn as :math:`Z = L\xi`, :math:`\xi \sim N(0, I_d)`, with
+    :math:`L = V \operatorname{diag}(\sqrt{\lambda})` from the eigendecomposition
+    :math:`\Sigma = V \operatorname{diag}(\lambda) V^\top`, so a singular (positive semidefinite)
+    :math:`\Sigma` is allowed: an optimal design for sensitivity vectors that do not span
+    :math:`\mathbb{R}^d` has no noise outside their span (MATH.md §6.3, §11.3). Eigenvalues that
+    are negative only by rounding are set to 0 (never below the input).
+
+    Parameters
+    ----------
+    covariance : array_like, shape (d, d)
+        Symmetric positive semidefinite :math:`\Sigma`.
+
+    Examples
+    --------
+    >>> mech = GaussianMechanism([[2.0, 0.5], [0.5, 1.0]])
+    >>> mech.release([1.0, 2.0], rng=7).shape
+    (2,)
+    """
+
+    covariance: NDArray[np.float64]
+    _factor: NDArray[np.float64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        cov = as_psd_matrix("covariance", self.covariance, strict=False)
+        eig, vec = np.linalg.eigh(cov)
+        factor = vec * np.sqrt(np.clip(eig, 0.0, None))[None, :]
+        object.__setattr__(self, "covariance", cov)
+        object.__setattr__(self, "_factor", factor)
+
+    @classmethod
+    def isotropic(cls, sigma: float, dim: int = 1) -> GaussianMechanism:
+        r"""The mechanism with :math:`\Sigma = \sigma^2 I_d` (``sigma`` is a standard deviation)."""
+        s = as_scalar("sigma", sigma, low=0.0)
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
+            raise InvalidParameterError("dim", dim, "must be an integer >= 1")
+        return cls(s * s * np.eye(int(dim)))
+
+    @property
+    def dim(self) -> int:
+        """Dimension d of the released vector."""
+        return int(self.covariance.shape[0])
+
+    def noise(self, size: int | tuple[int, ...] = (), rng: Any = None) -> NDArray[np.float64]:
+        """Draw noise vectors only, shape ``(*size, d)``."""
+        shape = (size,) if isinstance(size, int) else tuple(size)
+        gen = as_generator(rng)
+        xi = gen.standard_normal((*shape, self.dim))
+        return np.asarray(xi @ self._factor.T, dtype=np.float64)
+
+    @overload
+    def release(self, value: float, rng: Any = None) -> float: ...
+
+    @overload
+    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64]: ...
+
+    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64] | float:
+        r"""Return ``value + Z`` with fresh :math:`Z \sim N(0, \Sigma)` per row.
+
+        Parameters
+        ----------
+        value : array_like, shape (..., d)
+            The exact query answer(s); each row along the leading axes gets independent noise.
+            A scalar is accepted when d = 1 (then a float is returned).
+        rng : None, int, SeedSequence or Generator
+            See :func:`as_generator`; ``None`` (default) uses operating-system entropy.
+        """
+        arr, scalar = _as_value(value, self.dim)
+        out = arr + self.noise(arr.shape[:-1], rng)
+        return float(out[0]) if scalar else out
+
+
+@dataclass(frozen=True)
+class LaplaceMechanism:
+    r"""Add independent :math:`\mathrm{Lap}(0, b_i)` noise to each coordinate.
+
+    Parameters
+    ----------
+    scale : float or array_like, shape (d,)
+        Scale(s) :math:`b > 0` (not the standard deviation, which is :math:`\sqrt2\,b`). A scalar
+        applies to every coordinate of a value of any shape; a vector of length d applies
+        coordinate-wise along the last axis.
+
+    Examples
+    --------
+    >>> LaplaceMechanism(1.0).release(3.0, rng=0) != 3.0
+    True
+    """
+
+    scale: float | NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        arr = as_float_array("scale", self.scale, low=0.0)
+        if arr.ndim == 0:
+            object.__setattr__(self, "scale", float(arr))
+        elif arr.ndim == 1:
+            object.__setattr__(self, "scale", arr)
+        else:
+            raise InvalidParameterError(
+                "scale", self.scale, f"must be a scalar or a 1-D array, got shape {arr.shape}"
+            )
+
+    @property
+    def dim(self) -> int | None:
+        """Length d of the scale vector, or ``None`` for a scalar scale."""
+        return None if isinstance(self.scale, float) else int(self.scale.shape[0])
+
+    @overload
+    def release(self, value: float, rng: Any = None) -> float: ...
+
+    @overload
+    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64]: ...
+
+    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64] | float:
+        r"""Return ``value + L`` with fresh independent Laplace noise of the given scale(s).
+
+        Parameters
+        ----------
+        value : array_like
+            The exact query answer(s); with a vector scale the last axis must have length d.
+            A scalar value with a scalar scale returns a float.
+        rng : None, int, SeedSequence or Generator
+            See :func:`as_generator`; ``None`` (default) uses operating-system entropy.
+        """
+        gen = as_generator(rng)
+        if self.dim is None:
+            arr = as_float_array("value", value)
+            out = arr + gen.laplace(0.0, 1.0, size=arr.shape) * float(self.scale)
+            return float(out) if arr.ndim == 0 else out
+        arr, scalar = _as_value(value, self.dim)
+        out = arr + gen.laplace(0.0, 1.0, size=arr.shape) * self.scale
+        return float(out[0]) if scalar else out

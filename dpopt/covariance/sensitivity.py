@@ -1,0 +1,397 @@
+r"""Sensitivity sets of the ideal denoiser and the Mahalanobis sup :math:`\rho^*(\Sigma)`.
+
+Seed 002 §III (MATH.md §7, §8, §11.3–11.4). A Gaussian release :math:`m_g(D) + N(0, \Sigma)` has
+Rényi/zCDP/GDP/(ε, δ) guarantees that depend only on
+
+.. math::
+
+    \rho^*(\Sigma) = \sup_{s \in S} s^\top \Sigma^{-1} s,
+
+where :math:`S` is the *sensitivity set*: every change :math:`m_g(D) - m_g(D')` of the query
+between neighbouring datasets. The sets built here:
+
+- **add/remove, fixed query** (Theorem 1): every deletion shift is a sub-convex combination of
+  two-record vectors :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})`, so for a finite domain
+  :math:`K` the sup over all datasets equals the max over the :math:`m(m-1)` vectors
+  :math:`t_g(x, y)`, :math:`x \ne y \in K`. Since :math:`t_g(y, x) = -\frac{1-c}{c} t_g(x, y)`
+  (antiparallel, :math:`c = \operatorname{expit}(\cdot)`), only the longer one of each unordered
+  pair is kept: :math:`m(m-1)/2` vectors, generated on the fly by :class:`TwoRecordVectors`.
+- **add/remove, uniform query** (Corollary 1): sup over all queries :math:`g` gives the differences
+  :math:`x - y` (approached along :math:`g_\gamma = x + \gamma(x - y)`, :math:`\gamma \to \infty`);
+  :class:`UniformQueryVectors` for finite domains, and for a box :math:`\prod[\ell_i, u_i]` the
+  vertex differences :math:`v \circ L`, :math:`v \in \{-1, 1\}^d`, :math:`v_1 = 1`
+  (:class:`BoxVertexDifferences`, :math:`2^{d-1}` vectors; a convex function on the difference body
+  :math:`\prod[-L_i, L_i]` peaks at a vertex).
+- **replacement**: :func:`replacement_bound` returns :math:`4\rho_{ar}` (seed eq. 11), an upper
+  *bound* from :math:`(a - b)^\top P (a - b) \le 2(a^\top P a + b^\top P b)`, not the exact sup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import expit
+
+from certificates.problem import DEFAULT_CHUNK, ArrayVectors, VectorSource
+from certificates.validate import as_float_array, as_scalar, as_vectors
+from dpopt.covariance.domains import Box, FinitePoints, Grid, as_domain
+from dpopt.errors import (
+    InvalidParameterError,
+    InvalidTypeError,
+)
+
+__all__ = [
+    "BoxVertexDifferences",
+    "PrunedSet",
+    "TwoRecordVectors",
+    "UniformQueryVectors",
+    "add_remove_set",
+    "replacement_bound",
+    "uniform_query_set",
+]
+
+_U = float(np.finfo(np.float64).eps) / 2.0
+
+
+def chunk_size_of(size: Any) -> int:
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or int(size) < 1:
+        raise InvalidParameterError("size", size, "must be a positive integer")
+    return int(size)
+
+
+def _points_of(points: Any) -> NDArray[np.float64]:
+    if isinstance(points, Grid):
+        return points.points
+    if isinstance(points, FinitePoints):
+        return points.points
+    if isinstance(points, Box):
+        raise InvalidParameterError(
+            "points",
+            points,
+            "must be a finite domain (FinitePoints, Grid or an (m, d) array); "
+            "discretise the box with Grid",
+        )
+    return FinitePoints(points).points
+
+
+class _PairVectors:
+    r"""Base of the on-the-fly sources indexed by unordered pairs :math:`i < k` of m points.
+
+    Vector j belongs to the pair :math:`(i, k)` in row-major order:
+    ``(0,1), (0,2), ..., (0,m-1), (1,2), ...``.
+    """
+
+    def __init__(self, points: Any) -> None:
+        p = _points_of(points)
+        m = p.shape[0]
+        if m < 2:
+            raise InvalidParameterError("points", points, "must hold at least 2 points")
+        self._points = np.ascontiguousarray(p)
+        self._points.setflags(write=False)
+        self._m = int(m)
+        i = np.arange(m, dtype=np.int64)
+        # number of pairs before row i: sum_{r < i} (m - 1 - r)
+        self._offsets = i * (2 * m - i - 1) // 2
+
+    @property
+    def points(self) -> NDArray[np.float64]:
+        """The domain points, shape (m, d)."""
+        return self._points
+
+    @property
+    def count(self) -> int:
+        """Number of vectors m(m-1)/2."""
+        return self._m * (self._m - 1) // 2
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return int(self._points.shape[1])
+
+    def pair_indices(self, indices: Any) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+        """Point indices ``(i, k)``, ``i < k``, of the given vector indices."""
+        j = np.asarray(indices, dtype=np.int64)
+        if j.size and (j.min() < 0 or j.max() >= self.count):
+            raise InvalidParameterError("indices", indices, f"must lie in [0, {self.count})")
+        i = np.searchsorted(self._offsets, j, side="right") - 1
+        k = i + 1 + (j - self._offsets[i])
+        return i.astype(np.intp), k.astype(np.intp)
+
+    def _block(self, i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.float64]:
+        raise NotImplementedError
+
+    def chunks(self, size: int = DEFAULT_CHUNK) -> Iterator[tuple[int, NDArray[np.float64]]]:
+        """Yield ``(start, block)`` with ``block`` the vectors ``start .. start + k - 1``."""
+        size = chunk_size_of(size)
+        m = self._m
+        count = self.count
+        start = 0
+        while start < count:
+            stop = min(count, start + size)
+            j = np.arange(start, stop, dtype=np.int64)
+            i = np.searchsorted(self._offsets, j, side="right") - 1
+            k = i + 1 + (j - self._offsets[i])
+            yield start, self._block(i.astype(np.intp), k.astype(np.intp))
+            start = stop
+        del m
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
+        """The vectors with the given indices, shape (len(indices), d)."""
+        i, k = self.pair_indices(np.atleast_1d(indices))
+        return self._block(i, k)
+
+    def dense(self) -> NDArray[np.float64]:
+        """All vectors as one ``(count, d)`` array (materialises the set)."""
+        if self.count == 0:
+            return np.zeros((0, self.dim))
+        return np.concatenate([blk for _, blk in self.chunks()], axis=0)
+
+
+class TwoRecordVectors(_PairVectors):
+    r"""The two-record vectors of Theorem 1 for a fixed query, generated on the fly.
+
+    For each unordered pair :math:`\{p_i, p_k\}` of domain points (:math:`i < k`) the vector is the
+    longer of :math:`t_g(p_i, p_k)` and :math:`t_g(p_k, p_i)` (they are antiparallel), i.e.
+
+    .. math::
+
+        z = \frac{|g - p_k|^2 - |g - p_i|^2}{2\sigma^2}, \qquad
+        s = \operatorname{sign}(z)\,\operatorname{expit}(|z|)\,(p_i - p_k)
+
+    (:math:`\operatorname{sign}(0) = 1`), which is :math:`t_g(p_i, p_k)` when :math:`z \ge 0` and
+    :math:`t_g(p_k, p_i)` otherwise. The sup of :math:`s^\top P s` over these
+    :math:`m(m-1)/2` vectors equals the sup over every dataset drawn from the domain and every
+    deleted record (Theorem 1, add/remove adjacency, datasets of size >= 2).
+
+    Implements :class:`certificates.problem.VectorSource`: nothing of size ``count`` is stored.
+
+    Parameters
+    ----------
+    points : FinitePoints, Grid or array_like, shape (m, d)
+        The finite domain, m >= 2.
+    query : array_like, shape (d,)
+        Query point :math:`g`.
+    sigma : float
+        Noise scale of the denoiser, > 0.
+
+    Examples
+    --------
+    >>> src = TwoRecordVectors([[0.0], [1.0], [3.0]], query=[0.0], sigma=1.0)
+    >>> src.count, src.dim
+    (3, 1)
+    """
+
+    def __init__(self, points: Any, query: Any, sigma: Any) -> None:
+        super().__init__(points)
+        g = as_float_array("query", query)
+        g = g[None] if g.ndim == 0 else g
+        if g.ndim != 1 or g.shape[0] != self.dim:
+            raise InvalidParameterError(
+                "query", query, f"must be a vector of length d = {self.dim} (the domain dimension)"
+            )
+        s = as_scalar("sigma", sigma, low=0.0)
+        self._query = g
+        self._sigma = s
+        diff = self._points - g
+        self._half_sq = np.einsum("ij,ij->i", diff, diff) / (2.0 * s * s)
+
+    @property
+    def query(self) -> NDArray[np.float64]:
+        """The query point g."""
+        return self._query
+
+    @property
+    def sigma(self) -> float:
+        """The denoiser noise scale."""
+        return self._sigma
+
+    def _block(self, i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.float64]:
+        z = self._half_sq[k] - self._half_sq[i]
+        coef = expit(np.abs(z))
+        coef = np.where(z >= 0, coef, -coef)
+        out = self._points[i] - self._points[k]
+        out *= coef[:, None]
+        return out
+
+    def ordered_pairs(self, indices: Any) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+        r"""Indices ``(x, y)`` with vector j equal to :math:`t_g(p_x, p_y)` (x is removed)."""
+        i, k = self.pair_indices(indices)
+        z = self._half_sq[k] - self._half_sq[i]
+        return np.where(z >= 0, i, k), np.where(z >= 0, k, i)
+
+
+class UniformQueryVectors(_PairVectors):
+    r"""Differences :math:`p_i - p_k`, :math:`i < k`, of a finite domain (Corollary 1).
+
+    The sensitivity set of the ideal denoiser when the query :math:`g` is arbitrary: the sup over
+    :math:`g` of :math:`t_g(x, y)^\top P\, t_g(x, y)` is :math:`(x - y)^\top P (x - y)`
+    (approached, not attained). ``m(m-1)/2`` vectors generated on the fly
+    (a :class:`certificates.problem.VectorSource`).
+    """
+
+    def _block(self, i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.float64]:
+        return np.asarray(self._points[i] - self._points[k], dtype=np.float64)
+
+
+class BoxVertexDifferences:
+    r"""Vertex differences :math:`v \circ L`, :math:`v \in \{-1, 1\}^d`, :math:`v_1 = 1`, of a box.
+
+    For :math:`K = \prod [\ell_i, u_i]` with side lengths :math:`L`, the difference body
+    :math:`K - K = \prod [-L_i, L_i]` and every convex function (such as
+    :math:`s \mapsto s^\top P s`) peaks at one of its vertices; fixing :math:`v_1 = 1` keeps one of
+    each antiparallel pair (MATH.md §7.1). Vector j has :math:`v_{i+1} = -1` iff bit i of j is set.
+    ``count = 2^(d-1)``; a :class:`certificates.problem.VectorSource`.
+
+    Parameters
+    ----------
+    box : Box or Grid
+        A grid contains its box's vertices, so it has the same uniform-query sup.
+    """
+
+    def __init__(self, box: Box | Grid) -> None:
+        if isinstance(box, Grid):
+            box = box.box
+        if not isinstance(box, Box):
+            raise InvalidTypeError("box", box, "a Box or Grid")
+        if box.dim > 62:
+            raise InvalidParameterError("box", box, "dimension must be <= 62")
+        self._box = box
+        self._lengths = box.side_lengths
+
+    @property
+    def box(self) -> Box:
+        """The box."""
+        return self._box
+
+    @property
+    def count(self) -> int:
+        """Number of vectors 2^(d-1)."""
+        return 1 << (self._box.dim - 1)
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return self._box.dim
+
+    def _block(self, j: NDArray[np.int64]) -> NDArray[np.float64]:
+        d = self.dim
+        bits = (j[:, None] >> np.arange(d - 1, dtype=np.int64)[None, :]) & 1
+        out = np.empty((j.shape[0], d))
+        out[:, 0] = self._lengths[0]
+        out[:, 1:] = (1.0 - 2.0 * bits) * self._lengths[1:]
+        return out
+
+    def chunks(self, size: int = DEFAULT_CHUNK) -> Iterator[tuple[int, NDArray[np.float64]]]:
+        """Yield ``(start, block)`` in index order."""
+        size = chunk_size_of(size)
+        for start in range(0, self.count, size):
+            stop = min(self.count, start + size)
+            yield start, self._block(np.arange(start, stop, dtype=np.int64))
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
+        """The vectors with the given indices."""
+        j = np.atleast_1d(np.asarray(indices, dtype=np.int64))
+        if j.size and (j.min() < 0 or j.max() >= self.count):
+            raise InvalidParameterError("indices", indices, f"must lie in [0, {self.count})")
+        return self._block(j)
+
+    def dense(self) -> NDArray[np.float64]:
+        """All vectors, shape (2^(d-1), d)."""
+        return self._block(np.arange(self.count, dtype=np.int64))
+
+
+def add_remove_set(domain: Any, query: Any, sigma: Any) -> TwoRecordVectors:
+    r"""The add/remove sensitivity set of :math:`m_g` for a fixed query (Theorem 1).
+
+    Parameters
+    ----------
+    domain : FinitePoints, Grid or array_like, shape (m, d)
+        A finite domain (a :class:`Box` is refused: discretise it with :class:`Grid`).
+    query : array_like, shape (d,)
+    sigma : float
+
+    Returns
+    -------
+    TwoRecordVectors
+    """
+    dom = as_domain(domain)
+    if isinstance(dom, Box):
+        raise InvalidParameterError(
+            "domain", dom, "the fixed-query set needs a finite domain; discretise the box with Grid"
+        )
+    return TwoRecordVectors(dom, query, sigma)
+
+
+def uniform_query_set(domain: Any) -> UniformQueryVectors | BoxVertexDifferences:
+    r"""The add/remove sensitivity set for a uniform (arbitrary) query, Corollary 1.
+
+    A :class:`Box` or :class:`Grid` gives its :class:`BoxVertexDifferences`; a finite point set its
+    pairwise :class:`UniformQueryVectors`.
+    """
+    dom = as_domain(domain)
+    if isinstance(dom, Box | Grid):
+        return BoxVertexDifferences(dom)
+    return UniformQueryVectors(dom)
+
+
+def replacement_bound(add_remove_sup: Any) -> float:
+    r"""Upper bound :math:`4\rho_{ar}` on the replacement-adjacency sup (seed 002 eq. 11).
+
+    Replacing record k by a new record moves the denoiser by :math:`a - b` with :math:`a, b` two
+    add/remove shifts, and :math:`(a-b)^\top P (a-b) \le 2(a^\top P a + b^\top P b) \le 4\rho_{ar}`.
+    This is a **bound**, not the exact replacement sup (MATH.md §8).
+
+    Parameters
+    ----------
+    add_remove_sup : float
+        :math:`\rho_{ar} = \sup_{s} s^\top \Sigma^{-1} s` over the add/remove set, >= 0.
+    """
+    return 4.0 * as_scalar("add_remove_sup", add_remove_sup, low=0.0, low_open=False)
+
+
+@dataclass(frozen=True)
+class PrunedSet:
+    r"""A sensitivity set reduced to (a superset of) the extreme points of its symmetric hull.
+
+    Attributes
+    ----------
+    vectors : ndarray, shape (k, d)
+        The kept vectors (original signs).
+    indices : ndarray of int, shape (k,)
+        Their indices in the input.
+    original_count : int
+        Number of input vectors.
+    method : str
+        ``"hull"`` (Qhull) or ``"lp"`` (one linear program per candidate).
+    """
+
+    vectors: NDArray[np.float64]
+    indices: NDArray[np.intp]
+    original_count: int
+    method: str
+
+    @property
+    def count(self) -> int:
+        """Number of kept vectors."""
+        return int(self.vectors.shape[0])
+
+
+def as_vector_source(vectors: Any, dim: int | None = None) -> Any:
+    if isinstance(vectors, FinitePoints | Box | Grid):
+        raise InvalidTypeError(
+            "vectors",
+            vectors,
+            "a sensitivity set (array or VectorSource); build one from the domain with "
+            "add_remove_set or uniform_query_set",
+        )
+    if isinstance(vectors, VectorSource) and not isinstance(vectors, np.ndarray):
+        if vectors.count < 1:
+            raise InvalidParameterError("vectors", vectors, "must hold at least one vector")
+        return vectors
+    if isinstance(vectors, PrunedSet):
+        return ArrayVectors(vectors.vectors)
+    return ArrayVectors(as_vectors("vectors", vectors, dim=dim))
