@@ -19,14 +19,14 @@ from certificates.coupling import (
 )
 from certificates.covariance import CovarianceCertificate, check, primal_ratio
 from certificates.io import CertificateFile, read_certificate, verify_file, write_certificate
-from certificates.problem import ArrayVectors, CovarianceProblem, FactoredDual, VectorSource
+from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
 
 __all__ = [
     "ArrayVectors",
     "CertificateFile",
     "CouplingCertificate",
     "CovarianceCertificate",
-    "CovarianceProblem",
+    "CovarianceProgram",
     "FactoredDual",
     "VectorSource",
     "check",

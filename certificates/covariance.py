@@ -39,7 +39,7 @@ import scipy.linalg as sla
 from numpy.typing import NDArray
 
 from certificates.errors import InvalidParameterError, InvalidTypeError
-from certificates.problem import CovarianceProblem, FactoredDual
+from certificates.problem import CovarianceProgram, FactoredDual
 from certificates.rigorous import (
     certified_min_eigenvalue,
     certify_psd,
@@ -161,7 +161,7 @@ def _validate_dual(dual: object, d: int, count: int) -> FactoredDual:
     return dual
 
 
-def primal_ratio(problem: CovarianceProblem, covariance: NDArray[np.float64]) -> float:
+def primal_ratio(problem: CovarianceProgram, covariance: NDArray[np.float64]) -> float:
     """Float max_j s_j^T Sigma^{-1} s_j over all vectors (inf if Sigma is not positive definite)."""
     try:
         chol = sla.cholesky(covariance, lower=True)
@@ -173,7 +173,7 @@ def primal_ratio(problem: CovarianceProblem, covariance: NDArray[np.float64]) ->
 
 
 def _feasibility(
-    problem: CovarianceProblem, sigma: NDArray[np.float64], rigorous: bool
+    problem: CovarianceProgram, sigma: NDArray[np.float64], rigorous: bool
 ) -> tuple[float, float]:
     """(upper bound on max_j r_j, lower bound on lambda_min(sigma)); (inf, 0) if not PD."""
     try:
@@ -204,7 +204,7 @@ def _failed(
 
 
 def check(
-    problem: CovarianceProblem,
+    problem: CovarianceProgram,
     covariance: object,
     dual: FactoredDual | None,
     *,
@@ -215,7 +215,7 @@ def check(
 
     Parameters
     ----------
-    problem : CovarianceProblem
+    problem : CovarianceProgram
         Vectors (array or VectorSource), W, q, eta.
     covariance : array_like, shape (d, d)
         Candidate Sigma (symmetric). A singular or indefinite Sigma is first ridged, then scaled.
@@ -231,8 +231,8 @@ def check(
     -------
     CovarianceCertificate
     """
-    if not isinstance(problem, CovarianceProblem):
-        raise InvalidTypeError("problem", problem, "a CovarianceProblem")
+    if not isinstance(problem, CovarianceProgram):
+        raise InvalidTypeError("problem", problem, "a CovarianceProgram")
     tol = as_scalar("tol", tol, low=0.0)
     d, count = problem.dim, problem.count
     sigma_in = as_matrix("covariance", covariance, dim=d)

@@ -17,9 +17,9 @@ same doubles.
 Example
 -------
 >>> import numpy as np, tempfile, os
->>> from certificates.problem import CovarianceProblem, FactoredDual
+>>> from certificates.problem import CovarianceProgram, FactoredDual
 >>> from certificates.covariance import check
->>> p = CovarianceProblem(np.eye(2), np.eye(2), 2.0)
+>>> p = CovarianceProgram(np.eye(2), np.eye(2), 2.0)
 >>> dual = FactoredDual(np.array([0, 1]), np.array([0.25, 0.25]), 2 * np.eye(2), np.zeros((2, 0)))
 >>> cert = check(p, 0.5 * np.eye(2), dual)
 >>> path = os.path.join(tempfile.mkdtemp(), "c.json")
@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 
 from certificates.covariance import CovarianceCertificate, check
 from certificates.errors import CertificateError, InvalidParameterError, InvalidTypeError
-from certificates.problem import CovarianceProblem, FactoredDual, VectorSource
+from certificates.problem import CovarianceProgram, FactoredDual, VectorSource
 
 __all__ = [
     "FORMAT",
@@ -65,7 +65,7 @@ CLAIM_RTOL = 1e-9
 class CertificateFile:
     """The content of a certificate file (hash already verified)."""
 
-    problem: CovarianceProblem | None
+    problem: CovarianceProgram | None
     covariance: NDArray[np.float64]
     dual: FactoredDual
     claim: dict[str, Any]
@@ -117,7 +117,7 @@ def _floats(a: Any) -> Any:
 
 def write_certificate(
     path: str | os.PathLike[str],
-    problem: CovarianceProblem,
+    problem: CovarianceProgram,
     certificate: CovarianceCertificate,
     dual: FactoredDual,
     *,
@@ -130,7 +130,7 @@ def write_certificate(
     ----------
     path : path-like
         Target file; an existing file is never overwritten unless ``overwrite=True``.
-    problem : CovarianceProblem
+    problem : CovarianceProgram
         Array vectors are stored; a VectorSource is stored as ``description`` + its sha256.
     certificate : CovarianceCertificate
         From :func:`certificates.covariance.check`; its ``repaired_covariance`` is what the file
@@ -140,8 +140,8 @@ def write_certificate(
     description : str, optional
         How to regenerate the vectors of a VectorSource (required for one).
     """
-    if not isinstance(problem, CovarianceProblem):
-        raise InvalidTypeError("problem", problem, "a CovarianceProblem")
+    if not isinstance(problem, CovarianceProgram):
+        raise InvalidTypeError("problem", problem, "a CovarianceProgram")
     if not isinstance(certificate, CovarianceCertificate):
         raise InvalidTypeError("certificate", certificate, "a CovarianceCertificate")
     if not isinstance(dual, FactoredDual):
@@ -224,7 +224,7 @@ def read_certificate(path: str | os.PathLike[str]) -> CertificateFile:
             vec = _matrix(pr["vectors"], (count, d))
             if vectors_digest(vec) != pr["vectors_sha256"]:
                 raise CertificateError("stored vectors do not match their sha256")
-            problem = CovarianceProblem(vec, weight, pr["bound"], pr["noise_floor"])
+            problem = CovarianceProgram(vec, weight, pr["bound"], pr["noise_floor"])
         du = content["dual"]
         k = len(du["support"])
         dual = FactoredDual(
@@ -281,7 +281,7 @@ def verify_file(
             )
         if vectors_digest(source) != cf.vectors_sha256:
             raise CertificateError("the given source's vectors do not match the file's sha256")
-        problem = CovarianceProblem(source, cf.weight, cf.bound, cf.noise_floor)
+        problem = CovarianceProgram(source, cf.weight, cf.bound, cf.noise_floor)
     claim = cf.claim
     mode = bool(claim.get("rigorous", False)) if rigorous is None else rigorous
     cert = check(problem, cf.covariance, cf.dual, tol=float(claim["tol"]), rigorous=mode)

@@ -32,7 +32,7 @@ from certificates.validate import as_float_array, as_psd_matrix, as_scalar, as_v
 __all__ = [
     "NORM_RANGE",
     "ArrayVectors",
-    "CovarianceProblem",
+    "CovarianceProgram",
     "FactoredDual",
     "VectorSource",
     "check_norm_range",
@@ -110,7 +110,7 @@ def check_norm_range(largest: float) -> None:
 
 
 @dataclass(frozen=True)
-class CovarianceProblem:
+class CovarianceProgram:
     r"""Validated data of :math:`\min \operatorname{tr}(W\Sigma)` s.t.
     :math:`s_j^\top\Sigma^{-1}s_j \le q`, :math:`\Sigma \succeq \eta I`.
 
@@ -162,12 +162,17 @@ class CovarianceProblem:
         return self.source.count
 
     def max_sq_norm(self) -> float:
-        """Largest squared Euclidean norm of the vectors (one pass over a chunked source)."""
+        """Largest squared Euclidean norm of the vectors (one pass over a chunked source, made
+        once: the program caches it, so every consumer reads the same number)."""
+        cached = self.__dict__.get("_max_sq_norm")
+        if cached is not None:
+            return float(cached)
         top = 0.0
         for _, block in self.source.chunks():
             b = np.asarray(block, dtype=np.float64)
             if b.size:
                 top = max(top, float(np.max(np.einsum("ij,ij->i", b, b))))
+        object.__setattr__(self, "_max_sq_norm", top)
         return top
 
     def max_norm(self) -> float:

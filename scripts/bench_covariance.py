@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from certificates.problem import CovarianceProblem, VectorSource  # noqa: E402
+from certificates.problem import CovarianceProgram, VectorSource  # noqa: E402
 from dpopt.covariance import TwoRecordVectors  # noqa: E402
 from solvers.structured import _score_pass, solve_structured  # noqa: E402
 
@@ -134,7 +134,7 @@ def _vectors(cell: Cell) -> Any:
 # evaluation of any Sigma against the data (float64, pseudo-inverse on the numerical range)
 # ------------------------------------------------------------------------------------------------
 def _assess(
-    problem: CovarianceProblem, sigma: NDArray[np.float64]
+    problem: CovarianceProgram, sigma: NDArray[np.float64]
 ) -> tuple[float, float, float]:
     """(max_j q_j / q - 1, eta - lambda_min, value after scaling to feasibility)."""
     sigma = 0.5 * (sigma + sigma.T)
@@ -173,7 +173,7 @@ def _peer_worker(spec: dict[str, Any]) -> dict[str, Any]:
     form_name, solver = spec["peer"].split("/")
     vectors = np.asarray(_vectors(cell))
     weight = _weight(cell)
-    problem = CovarianceProblem(vectors, weight, 1.0, spec["eta"])
+    problem = CovarianceProgram(vectors, weight, 1.0, spec["eta"])
     backend = get_backend(solver)
     t0 = time.perf_counter()
     form = build_form("primal" if form_name == "natural" else "inverse", vectors, weight, 1.0,
@@ -221,7 +221,7 @@ def _run_peer(cell: Cell, peer: str, eta: float, timeout: float, tol: float) -> 
 # ------------------------------------------------------------------------------------------------
 # dpopt
 # ------------------------------------------------------------------------------------------------
-def _one_pass_seconds(problem: CovarianceProblem, repeats: int = 3) -> float:
+def _one_pass_seconds(problem: CovarianceProgram, repeats: int = 3) -> float:
     rng = np.random.default_rng(0)
     b = rng.standard_normal((problem.dim, problem.dim))
     times = []
@@ -232,7 +232,7 @@ def _one_pass_seconds(problem: CovarianceProblem, repeats: int = 3) -> float:
     return float(np.median(times))
 
 
-def _run_dpopt(problem: CovarianceProblem, repeats: int) -> tuple[Any, float]:
+def _run_dpopt(problem: CovarianceProgram, repeats: int) -> tuple[Any, float]:
     times, sol = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -247,11 +247,11 @@ def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
     weight = _weight(cell)
     eta = 0.0
     if cell.floor == "bind":
-        base = solve_structured(CovarianceProblem(vectors, weight, 1.0), tol=1e-8)
+        base = solve_structured(CovarianceProgram(vectors, weight, 1.0), tol=1e-8)
         ev = np.linalg.eigvalsh(base.covariance)
         ev = ev[ev > 1e-6 * ev[-1]]
         eta = float(np.median(ev))
-    problem = CovarianceProblem(vectors, weight, 1.0, eta)
+    problem = CovarianceProgram(vectors, weight, 1.0, eta)
     one_pass = _one_pass_seconds(problem)
     sol, t_dp = _run_dpopt(problem, args.repeats)
     extra = sol.stats.extra

@@ -1,6 +1,6 @@
 """Solvers for dpopt's programs. Knows nothing about privacy budgets or datasets.
 
-- :func:`solve` dispatches a :class:`certificates.CovarianceProblem` to a method: ``"structured"``
+- :func:`solve` dispatches a :class:`certificates.CovarianceProgram` to a method: ``"structured"``
   (:func:`solve_structured`, the structure-exploiting solver), a cvxpy backend (``"clarabel"``,
   ``"scs"``, any installed PSD-capable solver: :func:`available_backends`), or ``"auto"``.
 - Optimal-transport couplings for Pufferfish calibration: :func:`quantile_coupling` (1-D, exact

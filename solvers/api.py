@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from certificates.errors import InvalidParameterError, InvalidTypeError
-from certificates.problem import CovarianceProblem
+from certificates.problem import CovarianceProgram
 from solvers._types import Solution
 from solvers.cvx import available_backends, solve_cvx
 from solvers.structured import solve_structured
@@ -35,7 +35,7 @@ def methods() -> list[str]:
 
 
 def solve(
-    problem: CovarianceProblem,
+    problem: CovarianceProgram,
     method: str = "auto",
     form: str = "primal",
     *,
@@ -46,7 +46,7 @@ def solve(
 
     Parameters
     ----------
-    problem : CovarianceProblem
+    problem : CovarianceProgram
     method : str, default "auto"
         See the module docstring and :func:`methods`.
     form : {"primal", "dual", "inverse", "both"}
@@ -62,8 +62,8 @@ def solve(
     Solution
         Not trusted: certify it with :func:`certificates.covariance.check`.
     """
-    if not isinstance(problem, CovarianceProblem):
-        raise InvalidTypeError("problem", problem, "a CovarianceProblem")
+    if not isinstance(problem, CovarianceProgram):
+        raise InvalidTypeError("problem", problem, "a CovarianceProgram")
     if not isinstance(method, str):
         raise InvalidTypeError("method", method, "a method name string")
     key = method.lower()

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from certificates.covariance import dual_lower_bound
 from certificates.errors import InvalidParameterError, SolverError
-from certificates.problem import CovarianceProblem, FactoredDual
+from certificates.problem import CovarianceProgram, FactoredDual
 from solvers._types import CVXPY_STATUS_MAP, Solution, SolverStats
 from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction
 
@@ -419,7 +419,7 @@ def _lift(
 
 
 def solve_cvx(
-    problem: CovarianceProblem,
+    problem: CovarianceProgram,
     *,
     solver: str = "clarabel",
     form: str = "primal",
@@ -431,7 +431,7 @@ def solve_cvx(
 
     Parameters
     ----------
-    problem : CovarianceProblem
+    problem : CovarianceProgram
         The data (vectors are materialised: keep ``J`` moderate, a few thousand at most).
     solver : str, default "clarabel"
         A name from :func:`available_backends`.
@@ -454,8 +454,8 @@ def solve_cvx(
     SolverError
         If the backend crashes or returns no usable values (the message names a remedy).
     """
-    if not isinstance(problem, CovarianceProblem):
-        raise InvalidParameterError("problem", problem, "must be a CovarianceProblem")
+    if not isinstance(problem, CovarianceProgram):
+        raise InvalidParameterError("problem", problem, "must be a CovarianceProgram")
     if form not in (*FORMS, "both"):
         raise InvalidParameterError("form", form, f"must be one of {(*FORMS, 'both')}")
     backend = get_backend(solver)

@@ -71,7 +71,7 @@ from certificates.errors import (
     InvalidTypeError,
     SolverError,
 )
-from certificates.problem import CovarianceProblem, FactoredDual, VectorSource
+from certificates.problem import CovarianceProgram, FactoredDual, VectorSource
 from certificates.validate import as_scalar
 from solvers._types import Solution, SolverStats
 
@@ -514,7 +514,7 @@ def _check_int(name: str, value: Any, low: int) -> int:
 
 
 def solve_structured(
-    problem: CovarianceProblem,
+    problem: CovarianceProgram,
     *,
     tol: float = 1e-8,
     max_passes: int = 60,
@@ -529,7 +529,7 @@ def solve_structured(
 
     Parameters
     ----------
-    problem : CovarianceProblem
+    problem : CovarianceProgram
         Vectors (array or chunked :class:`~certificates.problem.VectorSource`), weight
         :math:`W \succ 0`, bound :math:`q`, noise floor :math:`\eta`.
     tol : float, default 1e-8
@@ -559,10 +559,10 @@ def solve_structured(
     Examples
     --------
     >>> import numpy as np
-    >>> from certificates.problem import CovarianceProblem
+    >>> from certificates.problem import CovarianceProgram
     >>> s = np.array([[1., 1, 1], [1, 1, -1], [1, -1, 1], [1, -1, -1]])
     >>> w = np.array([[2, .5, 0], [.5, 1, .2], [0, .2, .5]])
-    >>> sol = solve_structured(CovarianceProblem(s, weight=w, bound=1.0))
+    >>> sol = solve_structured(CovarianceProgram(s, weight=w, bound=1.0))
     >>> round(sol.value, 8)  # (sqrt 2 + 1 + sqrt .5)^2, MATH.md F1
     9.74264069
     """
@@ -576,7 +576,7 @@ def solve_structured(
 
 
 def _solve(
-    problem: CovarianceProblem,
+    problem: CovarianceProgram,
     tol: float,
     max_passes: int,
     chunk_size: int | None,
@@ -585,8 +585,8 @@ def _solve(
     verbose: bool,
 ) -> Solution:
     t_start = time.perf_counter()
-    if not isinstance(problem, CovarianceProblem):
-        raise InvalidTypeError("problem", problem, "a CovarianceProblem")
+    if not isinstance(problem, CovarianceProgram):
+        raise InvalidTypeError("problem", problem, "a CovarianceProgram")
     tol = as_scalar("tol", tol, low=1e-11, high=1.0, low_open=False)
     max_passes = _check_int("max_passes", max_passes, 3)
     memory_budget_bytes = _check_int("memory_budget_bytes", memory_budget_bytes, 2**16)

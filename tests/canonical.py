@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates.problem import CovarianceProblem
+from certificates.problem import CovarianceProgram
 
 __all__ = ["CANONICAL", "F1", "F1_HALF", "F2", "F3", "F4_RANKDEF", "CanonicalCase"]
 
@@ -36,8 +36,8 @@ class CanonicalCase:
     mu: NDArray[np.float64] | None = None
     noise_floor: float = 0.0
 
-    def problem(self) -> CovarianceProblem:
-        return CovarianceProblem(self.vectors, self.weight, self.bound, self.noise_floor)
+    def problem(self) -> CovarianceProgram:
+        return CovarianceProgram(self.vectors, self.weight, self.bound, self.noise_floor)
 
 
 _CUBE = np.array([[1.0, 1, 1], [1, 1, -1], [1, -1, 1], [1, -1, -1]])

@@ -416,7 +416,7 @@ def run_design(
             raise UsageError(
                 f"solver {solver!r} returned no dual certificate; try --solver auto or clarabel"
             )
-        problem = problem_mod.CovarianceProblem(
+        problem = problem_mod.CovarianceProgram(
             vectors, weight, target.mahalanobis_bound(), noise_floor
         )
         file_meta = {

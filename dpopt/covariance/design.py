@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from certificates.covariance import CovarianceCertificate, check
 from certificates.io import write_certificate
-from certificates.problem import CovarianceProblem, VectorSource, check_norm_range
+from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
 from certificates.validate import as_scalar
 from dpopt.covariance.program import isotropic_baseline
 from dpopt.errors import (
@@ -76,7 +76,7 @@ class Design:
         The Mahalanobis bound q the budget(s) allow.
     solution : Solution
         The raw solver output the design was certified from.
-    problem : CovarianceProblem
+    problem : CovarianceProgram
         The program's data (vectors, W, q, eta).
     """
 
@@ -87,7 +87,7 @@ class Design:
     isotropic_value: float
     bound: float
     solution: Solution
-    problem: CovarianceProblem
+    problem: CovarianceProgram
 
     def save(self, path: str | os.PathLike[str], *, description: str | None = None,
              overwrite: bool = False) -> str:
@@ -147,7 +147,7 @@ def _vectors_of(sensitivity: Any) -> Any:
     return sensitivity
 
 
-def _attempts(problem: CovarianceProblem, solver: str) -> list[tuple[str, str]]:
+def _attempts(problem: CovarianceProgram, solver: str) -> list[tuple[str, str]]:
     """Solver attempts in order; ``auto``: the structured solver, then Clarabel as a second
     opinion (natural form when small, N = Sigma^-1 form otherwise), then SCS when small."""
     if not isinstance(solver, str):
@@ -159,7 +159,7 @@ def _attempts(problem: CovarianceProblem, solver: str) -> list[tuple[str, str]]:
     return [("structured", "primal"), ("clarabel", "inverse")]
 
 
-def _privacy(covariance: NDArray[np.float64], sensitivity: Any, problem: CovarianceProblem,
+def _privacy(covariance: NDArray[np.float64], sensitivity: Any, problem: CovarianceProgram,
              q: float) -> Any:
     try:
         from dpopt.covariance.privacy import privacy_of
@@ -231,8 +231,8 @@ def design_covariance(
     """
     q, _ = _bound_of(budgets)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
-    problem = CovarianceProblem(_vectors_of(sensitivity), weight, q, noise_floor)
-    if not isinstance(problem.vectors, np.ndarray):  # arrays are checked by CovarianceProblem
+    problem = CovarianceProgram(_vectors_of(sensitivity), weight, q, noise_floor)
+    if not isinstance(problem.vectors, np.ndarray):  # arrays are checked by CovarianceProgram
         check_norm_range(problem.max_norm())
     best: tuple[CovarianceCertificate, Solution] | None = None
     errors: list[str] = []

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from certificates.covariance import check
 from certificates.errors import InvalidParameterError, InvalidTypeError
-from certificates.problem import CovarianceProblem, FactoredDual
+from certificates.problem import CovarianceProgram, FactoredDual
 from solvers.cvx import solve_cvx
 from tests.canonical import F1, F3, F4_RANKDEF
 
@@ -26,7 +26,7 @@ def f1_solution():  # type: ignore[no-untyped-def]
     return solve_cvx(F1.problem(), form="primal")
 
 
-def _mp_strictly_feasible(prob: CovarianceProblem, sigma: NDArray[np.float64]) -> bool:
+def _mp_strictly_feasible(prob: CovarianceProgram, sigma: NDArray[np.float64]) -> bool:
     """Re-check s_j^T Sigma^{-1} s_j < q and Sigma - eta I > 0 at 50 digits (mpmath)."""
     with mpmath.workdps(50):
         d = sigma.shape[0]
@@ -95,7 +95,7 @@ def test_singular_sigma_is_ridged() -> None:
 
 
 def test_floor_repair() -> None:
-    prob = CovarianceProblem(F3.vectors, F3.weight, 2.0, 0.8)  # floor binds: Sigma* = 0.8 I
+    prob = CovarianceProgram(F3.vectors, F3.weight, 2.0, 0.8)  # floor binds: Sigma* = 0.8 I
     sol = solve_cvx(prob)
     assert sol.value == pytest.approx(0.8 * 14, rel=1e-7)
     cert = check(prob, np.diag([0.8, 0.79, 0.8]), sol.dual)
@@ -131,8 +131,8 @@ class _Chunked:
 def test_vector_source_matches_array() -> None:
     rng = np.random.default_rng(5)
     s = rng.normal(size=(17, 3))
-    prob_a = CovarianceProblem(s, F1.weight, 1.0)
-    prob_c = CovarianceProblem(_Chunked(s), F1.weight, 1.0)
+    prob_a = CovarianceProgram(s, F1.weight, 1.0)
+    prob_c = CovarianceProgram(_Chunked(s), F1.weight, 1.0)
     sol = solve_cvx(prob_a)
     ca = check(prob_a, sol.covariance, sol.dual)
     cc = check(prob_c, sol.covariance, sol.dual)
@@ -141,7 +141,7 @@ def test_vector_source_matches_array() -> None:
     s2 = s.copy()
     ratios = [v @ np.linalg.solve(sol.covariance, v) for v in s]
     s2[-1] = 1.5 * s[int(np.argmax(ratios))]
-    cbad = check(CovarianceProblem(_Chunked(s2), F1.weight, 1.0), sol.covariance, sol.dual)
+    cbad = check(CovarianceProgram(_Chunked(s2), F1.weight, 1.0), sol.covariance, sol.dual)
     assert cbad.primal_residual == pytest.approx(1.25, rel=1e-5)
 
 
@@ -166,15 +166,15 @@ def test_bad_input(f1_solution) -> None:  # type: ignore[no-untyped-def]
 
 def test_bad_problem_input() -> None:
     with pytest.raises(InvalidParameterError):
-        CovarianceProblem(F1.vectors, np.array([[1.0, 2], [0, 1]]), 1.0)  # non-symmetric... shape
+        CovarianceProgram(F1.vectors, np.array([[1.0, 2], [0, 1]]), 1.0)  # non-symmetric... shape
     with pytest.raises(InvalidParameterError):
-        CovarianceProblem(F1.vectors, -np.eye(3), 1.0)
+        CovarianceProgram(F1.vectors, -np.eye(3), 1.0)
     with pytest.raises(InvalidParameterError):
-        CovarianceProblem(np.array([[np.nan, 1, 1]]), np.eye(3), 1.0)
+        CovarianceProgram(np.array([[np.nan, 1, 1]]), np.eye(3), 1.0)
     with pytest.raises(InvalidParameterError):
-        CovarianceProblem(F1.vectors, np.eye(3), 0.0)
+        CovarianceProgram(F1.vectors, np.eye(3), 0.0)
     with pytest.raises(InvalidParameterError):
-        CovarianceProblem(F1.vectors, np.eye(3), 1.0, -0.1)
+        CovarianceProgram(F1.vectors, np.eye(3), 1.0, -0.1)
 
 
 @settings(max_examples=15, deadline=None)
@@ -204,7 +204,7 @@ def test_cube_closed_form() -> None:
     """Diagonal W, cube sensitivity set: v = (sum_i sqrt W_ii)^2 / q (MATH.md §6)."""
     w = np.diag([0.5, 2.0, 3.0, 1.2])
     s = np.array(list(itertools.product([-1.0, 1.0], repeat=4)))
-    prob = CovarianceProblem(s, w, 1.7)
+    prob = CovarianceProgram(s, w, 1.7)
     exact = float(np.sum(np.sqrt(np.diag(w)))) ** 2 / 1.7
     sol = solve_cvx(prob)
     cert = check(prob, sol.covariance, sol.dual)
@@ -215,7 +215,7 @@ def test_accepts_structured_solver_dual() -> None:
     """check() takes any FactoredDual, e.g. from the reduced-dual structured solver."""
     structured = pytest.importorskip("solvers.structured")
     for eta in (0.0, 0.5):
-        prob = CovarianceProblem(F1.vectors, F1.weight, 1.0, eta)
+        prob = CovarianceProgram(F1.vectors, F1.weight, 1.0, eta)
         sol = structured.solve_structured(prob)
         cert = check(prob, sol.covariance, sol.dual, rigorous=True)
         assert cert.certified, cert.message

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from certificates.covariance import check
 from certificates.errors import CertificateError, InvalidParameterError
 from certificates.io import _canonical, read_certificate, verify_file, write_certificate
-from certificates.problem import CovarianceProblem, FactoredDual
+from certificates.problem import CovarianceProgram, FactoredDual
 from solvers.cvx import solve_cvx
 from tests.canonical import F1
 
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 @pytest.fixture(scope="module")
-def solved() -> tuple[CovarianceProblem, FactoredDual, object]:
-    prob = CovarianceProblem(F1.vectors, F1.weight, 1.0, 0.3)
+def solved() -> tuple[CovarianceProgram, FactoredDual, object]:
+    prob = CovarianceProgram(F1.vectors, F1.weight, 1.0, 0.3)
     sol = solve_cvx(prob)
     assert sol.dual is not None
     return prob, sol.dual, check(prob, sol.covariance, sol.dual, rigorous=True)
@@ -113,7 +113,7 @@ class _Source:
 
 
 def test_vector_source_file(tmp_path: Path) -> None:
-    prob = CovarianceProblem(_Source(F1.vectors), F1.weight, 1.0, 0.3)
+    prob = CovarianceProgram(_Source(F1.vectors), F1.weight, 1.0, 0.3)
     sol = solve_cvx(prob)
     assert sol.dual is not None
     cert = check(prob, sol.covariance, sol.dual)

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from certificates import ArrayVectors, CovarianceProblem, FactoredDual
+from certificates import ArrayVectors, CovarianceProgram, FactoredDual
 from dpopt.errors import DpoptError, InvalidParameterError, InvalidTypeError
 
 
 def test_problem_defaults_and_source() -> None:
-    p = CovarianceProblem(vectors=[[1.0, 0.0], [0.0, 2.0]], bound=2.0)
+    p = CovarianceProgram(vectors=[[1.0, 0.0], [0.0, 2.0]], bound=2.0)
     assert p.dim == 2 and p.count == 2
     np.testing.assert_array_equal(p.weight, np.eye(2))
     chunks = list(p.source.chunks(1))
@@ -18,7 +18,7 @@ def test_problem_defaults_and_source() -> None:
 
 def test_problem_accepts_vector_source() -> None:
     arr = np.arange(12.0).reshape(6, 2) + 1
-    p = CovarianceProblem(vectors=ArrayVectors(arr), bound=1.0)
+    p = CovarianceProgram(vectors=ArrayVectors(arr), bound=1.0)
     np.testing.assert_array_equal(p.dense_vectors(), arr)
 
 
@@ -37,14 +37,14 @@ def test_problem_accepts_vector_source() -> None:
 def test_problem_rejects_bad_input(kwargs: dict, name: str) -> None:
     kwargs.setdefault("bound", 1.0)
     with pytest.raises(InvalidParameterError, match=name):
-        CovarianceProblem(**kwargs)
+        CovarianceProgram(**kwargs)
 
 
 def test_bad_types_are_dpopt_errors() -> None:
     with pytest.raises(InvalidTypeError):
-        CovarianceProblem(vectors="abc", bound=1.0)
+        CovarianceProgram(vectors="abc", bound=1.0)
     with pytest.raises(DpoptError):
-        CovarianceProblem(vectors=[[1.0]], bound=True)
+        CovarianceProgram(vectors=[[1.0]], bound=True)
 
 
 def test_factored_dual_validation() -> None:
@@ -55,12 +55,12 @@ def test_factored_dual_validation() -> None:
 
 def test_all_zero_and_out_of_range_vectors_are_named_errors() -> None:
     with pytest.raises(InvalidParameterError, match="no noise is needed"):
-        CovarianceProblem(vectors=np.zeros((3, 2)), bound=1.0)
+        CovarianceProgram(vectors=np.zeros((3, 2)), bound=1.0)
     with pytest.raises(InvalidParameterError, match="other units"):
-        CovarianceProblem(vectors=1e-150 * np.ones((3, 2)), bound=1.0)
+        CovarianceProgram(vectors=1e-150 * np.ones((3, 2)), bound=1.0)
     with pytest.raises(InvalidParameterError, match="other units"):
-        CovarianceProblem(vectors=1e150 * np.ones((3, 2)), bound=1.0)
-    p = CovarianceProblem(vectors=[[3.0, 4.0], [0.0, 1.0]], bound=1.0)
+        CovarianceProgram(vectors=1e150 * np.ones((3, 2)), bound=1.0)
+    p = CovarianceProgram(vectors=[[3.0, 4.0], [0.0, 1.0]], bound=1.0)
     assert p.max_norm() == 5.0 and p.max_sq_norm() == 25.0
 
 

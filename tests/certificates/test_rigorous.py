@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certificates.covariance import check
-from certificates.problem import ArrayVectors, CovarianceProblem, FactoredDual
+from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual
 from certificates.rigorous import (
     ExactArray,
     certified_min_eigenvalue,
@@ -147,10 +147,10 @@ def test_ratio_upper_bound_tight_for_singular_optimum_with_ridge(seed: int) -> N
     assert bound <= float(true) * (1 + 1e-9)
 
 
-def _cube_case(w_diag: list[float], q: float) -> tuple[CovarianceProblem, mpmath.mpf]:
+def _cube_case(w_diag: list[float], q: float) -> tuple[CovarianceProgram, mpmath.mpf]:
     d = len(w_diag)
     s = np.array(list(itertools.product([-1.0, 1.0], repeat=d)))
-    prob = CovarianceProblem(s, np.diag(w_diag), q)
+    prob = CovarianceProgram(s, np.diag(w_diag), q)
     with mpmath.workdps(50):
         exact = sum(mpmath.sqrt(mpmath.mpf(x)) for x in w_diag) ** 2 / mpmath.mpf(q)
     return prob, exact
@@ -198,7 +198,7 @@ def test_rigorous_random_with_floor() -> None:
     d, j = 5, 30
     a = rng.normal(size=(d, d))
     w = a @ a.T + 0.2 * np.eye(d)
-    prob = CovarianceProblem(rng.normal(size=(j, d)), w, 1.3, 0.4)
+    prob = CovarianceProgram(rng.normal(size=(j, d)), w, 1.3, 0.4)
     sol = solve_cvx(prob)
     fl = check(prob, sol.covariance, sol.dual)
     rg = check(prob, sol.covariance, sol.dual, rigorous=True)

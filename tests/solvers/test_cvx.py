@@ -7,7 +7,7 @@ import pytest
 
 from certificates.covariance import check
 from certificates.errors import InvalidParameterError, SolverError
-from certificates.problem import CovarianceProblem
+from certificates.problem import CovarianceProgram
 from solvers._types import STATUSES
 from solvers.cvx import available_backends, get_backend, solve_cvx
 from solvers.cvx_forms import build_inverse, build_primal, span_reduction
@@ -56,14 +56,14 @@ def test_both_forms_agree() -> None:
     assert sol.stats.extra["dual_value"] == pytest.approx(F1.value, rel=1e-8)
 
 
-def _random(seed: int, eta: float) -> CovarianceProblem:
+def _random(seed: int, eta: float) -> CovarianceProgram:
     rng = np.random.default_rng(seed)
     d = int(rng.integers(2, 7))
     j = int(rng.integers(5, 41))
     a = rng.normal(size=(d, d))
     w = a @ a.T + 0.2 * np.eye(d)
     s = rng.normal(size=(j, d))
-    return CovarianceProblem(s, w, float(rng.uniform(0.3, 3.0)), eta)
+    return CovarianceProgram(s, w, float(rng.uniform(0.3, 3.0)), eta)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -85,7 +85,7 @@ def test_random_primal_equals_dual(seed: int, eta: float) -> None:
 
 def test_rank_deficient_with_floor() -> None:
     """eta > 0 on a rank-deficient set: solved in full space; the floor binds off the span."""
-    prob = CovarianceProblem(F4_RANKDEF.vectors, F4_RANKDEF.weight, 2.0, 0.1)
+    prob = CovarianceProgram(F4_RANKDEF.vectors, F4_RANKDEF.weight, 2.0, 0.1)
     p = solve_cvx(prob, form="primal")
     dd = solve_cvx(prob, form="dual")
     assert p.value == pytest.approx(dd.value, rel=1e-6)

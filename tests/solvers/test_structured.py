@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from certificates.covariance import check
 from certificates.errors import InvalidParameterError, InvalidTypeError
-from certificates.problem import CovarianceProblem, FactoredDual
+from certificates.problem import CovarianceProgram, FactoredDual
 from solvers.structured import solve_structured
 from tests.canonical import CanonicalCase
 
@@ -36,7 +36,7 @@ def _spd(d: int, rng: np.random.Generator, cond: float = 100.0) -> NDArray[np.fl
     return (q * np.geomspace(1.0, cond, d)) @ q.T
 
 
-def _own_bounds(problem: CovarianceProblem, sigma: NDArray[np.float64], dual: FactoredDual) -> (
+def _own_bounds(problem: CovarianceProgram, sigma: NDArray[np.float64], dual: FactoredDual) -> (
     tuple[float, float]
 ):
     """Independent float recomputation: (dual value D with residual E, max_j q_j / q)."""
@@ -55,7 +55,7 @@ def _own_bounds(problem: CovarianceProblem, sigma: NDArray[np.float64], dual: Fa
     return float(lower), float(np.max(np.sum(z * z, axis=0)) / problem.bound)
 
 
-def _assert_certified(problem: CovarianceProblem, tol: float = 1e-7) -> float:
+def _assert_certified(problem: CovarianceProgram, tol: float = 1e-7) -> float:
     sol = solve_structured(problem, tol=TOL)
     assert sol.status == "optimal"
     assert sol.stats.solver == "dpopt-structured"
@@ -86,7 +86,7 @@ def test_f1_reduced_dual_weights() -> None:
     """MATH.md F1: mu* = (0.40909903, 0.26767767, 0.09090097, 0.23232233), all q_j = 1."""
     s = np.array([[1.0, 1, 1], [1, 1, -1], [1, -1, 1], [1, -1, -1]])
     w = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.5]])
-    sol = solve_structured(CovarianceProblem(s, w, 1.0))
+    sol = solve_structured(CovarianceProgram(s, w, 1.0))
     mu = np.zeros(4)
     mu[sol.raw_duals["support_indices"]] = sol.raw_duals["mu"]
     np.testing.assert_allclose(mu, [0.40909903, 0.26767767, 0.09090097, 0.23232233], atol=1e-7)
@@ -101,7 +101,7 @@ def test_cube_diagonal_weight_closed_form(d: int) -> None:
     signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * d)).reshape(d, -1).T
     w = np.diag(np.linspace(0.5, 3.0, d))
     q = 0.7
-    sol = solve_structured(CovarianceProblem(signs, w, q))
+    sol = solve_structured(CovarianceProgram(signs, w, q))
     assert sol.value == pytest.approx(np.sum(np.sqrt(np.diag(w))) ** 2 / q, rel=1e-8)
 
 
@@ -117,7 +117,7 @@ def test_agrees_with_clarabel(seed: int) -> None:
     s = rng.standard_normal((int(rng.integers(d + 2, 30)), d))
     a = rng.standard_normal((d, d))
     w = a @ a.T + 0.2 * np.eye(d)
-    problem = CovarianceProblem(s, w, float(rng.uniform(0.3, 3.0)))
+    problem = CovarianceProgram(s, w, float(rng.uniform(0.3, 3.0)))
     ref = solve_cvx(problem, solver="clarabel", form="primal", tol=1e-10)
     ours = solve_structured(problem)
     assert ours.value == pytest.approx(ref.value, rel=1e-6)
@@ -133,9 +133,9 @@ def test_floor_agrees_with_clarabel(seed: int) -> None:
     s = _two_record(12, d, rng)
     w = _spd(d, rng, 10.0)
     # a floor at the median eigenvalue of the eta = 0 optimum binds on some directions
-    sol0 = solve_structured(CovarianceProblem(s, w, 1.0))
+    sol0 = solve_structured(CovarianceProgram(s, w, 1.0))
     eta = float(np.median(np.linalg.eigvalsh(sol0.covariance)))
-    problem = CovarianceProblem(s, w, 1.0, eta)
+    problem = CovarianceProgram(s, w, 1.0, eta)
     ref = solve_cvx(problem, solver="clarabel", form="primal", tol=1e-10)
     ours = solve_structured(problem)
     assert ours.stats.extra["floor_rank"] > 0
@@ -164,7 +164,7 @@ def test_certified_by_checker(m: int, d: int, w_kind: str, eta: float) -> None:
     rng = np.random.default_rng(7 * m + d)
     s = _two_record(m, d, rng)
     w = np.eye(d) if w_kind == "I" else _spd(d, rng)
-    problem = CovarianceProblem(s, w, 1.0, eta)
+    problem = CovarianceProgram(s, w, 1.0, eta)
     sol = solve_structured(problem, tol=TOL)
     assert sol.status == "optimal"
     assert sol.dual is not None
@@ -186,9 +186,9 @@ def test_floor_block_stays_near_the_clamped_eigenspace() -> None:
     rng = np.random.default_rng(2)
     d = 20
     s = _two_record(80, d, rng)
-    sol0 = solve_structured(CovarianceProblem(s, bound=1.0))
+    sol0 = solve_structured(CovarianceProgram(s, bound=1.0))
     eta = float(np.quantile(np.linalg.eigvalsh(sol0.covariance), 0.1))
-    problem = CovarianceProblem(s, bound=1.0, noise_floor=eta)
+    problem = CovarianceProgram(s, bound=1.0, noise_floor=eta)
     sol = solve_structured(problem, tol=TOL)
     assert sol.status == "optimal"
     assert 0 < sol.stats.extra["floor_rank"] <= sol.stats.extra["floor_block"] < d // 2
@@ -201,7 +201,7 @@ def test_floor_block_stays_near_the_clamped_eigenspace() -> None:
 def test_rank_deficient_covariance_lives_in_the_span() -> None:
     rng = np.random.default_rng(3)
     s = _two_record(5, 8, rng)  # 4-dim span
-    sol = solve_structured(CovarianceProblem(s, _spd(8, rng), 1.0))
+    sol = solve_structured(CovarianceProgram(s, _spd(8, rng), 1.0))
     ev = np.linalg.eigvalsh(sol.covariance)
     assert np.sum(ev > 1e-9 * ev[-1]) == 4
     assert sol.stats.extra["rank"] == 4
@@ -213,9 +213,9 @@ def test_nonbinding_floor_returns_eta_zero_solution() -> None:
     rng = np.random.default_rng(11)
     s = _two_record(30, 4, rng)
     w = _spd(4, rng)
-    sol0 = solve_structured(CovarianceProblem(s, w, 1.0))
+    sol0 = solve_structured(CovarianceProgram(s, w, 1.0))
     eta = 0.5 * float(np.linalg.eigvalsh(sol0.covariance)[0])
-    sol = solve_structured(CovarianceProblem(s, w, 1.0, eta))
+    sol = solve_structured(CovarianceProgram(s, w, 1.0, eta))
     assert sol.value == pytest.approx(sol0.value, rel=1e-9)
     assert sol.stats.extra["floor_rank"] == 0
 
@@ -255,20 +255,20 @@ def test_generator_input_equals_array_input() -> None:
     src = _Chunked(rng.random((60, 6)))
     w = _spd(6, rng)
     dense = np.concatenate([b for _, b in src.chunks(1000)])
-    sol_src = solve_structured(CovarianceProblem(src, w, 1.0), chunk_size=97)
-    sol_arr = solve_structured(CovarianceProblem(dense, w, 1.0))
+    sol_src = solve_structured(CovarianceProgram(src, w, 1.0), chunk_size=97)
+    sol_arr = solve_structured(CovarianceProgram(dense, w, 1.0))
     assert sol_src.value == pytest.approx(sol_arr.value, rel=1e-9)
     np.testing.assert_allclose(sol_src.covariance, sol_arr.covariance, rtol=1e-6, atol=1e-9)
-    cert = check(CovarianceProblem(src, w, 1.0), sol_src.covariance, sol_src.dual, tol=1e-7)
+    cert = check(CovarianceProgram(src, w, 1.0), sol_src.covariance, sol_src.dual, tol=1e-7)
     assert cert.certified, cert.message
 
 
 def test_small_working_set_and_memory_budget() -> None:
     rng = np.random.default_rng(9)
     s = _two_record(120, 5, rng)
-    full = solve_structured(CovarianceProblem(s, None, 1.0))
+    full = solve_structured(CovarianceProgram(s, None, 1.0))
     tiny = solve_structured(
-        CovarianceProblem(s, None, 1.0), working_set=2, memory_budget_bytes=2**16
+        CovarianceProgram(s, None, 1.0), working_set=2, memory_budget_bytes=2**16
     )
     assert tiny.value == pytest.approx(full.value, rel=1e-8)
     assert tiny.stats.passes >= full.stats.passes
@@ -284,8 +284,8 @@ def test_value_scales_as_one_over_q(seed: int, q1: float, factor: float) -> None
     """v(q) = v(1)/q for eta = 0 (homogeneity), and v is decreasing in q."""
     rng = np.random.default_rng(seed)
     s = rng.standard_normal((15, 3))
-    v1 = solve_structured(CovarianceProblem(s, None, q1)).value
-    v2 = solve_structured(CovarianceProblem(s, None, q1 * factor)).value
+    v1 = solve_structured(CovarianceProgram(s, None, q1)).value
+    v2 = solve_structured(CovarianceProgram(s, None, q1 * factor)).value
     assert v2 < v1
     assert v1 / v2 == pytest.approx(factor, rel=1e-7)
 
@@ -295,10 +295,10 @@ def test_value_scales_as_one_over_q(seed: int, q1: float, factor: float) -> None
 def test_value_increases_with_floor(seed: int, eta_frac: float) -> None:
     rng = np.random.default_rng(seed)
     s = _two_record(8, 3, rng)
-    base = solve_structured(CovarianceProblem(s, None, 1.0))
+    base = solve_structured(CovarianceProgram(s, None, 1.0))
     lam = float(np.linalg.eigvalsh(base.covariance)[0])
-    v_lo = solve_structured(CovarianceProblem(s, None, 1.0, eta_frac * lam)).value
-    v_hi = solve_structured(CovarianceProblem(s, None, 1.0, 1.5 * eta_frac * lam)).value
+    v_lo = solve_structured(CovarianceProgram(s, None, 1.0, eta_frac * lam)).value
+    v_hi = solve_structured(CovarianceProgram(s, None, 1.0, 1.5 * eta_frac * lam)).value
     assert base.value * (1 - 1e-9) <= v_lo <= v_hi * (1 + 1e-9)
 
 
@@ -306,7 +306,7 @@ def test_value_increases_with_floor(seed: int, eta_frac: float) -> None:
 # input validation
 # ------------------------------------------------------------------------------------------------
 def test_rejects_bad_arguments() -> None:
-    problem = CovarianceProblem(np.eye(2), None, 1.0)
+    problem = CovarianceProgram(np.eye(2), None, 1.0)
     with pytest.raises(InvalidTypeError):
         solve_structured(np.eye(2))  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError):
@@ -316,7 +316,7 @@ def test_rejects_bad_arguments() -> None:
     with pytest.raises(InvalidTypeError):
         solve_structured(problem, chunk_size=2.5)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError):
-        solve_structured(CovarianceProblem(np.zeros((3, 2)), None, 1.0))
+        solve_structured(CovarianceProgram(np.zeros((3, 2)), None, 1.0))
 
 
 @pytest.mark.parametrize(("d", "eta_kind"), [(10, "0"), (10, "bind"), (20, "0")])
@@ -327,9 +327,9 @@ def test_large_generator_problem_certified(d: int, eta_kind: str) -> None:
     w = _spd(d, rng)
     eta = 0.0
     if eta_kind == "bind":
-        base = solve_structured(CovarianceProblem(src, w, 1.0), memory_budget_bytes=2**22)
+        base = solve_structured(CovarianceProgram(src, w, 1.0), memory_budget_bytes=2**22)
         eta = float(np.median(np.linalg.eigvalsh(base.covariance)))
-    problem = CovarianceProblem(src, w, 1.0, eta)
+    problem = CovarianceProgram(src, w, 1.0, eta)
     sol = solve_structured(problem, memory_budget_bytes=2**22)
     assert sol.status == "optimal"
     assert sol.stats.passes <= 30

@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from certificates.covariance import check
 from certificates.errors import InvalidParameterError, InvalidTypeError
-from dpopt.covariance.program import CovarianceProgram, isotropic_baseline
+from dpopt.covariance.program import (
+    CovarianceProgram,
+    dual_form,
+    inverse_form,
+    isotropic_baseline,
+    primal_form,
+)
 from solvers.api import methods, solve
 from tests.canonical import F1, F3, F4_RANKDEF
 
@@ -19,10 +26,10 @@ def prog() -> CovarianceProgram:
 
 
 def test_cvxpy_views_reach_the_optimum(prog: CovarianceProgram) -> None:
-    for view in (prog.primal(), prog.dual(), prog.primal_inverse()):
+    for view in (primal_form(prog), dual_form(prog), inverse_form(prog)):
         view.problem.solve(solver="CLARABEL")
         assert view.problem.value == pytest.approx(F1.value, rel=1e-6)
-    primal = prog.primal()
+    primal = primal_form(prog)
     primal.problem.solve(solver="CLARABEL")
     sigma = primal.variables["covariance"].value
     assert F1.covariance is not None
@@ -34,14 +41,14 @@ def test_cvxpy_views_reach_the_optimum(prog: CovarianceProgram) -> None:
 
 def test_floor_views() -> None:
     prog = CovarianceProgram(F3.vectors, weight=F3.weight, bound=2.0, noise_floor=0.8)
-    for view in (prog.primal(), prog.dual(), prog.primal_inverse()):
+    for view in (primal_form(prog), dual_form(prog), inverse_form(prog)):
         view.problem.solve(solver="CLARABEL")
         assert view.problem.value == pytest.approx(0.8 * 14, rel=1e-6)
 
 
 def test_solve_and_check(prog: CovarianceProgram) -> None:
-    sol = prog.solve()
-    cert = prog.check(sol.covariance, sol.dual)
+    sol = solve(prog)
+    cert = check(prog, sol.covariance, sol.dual)
     assert cert.certified and cert.lower <= F1.value <= cert.upper
 
 
