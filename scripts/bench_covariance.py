@@ -71,7 +71,8 @@ if str(ROOT) not in sys.path:
 
 from certificates.problem import CovarianceProgram, VectorSource  # noqa: E402
 from dpopt.covariance import TwoRecordVectors  # noqa: E402
-from solvers.structured import _score_pass, solve_structured  # noqa: E402
+from solvers.passes import score_pass  # noqa: E402
+from solvers.structured import solve_structured  # noqa: E402
 
 PEERS = ("natural/clarabel", "natural/scs", "inverse/clarabel")
 #: Natural form: skip when J * (d + 1)^2 exceeds this (cvxpy used 2.3-3.4 GB at 1.2e6, §11.7).
@@ -145,10 +146,10 @@ def _assess(
     b = v[:, keep] / np.sqrt(w[keep])
     comp = v[:, ~keep]
     chunk = 65536
-    qmax = _score_pass(problem.source, b, chunk, 0, np.inf).qmax
+    qmax = score_pass(problem.source, b, chunk, 0, np.inf).qmax
     if comp.shape[1]:
-        res = _score_pass(problem.source, comp, chunk, 0, np.inf).qmax
-        norm = _score_pass(problem.source, np.eye(problem.dim), chunk, 0, np.inf).qmax
+        res = score_pass(problem.source, comp, chunk, 0, np.inf).qmax
+        norm = score_pass(problem.source, np.eye(problem.dim), chunk, 0, np.inf).qmax
         if res > 1e-12 * norm:
             qmax = math.inf
     eta = problem.noise_floor
@@ -227,7 +228,7 @@ def _one_pass_seconds(problem: CovarianceProgram, repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        _score_pass(problem.source, b, 65536, 0, np.inf)
+        score_pass(problem.source, b, 65536, 0, np.inf)
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
 

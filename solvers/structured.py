@@ -71,9 +71,10 @@ from certificates.errors import (
     InvalidTypeError,
     SolverError,
 )
-from certificates.problem import CovarianceProgram, FactoredDual, VectorSource
+from certificates.problem import CovarianceProgram, FactoredDual
 from certificates.validate import as_scalar
 from solvers._types import Solution, SolverStats
+from solvers.passes import IN_PROCESS, PassExecutor
 
 __all__ = ["solve_structured"]
 
@@ -98,80 +99,6 @@ _FLOOR_ENTRY = 1e-5
 # ------------------------------------------------------------------------------------------------
 # chunked passes over the data
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class _PassResult:
-    qmax: float
-    argmax: int
-    top_idx: IntArray
-    top_q: FloatArray
-    top_vecs: FloatArray
-    seconds: float
-
-
-def _gram_pass(source: VectorSource, chunk: int) -> tuple[FloatArray, int]:
-    """One pass: the Gram matrix :math:`\\sum_j s_js_j^\\top` (and a finiteness check)."""
-    d = source.dim
-    gram = np.zeros((d, d))
-    n = 0
-    for _, blk in source.chunks(chunk):
-        b = np.asarray(blk, dtype=np.float64)
-        if b.ndim != 2 or b.shape[1] != d:
-            raise InvalidParameterError("vectors", source, f"chunks must be (k, {d}) arrays")
-        if not np.all(np.isfinite(b)):
-            raise InvalidParameterError("vectors", source, "must be finite (chunk has NaN/inf)")
-        gram += b.T @ b
-        n += b.shape[0]
-    if n != source.count:
-        raise InvalidParameterError(
-            "vectors", source, f"chunks yielded {n} vectors but count is {source.count}"
-        )
-    return 0.5 * (gram + gram.T), n
-
-
-def _score_pass(
-    source: VectorSource, bmat: FloatArray, chunk: int, keep: int, threshold: float
-) -> _PassResult:
-    """One pass computing :math:`q_j = |B^\\top s_j|^2` for every j (one GEMM per chunk).
-
-    Returns the maximum and the ``keep`` largest scores above ``threshold`` with their vectors.
-    """
-    t0 = time.perf_counter()
-    d = source.dim
-    qmax = -np.inf
-    arg = -1
-    top_idx = np.empty(0, dtype=np.intp)
-    top_q = np.empty(0)
-    top_vecs = np.empty((0, d))
-    for start, blk in source.chunks(chunk):
-        b = np.asarray(blk, dtype=np.float64)
-        z = b @ bmat
-        q = np.einsum("ij,ij->i", z, z)
-        i = int(np.argmax(q))
-        if q[i] > qmax:
-            qmax = float(q[i])
-            arg = start + i
-        if keep > 0:
-            sel = np.flatnonzero(q > threshold)
-            if sel.size > keep:
-                sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
-            if sel.size:
-                top_idx = np.concatenate([top_idx, start + sel])
-                top_q = np.concatenate([top_q, q[sel]])
-                top_vecs = np.concatenate([top_vecs, b[sel]])
-                if top_idx.size > keep:
-                    best = np.argpartition(-top_q, keep - 1)[:keep]
-                    top_idx, top_q, top_vecs = top_idx[best], top_q[best], top_vecs[best]
-    if not np.isfinite(qmax):
-        raise SolverError(
-            f"{SOLVER_NAME}: non-finite constraint values in a pass; the data or the working "
-            "covariance is degenerate (remedy: check the vectors for NaN/inf or huge ranges)"
-        )
-    order = np.argsort(-top_q)
-    return _PassResult(
-        qmax, arg, top_idx[order], top_q[order], top_vecs[order], time.perf_counter() - t0
-    )
-
-
 # ------------------------------------------------------------------------------------------------
 # the restricted problem: max T over the simplex on a working set (+ optional floor block)
 # ------------------------------------------------------------------------------------------------
@@ -523,6 +450,7 @@ def solve_structured(
     working_set: int | None = None,
     verbose: bool = False,
     blas_threads: int | None = 1,
+    executor: PassExecutor | None = None,
 ) -> Solution:
     r"""Solve :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j\le q`,
     :math:`\Sigma\succeq\eta I` by column generation on the reduced dual (MATH.md §11).
@@ -548,6 +476,9 @@ def solve_structured(
         BLAS threads during the solve (``threadpoolctl``); ``None`` leaves the setting alone.
         Most of the work is on small (support-sized) matrices, where multi-threaded OpenBLAS is
         slower, by 10x on a loaded 2-core machine; the benchmark figures are for one thread.
+    executor : PassExecutor, optional
+        Runs the full passes over the vectors (:mod:`solvers.passes`); in this process by
+        default.
 
     Returns
     -------
@@ -568,11 +499,11 @@ def solve_structured(
     """
     if blas_threads is None:
         return _solve(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
-                      verbose)
+                      verbose, executor or IN_PROCESS)
     threads = _check_int("blas_threads", blas_threads, 1)
     with threadpool_limits(limits=threads, user_api="blas"):
         return _solve(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
-                      verbose)
+                      verbose, executor or IN_PROCESS)
 
 
 def _solve(
@@ -583,6 +514,7 @@ def _solve(
     memory_budget_bytes: int,
     working_set: int | None,
     verbose: bool,
+    executor: PassExecutor,
 ) -> Solution:
     t_start = time.perf_counter()
     if not isinstance(problem, CovarianceProgram):
@@ -612,7 +544,7 @@ def _solve(
 
     # ---- pass 0: Gram matrix, span -------------------------------------------------------------
     t0 = time.perf_counter()
-    gram, _ = _gram_pass(src, chunk)
+    gram, _ = executor.gram(src, chunk)
     passes += 1
     pass_seconds.append(time.perf_counter() - t0)
     gw, gv = linalg.eigh(gram)
@@ -631,7 +563,7 @@ def _solve(
     a0 = pmat.T @ gram @ pmat / n
     a0w, a0v = linalg.eigh(0.5 * (a0 + a0.T))
     bmat = pmat @ (a0v * a0w**-0.25)
-    res = _score_pass(src, bmat, chunk, max(add, p), -np.inf)
+    res = executor.score(src, bmat, chunk, max(add, p), -np.inf)
     passes += 1
     pass_seconds.append(res.seconds)
     keep = _dedupe(res.top_vecs, np.empty((0, d)))
@@ -652,7 +584,7 @@ def _solve(
         _, _, vt = linalg.svd(yw, full_matrices=True)
         nz = int(np.sum(sv > 1e-10 * sv[0]))
         qc = vt[nz:].T  # complement in whitened span coordinates
-        res = _score_pass(src, pmat @ qc, chunk, max(add, p), 0.0)
+        res = executor.score(src, pmat @ qc, chunk, max(add, p), 0.0)
         passes += 1
         pass_seconds.append(res.seconds)
         fresh = ~np.isin(res.top_idx, ws_idx)
@@ -688,7 +620,7 @@ def _solve(
         # the candidate's inverse factor: Sigma_mu^{-1} = B B^T (B = pmat V diag(a^-1/4))
         bmat = pmat @ (ev.vecs * ev.a**-0.25)
         t = ev.t
-        res = _score_pass(src, bmat, chunk, add, t * (1.0 + 0.5 * inner_tol))
+        res = executor.score(src, bmat, chunk, add, t * (1.0 + 0.5 * inner_tol))
         passes += 1
         pass_seconds.append(res.seconds)
         r = res.qmax
@@ -847,7 +779,7 @@ def _solve(
             "remedy: rescale the vectors"
         ) from None
     binv = basis @ linalg.solve_triangular(cs, np.eye(basis.shape[1]), lower=True).T
-    chk = _score_pass(src, binv, chunk, 0, np.inf)
+    chk = executor.score(src, binv, chunk, 0, np.inf)
     passes += 1
     pass_seconds.append(chk.seconds)
     # floating-point margins (err on the side of more noise): the float q_j carry a relative
