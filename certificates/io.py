@@ -19,7 +19,8 @@ What :func:`verify_file` checks (everything, trusting nothing)
 * strict structure and types: exactly the expected fields, integers where integers belong
   (``true`` is not ``1``), JSON booleans for flags (``"yes"`` is not ``true``), finite numbers
   only (``NaN``/``Infinity``/overflowing literals are refused), arrays of exactly the declared
-  shapes, duplicate keys refused, bounded file size; any violation is a
+  shapes, exactly symmetric ``W`` and :math:`\Sigma`, duplicate keys refused, bounded file size;
+  any violation is a
   :class:`~certificates.errors.CertificateError` naming the field;
 * the sha256 of the canonical content and the sha256 of the vectors (stored ones, or the
   ``source`` given by the caller, which must match the file's digest);
@@ -432,6 +433,9 @@ def _parse(content: Any) -> CertificateFile:
     else:
         vec = _matrix("problem.vectors", pr["vectors"], count, d)
     cov = _matrix("covariance", top["covariance"], d, d)
+    for field, mat in (("problem.weight", weight), ("covariance", cov)):
+        if not np.array_equal(mat, mat.T):
+            _fail(field, "must be exactly symmetric (the writer stores symmetric matrices)")
     du = _object("dual", top["dual"], _DUAL)
     support = du["support"]
     if type(support) is not list:

@@ -99,6 +99,61 @@ class Design:
         return write_certificate(path, self.problem, self.certificate, self.solution.dual,
                                  description=description, overwrite=overwrite)
 
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, source: Any = None, budget: Any = None,
+             rigorous: bool | None = None) -> Design:
+        """Load a design file, **re-verifying it from scratch** before returning it.
+
+        Runs :func:`dpopt.covariance.design_file.verify_design_file`: strict parsing, the
+        re-check of the stored covariance and of the claimed interval, the vectors regenerated
+        from a ``dpopt design`` description (or ``source``) and compared with the file's, the
+        described budget's Mahalanobis bound recomputed, and ``budget`` (if given) checked against
+        the stored ``q``. Nothing in the file is trusted; a file that fails any check raises.
+
+        Parameters
+        ----------
+        path : path-like
+        source : VectorSource or array_like, optional
+            The sensitivity vectors the file must be about (needed when it neither stores them
+            nor describes them in a form dpopt regenerates).
+        budget : Budget, optional
+            A budget the design must meet.
+        rigorous : bool, optional
+            Re-check with every rounding error accounted for (default: the file's mode).
+
+        Returns
+        -------
+        Design
+            ``covariance`` is the stored Σ (strictly feasible as stored); ``privacy`` is
+            :func:`dpopt.covariance.privacy.privacy_of` on the verified vectors; ``solution``
+            holds the file's dual with solver name ``"file"``.
+
+        Raises
+        ------
+        CertificateError
+            The file is malformed or any of its claims fails.
+        """
+        from dpopt.covariance.design_file import verify_design_file
+        from dpopt.covariance.privacy import privacy_of
+        from solvers._types import SolverStats
+
+        vf = verify_design_file(path, source=source, budget=budget, rigorous=rigorous)
+        cert, cf = vf.certificate, vf.file
+        problem = CovarianceProgram(vf.vectors, cf.weight, cf.bound, cf.noise_floor)
+        cov = np.array(cert.repaired_covariance, dtype=np.float64)
+        relation = "replacement" if vf.relation == "replacement" else "add_remove"
+        privacy = privacy_of(cov, vf.vectors, relation=relation)
+        iso_value, _ = isotropic_baseline(problem)
+        solution = Solution(
+            covariance=cov, value=cert.upper, dual=cf.dual,
+            status="optimal" if cert.certified else "optimal_inaccurate",
+            stats=SolverStats(solver="file", extra={"path": os.fspath(path)}),
+        )
+        return cls(
+            covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
+            isotropic_value=iso_value, bound=cf.bound, solution=solution, problem=problem,
+        )
+
     @property
     def certified(self) -> bool:
         return self.certificate.certified
