@@ -3,7 +3,7 @@
 Written without the certificate checker: exact rational arithmetic (``fractions.Fraction``) on the
 doubles stored in the file, for small problems (d <= 4, a few hundred vectors):
 
-* Σ is exactly symmetric, positive definite, and Σ - ηI is positive definite (Gaussian elimination on rationals);
+* Σ is exactly symmetric, Σ and Σ - ηI positive definite (elimination on rationals);
 * max_j s_jᵀΣ⁻¹s_j <= q, brute force over every vector with the exact inverse;
 * tr(WΣ) <= claimed upper: Σ is feasible, so the optimum is at most its value;
 * claimed lower <= a weak-duality bound of the file's own dual evaluated exactly:
@@ -48,7 +48,7 @@ def pd_exact(m: list[list[Fraction]]) -> bool:
 
 def solve_exact(m: list[list[Fraction]], b: list[Fraction]) -> list[Fraction]:
     n = len(m)
-    a = [row[:] + [b[i]] for i, row in enumerate(m)]
+    a = [[*row, b[i]] for i, row in enumerate(m)]
     for k in range(n):
         p = next(i for i in range(k, n) if a[i][k] != 0)
         a[k], a[p] = a[p], a[k]
