@@ -73,7 +73,7 @@ def test_no_slack_on_the_claimed_interval(written, tmp_path: Path, field: str,  
     """The audit: lower × (1 + 9e-10), upper × (1 - 9e-10) were accepted (a 1e-9 slack). The
     stored claim is widened by 1e-8, so a nudge inside that stays true; one that crosses the
     re-derived interval is rejected, however small."""
-    _, content, cert = written
+    _, _, cert = written
     edited = _edited(written)
     edited["claim"][field] *= factor
     c = edited["claim"]
@@ -81,7 +81,7 @@ def test_no_slack_on_the_claimed_interval(written, tmp_path: Path, field: str,  
     path = _rewrite(tmp_path, edited)
     crosses = c["lower"] > cert.lower or c["upper"] < cert.upper
     if crosses:
-        with pytest.raises(CertificateError, match="claimed (lower|upper)"):
+        with pytest.raises(CertificateError, match=r"claimed (lower|upper)"):
             verify_file(path)
     else:
         fresh = verify_file(path)
@@ -108,7 +108,7 @@ def test_lower_above_upper_rejected(written, tmp_path: Path) -> None:  # type: i
     c = edited["claim"]
     c["lower"], c["upper"] = c["upper"], c["lower"]
     c["gap"] = (c["upper"] - c["lower"]) / c["upper"]
-    with pytest.raises(CertificateError, match="lower .* > claimed upper"):
+    with pytest.raises(CertificateError, match=r"lower .* > claimed upper"):
         verify_file(_rewrite(tmp_path, edited))
 
 
@@ -130,7 +130,7 @@ def test_claim_gap_and_certified_flag_must_be_consistent(written, tmp_path: Path
 def test_certified_must_be_a_boolean(written, tmp_path: Path, value: Any) -> None:  # type: ignore[no-untyped-def]
     edited = _edited(written)
     edited["claim"]["certified"] = value
-    with pytest.raises(CertificateError, match="claim.certified"):
+    with pytest.raises(CertificateError, match=r"claim\.certified"):
         verify_file(_rewrite(tmp_path, edited))
 
 
@@ -143,7 +143,7 @@ def test_nonfinite_numbers_rejected(written, tmp_path: Path, token: str, field: 
     end = min(i for i in (text.find(",", start), text.find("}", start)) if i >= 0)
     bad = tmp_path / "nan.json"
     bad.write_text(text[:start] + token + text[end:])
-    with pytest.raises(CertificateError, match="non-finite|overflows"):
+    with pytest.raises(CertificateError, match=r"non-finite|overflows"):
         verify_file(bad)
 
 
@@ -208,7 +208,7 @@ def test_huge_arrays_and_deep_nesting_rejected(written, tmp_path: Path) -> None:
                                           + "[" * 200_000 + "]" * 200_000 + ", ", 1)
     deep = tmp_path / "deep.json"
     deep.write_text(text)
-    with pytest.raises(CertificateError, match="nested too deeply|versions"):
+    with pytest.raises(CertificateError, match=r"nested too deeply|versions"):
         verify_file(deep)
 
 
@@ -275,7 +275,7 @@ def test_shrunken_weight_or_grown_bound_rejected(written, tmp_path: Path) -> Non
             edited["problem"]["bound"] *= 1.5
         else:
             edited["problem"]["weight"] = (0.5 * np.asarray(edited["problem"]["weight"])).tolist()
-        with pytest.raises(CertificateError, match="claimed (lower|upper)"):
+        with pytest.raises(CertificateError, match=r"claimed (lower|upper)"):
             verify_file(_rewrite(tmp_path, edited))
 
 

@@ -86,9 +86,9 @@ def test_description_copied_onto_a_smaller_grid_design_rejected(files: dict[str,
     with pytest.raises(CertificateError, match="do not match"):
         Design.load(path)
     # and its Σ really is too small for the described set (the reason it must be rejected)
+    from dpopt.covariance.domains import Grid
     from dpopt.covariance.privacy import privacy_of
     from dpopt.covariance.sensitivity import add_remove_set
-    from dpopt.covariance.domains import Grid
 
     grid = Grid(np.zeros(2), np.ones(2), (4, 4))
     priv = privacy_of(np.asarray(small["covariance"]), add_remove_set(grid, [0.2, 0.7], 0.5))
