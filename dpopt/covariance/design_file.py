@@ -195,8 +195,9 @@ def _floats(field: str, v: Any, ndim: int) -> NDArray[np.float64]:
 def parse_description(text: str | None) -> DesignDescription | None:
     """The structured description of a design file, or ``None`` for free text.
 
-    Text that is a JSON object tagged ``dpopt-cli-design/...`` must be well formed: every field
-    present with its type, nothing else.
+    Text that is a JSON object with any field of a design description (``tag``, ``domain``,
+    ``budget_specs``, ...) must be a well-formed tagged description: every field present with its
+    type, nothing else; so a description cannot be turned into "free text" by deleting its tag.
 
     Raises
     ------
@@ -209,9 +210,11 @@ def parse_description(text: str | None) -> DesignDescription | None:
         raw = json.loads(text, parse_constant=lambda c: math.nan)
     except (ValueError, RecursionError):
         return None
-    if type(raw) is not dict or not str(raw.get("tag", "")).startswith("dpopt-cli-design/"):
+    if type(raw) is not dict or not set(raw) & set(_KEYS):
         return None
     try:
+        if "tag" not in raw:
+            _bad("tag", "missing (a JSON description with design fields must be tagged)")
         tag = raw["tag"]
         if tag not in (DESCRIPTION_TAG, _OLD_TAG):
             _bad("tag", f"{str(tag)[:40]!r} is not a description this dpopt can check")
