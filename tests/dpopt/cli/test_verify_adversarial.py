@@ -9,9 +9,10 @@ then asserts is re-derived independently of dpopt:
   the differences x - y for the uniform query) and the sup of sᵀΣ⁻¹s over it is computed
   exactly in rationals (relative slack 1e-10 for the ulps of the independently rounded vectors);
 * every budget spec the description lists is re-parsed here and checked at the file's q, which
-  bounds that sup (×4 for the replacement relation): Rényi DP α q/2 <= ε (Mironov), zCDP q/2 <= ρ, GDP √q <= μ,
-  and (ε, δ)-DP by the exact Gaussian curve of Balle & Wang ("Improving the Gaussian Mechanism
-  for Differential Privacy") evaluated with mpmath at 50 digits: δ(ε) <= δ;
+  bounds that sup (×4 for the replacement relation): Rényi DP α q/2 <= ε (Mironov), zCDP
+  q/2 <= ρ, GDP √q <= μ, and (ε, δ)-DP by the exact Gaussian curve of Balle & Wang
+  ("Improving the Gaussian Mechanism for Differential Privacy") evaluated with mpmath at 50
+  digits: δ(ε) <= δ;
 * the certificate's own claims (Σ feasible, interval) by :mod:`tests.certificates.io_reference`.
 """
 
