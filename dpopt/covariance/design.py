@@ -141,8 +141,10 @@ class Design:
         cert, cf = vf.certificate, vf.file
         problem = CovarianceProgram(vf.vectors, cf.weight, cf.bound, cf.noise_floor)
         cov = np.array(cert.repaired_covariance, dtype=np.float64)
-        relation = "replacement" if vf.relation == "replacement" else "add_remove"
-        privacy = privacy_of(cov, vf.vectors, relation=relation)
+        privacy = privacy_of(
+            cov, vf.vectors,
+            relation="replacement" if vf.relation == "replacement" else "add_remove",
+        )
         iso_value, _ = isotropic_baseline(problem)
         solution = Solution(
             covariance=cov, value=cert.upper, dual=cf.dual,
