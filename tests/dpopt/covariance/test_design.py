@@ -28,7 +28,7 @@ BUDGETS = [
     ZCDP(rho=0.5),
     GDP(mu=1.0),
     ApproxDP(epsilon=1.0, delta=1e-6),
-    MIDP(kappa=0.1, adjacency="add_remove"),
+    MIDP(kappa=0.1, relation="add_remove"),
     AllOf(GDP(mu=1.0), ApproxDP(epsilon=1.0, delta=1e-6)),
 ]
 

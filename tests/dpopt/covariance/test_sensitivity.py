@@ -17,13 +17,13 @@ from dpopt.covariance import (
     UniformQueryVectors,
     add_remove_set,
     prune,
-    replacement_bound,
     sup_mahalanobis,
     uniform_query_set,
 )
 from dpopt.covariance.denoiser import deletion_shifts, posterior_mean, two_record_vector
 from dpopt.covariance.domains import Box, FinitePoints, Grid
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+from dpopt.relation import replacement_sup
 
 
 def _random_spd(rng: np.random.Generator, d: int, ridge: float = 0.05) -> np.ndarray:
@@ -181,8 +181,8 @@ def test_replacement_bound_holds_by_brute_force() -> None:
         cov = _random_spd(rng, 2)
         prec = np.linalg.inv(cov)
         rho_ar = sup_mahalanobis(add_remove_set(dom, g, 0.8), cov).value
-        bound = replacement_bound(rho_ar)
-        assert bound == 4 * rho_ar
+        bound = replacement_sup(rho_ar, "replacement")
+        assert bound >= 4 * rho_ar and bound == pytest.approx(4 * rho_ar, rel=1e-15)
         for n in range(2, 6):
             data = dom[rng.integers(0, 4, size=n)]
             for k in range(n):
@@ -193,7 +193,7 @@ def test_replacement_bound_holds_by_brute_force() -> None:
                     worst = max(worst, float(v @ prec @ v) / bound)
     assert worst <= 1 + 1e-10
     with pytest.raises(InvalidParameterError):
-        replacement_bound(-1.0)
+        replacement_sup(-1.0, "replacement")
 
 
 # ------------------------------------------------------------------------------------------
