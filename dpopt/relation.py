@@ -83,7 +83,7 @@ def as_relation(value: RelationLike, name: str = "relation") -> NeighbouringRela
 def replacement_sup(add_remove_sup: float, relation: RelationLike) -> float:
     r"""Bound on the sup over the relation's set from the add/remove sup :math:`\rho_{ar}`.
 
-    :math:`\rho_{ar}` for add/remove, :math:`4\rho_{ar}` (rounded up) for replacement.
+    :math:`\rho_{ar}` for add/remove, :math:`4\rho_{ar}` for replacement (exact in binary floating point).
     """
     rel = as_relation(relation)
     value = float(add_remove_sup)
@@ -91,7 +91,12 @@ def replacement_sup(add_remove_sup: float, relation: RelationLike) -> float:
         raise InvalidParameterError("add_remove_sup", add_remove_sup, "must be >= 0")
     if rel is NeighbouringRelation.ADD_REMOVE:
         return value
-    return math.nextafter(REPLACEMENT_FACTOR * value, math.inf) if value else 0.0
+    scaled = REPLACEMENT_FACTOR * value  # exact: a power of two, unless it overflows
+    if not math.isfinite(scaled):
+        raise InvalidParameterError(
+            "add_remove_sup", add_remove_sup, "is too large for the replacement relation"
+        )
+    return scaled
 
 
 def add_remove_bound(bound: float, relation: RelationLike) -> float:

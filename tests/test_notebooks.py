@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +53,4 @@ def test_notebook_executes(name: str) -> None:
     for module in REQUIREMENTS[name]:
         pytest.importorskip(module)
     runner = _load_runner()
-    start = time.perf_counter()
     runner.execute_notebook(NOTEBOOKS / name, small=True, timeout=120)
-    assert time.perf_counter() - start < 60.0

@@ -243,8 +243,6 @@ def design_covariance(
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     problem = CovarianceProgram(_vectors_of(sensitivity), weight, add_remove_bound(q, rel),
                                 noise_floor)
-    if not isinstance(problem.vectors, np.ndarray):  # arrays are checked by CovarianceProgram
-        check_norm_range(problem.max_norm())
     best: tuple[CovarianceCertificate, Solution] | None = None
     errors: list[str] = []
     solve_tol = max(1e-10, min(1e-8, tol / 100))
@@ -263,6 +261,9 @@ def design_covariance(
             best = (cert, sol)
         if cert.certified:
             break
+    # arrays were range-checked by CovarianceProgram; a source's largest norm was recorded by the
+    # first pass over it, so this costs no pass of its own
+    check_norm_range(problem.max_norm())
     if best is None:
         raise SolverError("every solver attempt failed: " + " | ".join(errors))
     cert, sol = best

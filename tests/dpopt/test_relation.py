@@ -24,7 +24,9 @@ def test_accepted_spellings() -> None:
     assert as_relation(NeighbouringRelation.REPLACEMENT) is NeighbouringRelation.REPLACEMENT
 
 
-@pytest.mark.parametrize("old", ["add-remove", "replace", "add/remove", "Replacement", "ADD_REMOVE"])
+@pytest.mark.parametrize(
+    "old", ["add-remove", "replace", "add/remove", "Replacement", "ADD_REMOVE"]
+)
 def test_old_spellings_rejected_with_the_accepted_ones_named(old: str) -> None:
     with pytest.raises(InvalidParameterError) as info:
         as_relation(old)
