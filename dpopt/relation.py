@@ -83,7 +83,8 @@ def as_relation(value: RelationLike, name: str = "relation") -> NeighbouringRela
 def replacement_sup(add_remove_sup: float, relation: RelationLike) -> float:
     r"""Bound on the sup over the relation's set from the add/remove sup :math:`\rho_{ar}`.
 
-    :math:`\rho_{ar}` for add/remove, :math:`4\rho_{ar}` for replacement (exact in binary floating point).
+    :math:`\rho_{ar}` for add/remove, :math:`4\rho_{ar}` for replacement (exact in binary
+    floating point).
     """
     rel = as_relation(relation)
     value = float(add_remove_sup)
