@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
 import json
 import math
 import os
@@ -20,7 +19,6 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TextIO, TypeVar
 
 import numpy as np
@@ -35,7 +33,6 @@ __all__ = [
     "UsageError",
     "dump_json",
     "format_float",
-    "need",
     "parse_float_list",
     "parse_spec",
     "read_matrix",
@@ -346,20 +343,6 @@ def format_float(x: float, digits: int = 6) -> str:
 
 
 T = TypeVar("T")
-
-
-def need(module: str, command: str) -> ModuleType:
-    """Import ``module`` for ``dpopt command``; a missing module becomes a one-line UsageError."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing and (module == missing or module.startswith(missing + ".")):
-            raise UsageError(
-                f"'dpopt {command}' needs the module {module}, which is not available in this "
-                "installation"
-            ) from None
-        raise
 
 
 class Context:

@@ -27,8 +27,11 @@ from dpopt.cli.common import (
     read_points,
 )
 from dpopt.errors import InvalidParameterError
+from dpopt.relation import NeighbouringRelation, as_relation
 
 if TYPE_CHECKING:
+    from certificates.problem import VectorSource
+    from dpopt.accounting.budgets import PrivacyReport
     from dpopt.cli.common import Context
 
 __all__ = [
@@ -69,7 +72,8 @@ def parse_domain(text: str, *, header: bool = False) -> Any:
     ``header``: the CSV's first line is a header (skipped); without it every cell of a CSV must
     be a number. Only meaningful for a CSV file.
     """
-    domains = _need("dpopt.covariance.domains", "design")
+    from dpopt.covariance import design_file, domains
+
     is_file = Path(text).suffix.lower() in (".csv", ".npy", ".txt") or (
         ":" not in text and Path(text).exists()
     )
@@ -79,13 +83,7 @@ def parse_domain(text: str, *, header: bool = False) -> Any:
         return domains.FinitePoints(read_points(text, what="domain", header=header))
     if header:
         raise UsageError("--header applies to a CSV domain file, not to a domain spec")
-    return _need("dpopt.covariance.design_file", "design").domain_from_spec(text)
-
-
-def _need(module: str, command: str) -> Any:
-    from dpopt.cli.common import need
-
-    return need(module, command)
+    return design_file.domain_from_spec(text)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -188,12 +186,13 @@ def add_design_parser(sub: Any) -> None:
         help="sensitivity set = differences of domain points (instead of --query/--sigma)",
     )
     p.add_argument(
-        "--adjacency",
-        choices=("add-remove", "replace"),
-        default="add-remove",
-        help="neighbouring datasets differ by adding/removing one record (default) or by "
-        "replacing one",
+        "--relation",
+        choices=[r.value for r in NeighbouringRelation],
+        default=NeighbouringRelation.ADD_REMOVE.value,
+        help="neighbouring datasets differ by adding/removing one record (add_remove, default) "
+        "or by replacing one (replacement: the add/remove set must meet a quarter of the bound)",
     )
+    p.add_argument("--adjacency", dest="old_adjacency", default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--budget",
         action="append",
@@ -280,15 +279,6 @@ MAX_STORED_FLOATS = 500_000
 META_TAG = "dpopt-cli-design/2"
 
 
-class _ScaledBudget:
-    """A budget whose Mahalanobis bound is ``factor`` times another's (replacement: 1/4)."""
-
-    def __init__(self, budget: Any, factor: float) -> None:
-        self.budget = budget
-        self.factor = factor
-
-    def mahalanobis_bound(self) -> float:
-        return float(self.budget.mahalanobis_bound()) * self.factor
 
 
 def _check_output(path: str, force: bool) -> Path:
@@ -303,8 +293,13 @@ def _check_output(path: str, force: bool) -> Path:
 
 
 def _report(bound: float) -> dict[str, Any]:
-    budgets = _need("dpopt.accounting.budgets", "design")
-    rep = budgets.privacy_report(bound)
+    from dpopt.accounting.budgets import privacy_report
+
+    return _report_of(privacy_report(bound))
+
+
+def _report_of(rep: PrivacyReport) -> dict[str, Any]:
+    bound = rep.bound
     return {
         "mahalanobis_bound": float(bound),
         "zcdp_rho": float(rep.zcdp_rho),
@@ -351,48 +346,31 @@ def run_design(
     import json
 
     from dpopt.cli.account import parse_budgets
-
-    design_mod = _need("dpopt.covariance.design", "design")
-    privacy_mod = _need("dpopt.covariance.privacy", "design")
-    io = _need("certificates.io", "design")
-    problem_mod = _need("certificates.problem", "design")
+    from dpopt.covariance.design import design_covariance
 
     out_path = _check_output(output, force) if output is not None else None
     budget = parse_budgets(budget_specs, "design")
-    q_budget = float(budget.mahalanobis_bound())
-    replacement = meta["adjacency"] == "replace"
-    target = _ScaledBudget(budget, 0.25) if replacement else budget
+    relation = as_relation(meta["relation"])
     count, dim = int(sensitivity.count), int(sensitivity.dim)
     if count * dim <= MAX_STORED_FLOATS:
         vectors: Any = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
     else:
         vectors = sensitivity
     with ctx.stage(f"solving ({count} sensitivity vectors, d = {dim})"):
-        design = design_mod.design_covariance(
+        design = design_covariance(
             vectors,
-            target,
+            budget,
             weight=weight,
             noise_floor=noise_floor,
             solver=solver,
             rigorous=rigorous,
+            relation=relation,
         )
     cert = design.certificate
-    relation = "replacement" if replacement else "add_remove"
-    priv = (
-        privacy_mod.privacy_of(design.covariance, sensitivity, relation=relation)
-        if replacement
-        else design.privacy
-    )
-    delivered = float(priv.mahalanobis_bound)
-    if delivered > q_budget * (1 + 1e-9):  # privacy is correctness: never release this
-        raise _need("certificates.errors", "design").InfeasibleError(
-            f"re-check failed: the design's Mahalanobis sup {delivered!r} exceeds the budget's "
-            f"bound {q_budget!r}"
-        )
     summary: dict[str, Any] = {
         **meta,
         "budget": budget.describe(),
-        "budget_bound": q_budget,
+        "budget_bound": design.bound,
         "solver": design.solution.stats.solver,
         "count": count,
         "dim": dim,
@@ -404,40 +382,26 @@ def run_design(
         "certified": bool(cert.certified),
         "rigorous": bool(cert.rigorous),
         "covariance": design.covariance,
-        "privacy": _report(delivered),
+        "privacy": _report_of(design.privacy.report),
         "output": None,
         "sha256": None,
     }
     if out_path is not None:
-        dual = design.solution.dual
-        if dual is None:
-            raise UsageError(
-                f"solver {solver!r} returned no dual certificate; try --solver auto or clarabel"
-            )
-        problem = problem_mod.CovarianceProgram(
-            vectors, weight, target.mahalanobis_bound(), noise_floor
-        )
         file_meta = {
             "tag": META_TAG,
-            **{k: meta[k] for k in ("command", "domain", "set", "query", "sigma", "adjacency")},
+            **{k: meta[k] for k in ("command", "domain", "set", "query", "sigma", "relation")},
             "domain_points": None if domain_points is None else np.asarray(
                 domain_points, dtype=np.float64
             ).tolist(),
             "header": header,
             "budget": budget.describe(),
-            "budget_bound": q_budget,
+            "budget_bound": design.bound,
             "budget_specs": list(budget_specs),
         }
-        sha = io.write_certificate(
-            out_path,
-            problem,
-            cert,
-            dual,
-            description=json.dumps(file_meta, sort_keys=True),
-            overwrite=force,
+        summary["sha256"] = design.save(
+            out_path, description=json.dumps(file_meta, sort_keys=True), overwrite=force
         )
         summary["output"] = str(out_path)
-        summary["sha256"] = sha
     return summary
 
 
@@ -447,7 +411,7 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
     ctx.print(title)
     ctx.print(
         f"  sensitivity set: {res['set']} ({res['count']} vectors in R^{res['dim']}), "
-        f"{res['adjacency']} adjacency; budget {res['budget']} -> q = {f(res['budget_bound'])}"
+        f"{res['relation']} relation; budget {res['budget']} -> q = {f(res['budget_bound'])}"
     )
     ctx.print(f"  total error tr(W Σ):   {res['total_error']:.8g}   (optimal covariance)")
     ctx.print(
@@ -485,7 +449,8 @@ def _finish(ctx: Context, args: argparse.Namespace, res: dict[str, Any], title: 
 
 
 def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
-    sens = _need("dpopt.covariance.sensitivity", "demo")
+    from dpopt.covariance import sensitivity as sens
+
     domain = parse_domain(DEMO_GRID)
     meta = {
         "command": "demo",
@@ -493,7 +458,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         "set": "two-record",
         "query": list(DEMO_QUERY),
         "sigma": float(args.sigma),
-        "adjacency": "add-remove",
+        "relation": NeighbouringRelation.ADD_REMOVE.value,
     }
     if not (args.sigma > 0 and np.isfinite(args.sigma)):
         raise InvalidParameterError("sigma", args.sigma, "must be a finite number > 0")
@@ -526,18 +491,26 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
-    sens = _need("dpopt.covariance.sensitivity", "design")
+    from dpopt.covariance import sensitivity as sens
+    from dpopt.covariance.domains import FinitePoints
+
+    if args.old_adjacency is not None:
+        raise UsageError(
+            "--adjacency was renamed --relation; accepted values: "
+            + ", ".join(r.value for r in NeighbouringRelation)
+        )
     if args.uniform_query and (args.query is not None or args.sigma is not None):
         raise UsageError("--uniform-query excludes --query and --sigma")
     if not args.uniform_query and (args.query is None or args.sigma is None):
         raise UsageError("give --query and --sigma, or --uniform-query")
     domain = parse_domain(args.domain, header=bool(args.header))
-    from_file = isinstance(domain, _need("dpopt.covariance.domains", "design").FinitePoints)
+    from_file = isinstance(domain, FinitePoints)
     meta: dict[str, Any] = {
         "command": "design",
         "domain": args.domain if not Path(args.domain).exists() else str(Path(args.domain)),
-        "adjacency": args.adjacency,
+        "relation": args.relation,
     }
+    sensitivity: VectorSource
     if args.uniform_query:
         sensitivity = sens.uniform_query_set(domain)
         meta.update({"set": "uniform-query", "query": None, "sigma": None})
@@ -578,8 +551,9 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
 def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
     import os
 
-    df = _need("dpopt.covariance.design_file", "verify")
-    errors = _need("certificates.errors", "verify")
+    from certificates import errors
+    from dpopt.covariance import design_file as df
+
     path = Path(args.file)
     if not path.exists():
         raise UsageError(f"file not found: {path}")
@@ -631,11 +605,12 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         )
         ctx.print(
             f"  design: {desc.set} sensitivity set of domain {desc.domain}{extra}, "
-            f"{desc.adjacency} adjacency: regenerated from the description, identical to the "
+            f"{desc.relation} relation: regenerated from the description, identical to the "
             "file's vectors"
         )
         ctx.print(
-            f"  budget {result['budget']}: q = {f(vf.budget_bound)} recomputed from the specs; "
+            f"  budget {result['budget']}: q = {f(float(vf.budget_bound or 0.0))} recomputed from "
+            "the specs; "
             f"the stored q = {f(stored_bound)} is within it"
             + (" (a quarter of it: replacement relation)" if vf.relation == "replacement" else "")
         )
@@ -662,7 +637,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
     import time
 
-    registry = _need("dpopt.figures.__main__", "figures")
+    from dpopt.figures import __main__ as registry
     figures: dict[str, tuple[str, str]] = registry.FIGURES
     if args.list or not args.names:
         width = max((len(n) for n in figures), default=4) + 2

@@ -58,10 +58,13 @@ DESCRIPTION_TAG = "dpopt-cli-design/2"
 #: The earlier tag (no embedded domain points): still verified for grid/box domains.
 _OLD_TAG = "dpopt-cli-design/1"
 _KEYS = (
-    "tag", "command", "domain", "domain_points", "header", "set", "query", "sigma", "adjacency",
+    "tag", "command", "domain", "domain_points", "header", "set", "query", "sigma", "relation",
     "budget", "budget_bound", "budget_specs",
 )
+#: Earlier descriptions: no points, and the relation spelt ``adjacency`` (add-remove/replace) by
+#: the first releases.
 _OLD_KEYS = tuple(k for k in _KEYS if k not in ("domain_points", "header"))
+_OLD_ADJACENCY = {"add-remove": "add_remove", "replace": "replacement"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,8 @@ class DesignDescription:
         Query point of the ideal denoiser (two-record set).
     sigma : float or None
         Its noise level.
-    adjacency : {"add-remove", "replace"}
+    relation : {"add_remove", "replacement"}
+        The neighbouring relation the budget is stated for (the vectors are the add/remove set).
     budget : str
         The budget label as written (must equal the recomputed one).
     budget_bound : float
@@ -98,7 +102,7 @@ class DesignDescription:
     set: str
     query: NDArray[np.float64] | None
     sigma: float | None
-    adjacency: str
+    relation: str
     budget: str
     budget_bound: float
     budget_specs: tuple[str, ...]
@@ -108,7 +112,7 @@ class DesignDescription:
         return {
             "command": self.command, "domain": self.domain, "set": self.set,
             "query": None if self.query is None else self.query.tolist(), "sigma": self.sigma,
-            "adjacency": self.adjacency, "budget": self.budget,
+            "relation": self.relation, "budget": self.budget,
             "budget_bound": self.budget_bound, "budget_specs": list(self.budget_specs),
         }
 
@@ -132,8 +136,8 @@ class VerifiedDesignFile:
     budget_bound : float or None
         Its recomputed Mahalanobis bound.
     guaranteed_bound : float
-        The Mahalanobis bound the design guarantees for its neighbouring relation: the stored
-        ``q``, times 4 for the replacement relation.
+        The Mahalanobis bound the design guarantees for its neighbouring relation:
+        :func:`dpopt.relation.replacement_sup` of the stored ``q`` (times 4 for replacement).
     relation : {"add_remove", "replacement"}
     """
 
@@ -219,6 +223,9 @@ def parse_description(text: str | None) -> DesignDescription | None:
         if tag not in (DESCRIPTION_TAG, _OLD_TAG):
             _bad("tag", f"{str(tag)[:40]!r} is not a description this dpopt can check")
         keys = _KEYS if tag == DESCRIPTION_TAG else _OLD_KEYS
+        if tag == _OLD_TAG and "adjacency" in raw and "relation" not in raw:
+            adj = raw.pop("adjacency")
+            raw["relation"] = _OLD_ADJACENCY.get(adj, adj) if type(adj) is str else adj
         missing = [k for k in keys if k not in raw]
         extra = sorted(str(k)[:40] for k in raw if k not in keys)
         if missing or extra:
@@ -243,7 +250,7 @@ def parse_description(text: str | None) -> DesignDescription | None:
             command=_str("command", raw["command"], ("design", "demo")),
             domain=_str("domain", raw["domain"]), domain_points=pts, header=header, set=kind,
             query=query, sigma=sigma,
-            adjacency=_str("adjacency", raw["adjacency"], ("add-remove", "replace")),
+            relation=_str("relation", raw["relation"], ("add_remove", "replacement")),
             budget=_str("budget", raw["budget"]),
             budget_bound=_num("budget_bound", raw["budget_bound"]),
             budget_specs=tuple(specs),
@@ -363,8 +370,10 @@ def verify_design_file(
             )
     vectors_for_check = given if given is not None else regenerated
     cert = verify_certificate(cf, source=vectors_for_check, rigorous=rigorous, name=name)
-    replacement = desc is not None and desc.adjacency == "replace"
-    factor = 0.25 if replacement else 1.0
+    from dpopt.relation import add_remove_bound, as_relation, replacement_sup
+
+    relation = as_relation(desc.relation if desc is not None else "add_remove")
+    replacement = relation.value == "replacement"
     checked_budget, q_budget = None, None
     problems: list[str] = []
     if desc is not None:
@@ -372,6 +381,7 @@ def verify_design_file(
             checked_budget = _budget_of(desc.budget_specs)
             q_budget = float(checked_budget.mahalanobis_bound())
             label = str(checked_budget.describe())
+            q_target = add_remove_bound(q_budget, relation)
         except DpoptError as exc:
             raise CertificateError(
                 f"{name} rejected: its budget specs do not parse: {exc}"
@@ -382,8 +392,8 @@ def verify_design_file(
         if desc.budget_bound != q_budget:
             problems.append(f"budget_bound {desc.budget_bound!r} is not {q_budget!r}, the bound "
                             "its specs define")
-        if not cf.bound <= q_budget * factor:
-            problems.append(f"the stored q = {cf.bound!r} exceeds the bound {q_budget * factor!r} "
+        if not cf.bound <= q_target:
+            problems.append(f"the stored q = {cf.bound!r} exceeds the bound {q_target!r} "
                             f"of the described budget {label}"
                             + (" under the replacement relation" if replacement else ""))
     if budget is not None:
@@ -392,9 +402,10 @@ def verify_design_file(
 
             raise InvalidTypeError("budget", budget, "a dpopt.accounting.budgets.Budget")
         q_user = float(budget.mahalanobis_bound())
-        if not cf.bound <= q_user * factor:
-            problems.append(f"the stored q = {cf.bound!r} exceeds the bound {q_user * factor!r} "
-                            f"of the given budget {budget.describe()}")
+        q_user_target = add_remove_bound(q_user, relation)
+        if not cf.bound <= q_user_target:
+            problems.append(f"the stored q = {cf.bound!r} exceeds the bound {q_user_target!r} "
+                            f"of the given budget {budget.describe()} ({relation.value})")
         if checked_budget is None:
             checked_budget, q_budget = budget, q_user
     if problems:
@@ -402,6 +413,6 @@ def verify_design_file(
     vectors = cf.problem.vectors if cf.problem is not None else vectors_for_check
     return VerifiedDesignFile(
         certificate=cert, file=replace(cf, certificate=cert), description=desc, vectors=vectors,
-        budget=checked_budget, budget_bound=q_budget, guaranteed_bound=cf.bound / factor,
-        relation="replacement" if replacement else "add_remove",
+        budget=checked_budget, budget_bound=q_budget,
+        guaranteed_bound=replacement_sup(cf.bound, relation), relation=relation.value,
     )

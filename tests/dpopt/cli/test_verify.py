@@ -129,9 +129,9 @@ def test_budget_bound_label_and_stored_q_checked(files: dict[str, Path]) -> None
     assert code == 1  # q above the budget's bound (and the claim no longer re-derives)
 
 
-def test_adjacency_relabelled_to_replacement_rejected(files: dict[str, Path]) -> None:
+def test_relation_relabelled_to_replacement_rejected(files: dict[str, Path]) -> None:
     content, desc = load(files["eps1"])
-    desc["adjacency"] = "replace"
+    desc["relation"] = "replacement"
     code, out, _ = run(["verify", str(rewrite(files["eps1"], content, desc))])
     assert code == 1 and "replacement" in out
 

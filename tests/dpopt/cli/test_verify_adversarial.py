@@ -71,7 +71,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Base]:
                         "rdp:alpha=8,epsilon=1"],
         # replacement relation, two budgets (the strictest wins)
         "replace-two": ["--domain", "grid:lo=-1,hi=1,n=3,d=2", "--query", "0,0.5", "--sigma",
-                        "0.7", "--adjacency", "replace", "--budget", "zcdp:rho=0.5",
+                        "0.7", "--relation", "replacement", "--budget", "zcdp:rho=0.5",
                         "--budget", "gdp:mu=1.2"],
         # a CSV domain (its points are in the file), rigorous certificate
         "csv-rigorous": ["--domain", str(tmp / "pts.csv"), "--query", "0.5,0.5", "--sigma",
@@ -164,7 +164,7 @@ def _independent(content: dict[str, Any], out: str) -> None:
     sigma = fmat(content["covariance"])
     sup = exact_sup(_described_vectors(desc), sigma)
     assert sup <= Fraction(q) * (1 + Fraction(1, 10**10)), (float(sup), q)
-    factor = 4.0 if desc["adjacency"] == "replace" else 1.0
+    factor = 4.0 if desc["relation"] == "replacement" else 1.0
     assert res["relation"] == ("replacement" if factor == 4.0 else "add_remove")
     # the file's q bounds the sup (above), and every described budget holds at q
     for spec in desc["budget_specs"]:
@@ -232,8 +232,9 @@ def _description_edits(desc: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
         yield f"budget={label}", edit(budget=label)
     for f in (0.5, 1 - 1e-15, 1 + 1e-15, 2.0):
         yield f"budget_bound*{f}", edit(budget_bound=desc["budget_bound"] * f)
-    yield "adjacency-flip", edit(adjacency="add-remove" if desc["adjacency"] == "replace"
-                                 else "replace")
+    yield "relation-flip", edit(relation="add_remove" if desc["relation"] == "replacement"
+                                else "replacement")
+    yield "relation-old-spelling", edit(relation="replace")
     if desc["set"] == "two-record":
         yield "set-flip", edit(set="uniform-query", query=None, sigma=None)
         for f in (0.1, 0.5, 1 - 1e-12, 1 + 1e-12, 2.0):
