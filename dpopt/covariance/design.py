@@ -106,9 +106,10 @@ class Design:
 
     def save(self, path: str | os.PathLike[str], *, description: str | None = None,
              overwrite: bool = False) -> str:
-        """Write the certificate file (:func:`certificates.io.write_certificate`); return its
-        sha256. ``description`` is required when the vectors came from a VectorSource; re-check
-        the file with :func:`certificates.io.verify_file`."""
+        """Write the certificate file (:func:`certificates.io.write_certificate`); return the
+        sha256 of its content (an integrity check against accidental corruption, not a
+        signature). ``description`` is free text, required when the vectors came from a
+        VectorSource; load the file back, re-verified, with :meth:`Design.load`."""
         if self.solution.dual is None:
             raise InfeasibleError("the design has no dual certificate to save")
         return write_certificate(path, self.program, self.certificate, self.solution.dual,
