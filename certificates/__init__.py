@@ -6,7 +6,7 @@ Imports nothing from ``dpopt`` or ``solvers`` and never trusts a solver's status
   returning an interval [lower, upper] on the optimum and the covariance repaired to strict
   feasibility; ``rigorous=True`` accounts for every rounding error.
 - :func:`write_certificate` / :func:`read_certificate` / :func:`verify_file`: JSON certificate
-  files, re-checked from scratch on load.
+  files, re-checked from scratch on load (:func:`parse_certificate`: the unverified parse).
 - :func:`check_coupling` certifies an optimal-transport coupling used by Rényi Pufferfish
   calibration (exact marginals, log-domain average cost).
 """
@@ -18,7 +18,13 @@ from certificates.coupling import (
     round_to_marginals,
 )
 from certificates.covariance import CovarianceCertificate, check, primal_ratio
-from certificates.io import CertificateFile, read_certificate, verify_file, write_certificate
+from certificates.io import (
+    CertificateFile,
+    parse_certificate,
+    read_certificate,
+    verify_file,
+    write_certificate,
+)
 from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "check",
     "check_coupling",
     "log_average",
+    "parse_certificate",
     "primal_ratio",
     "read_certificate",
     "round_to_marginals",

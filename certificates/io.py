@@ -1,18 +1,45 @@
-"""JSON certificate files for the optimal covariance (no pickle), re-checked from scratch.
+r"""JSON certificate files for the optimal covariance (no pickle), re-checked from scratch.
 
 A file holds the program (the sensitivity vectors, or for a :class:`VectorSource` a description
-and a sha256 of its vectors), W, q, eta, the certified covariance (the *repaired* Sigma), the
-factored dual, the claimed interval, library versions and a sha256 of the canonical numeric
-content. Floats are written with ``repr`` (shortest round-trip), so reading gives back the very
-same doubles.
+and a sha256 of its vectors), :math:`W`, :math:`q`, :math:`\eta`, the certified covariance (the
+*repaired* :math:`\Sigma`), the factored dual, the claimed interval on the optimum, library
+versions and a sha256 of the canonical content. Floats are written with ``repr`` (shortest round
+trip), so reading gives back the very same doubles.
 
-:func:`verify_file` rejects a file (``CertificateError``) when
+What the file claims
+--------------------
+*Every* sensitivity vector :math:`s_j` of the stored (or described) set satisfies
+:math:`s_j^\top\Sigma^{-1}s_j < q` for the stored :math:`\Sigma` as written (no rescaling), and the
+optimum :math:`v_\eta(q)` of the program lies in ``[claim.lower, claim.upper]``. The writer widens
+the certified interval outward by :data:`CLAIM_MARGIN` (relative) before storing it: a weaker
+statement, still true, that a re-check on another BLAS or in rigorous mode reproduces.
 
-* the stored sha256 does not match the content (any edited digit), or
-* re-running :func:`certificates.covariance.check` on the stored data does not reproduce the
-  claim: the recomputed interval must lie inside the claimed one up to ``1e-9`` relative, the
-  covariance must be strictly feasible as stored (no rescaling needed) and the claimed
-  certification must hold.
+What :func:`verify_file` checks (everything, trusting nothing)
+--------------------------------------------------------------
+* strict structure and types: exactly the expected fields, integers where integers belong
+  (``true`` is not ``1``), JSON booleans for flags (``"yes"`` is not ``true``), finite numbers
+  only (``NaN``/``Infinity``/overflowing literals are refused), arrays of exactly the declared
+  shapes, exactly symmetric ``W`` and :math:`\Sigma`, duplicate keys refused, bounded file size;
+  any violation is a
+  :class:`~certificates.errors.CertificateError` naming the field;
+* the sha256 of the canonical content and the sha256 of the vectors (stored ones, or the
+  ``source`` given by the caller, which must match the file's digest);
+* the claim's own consistency: ``lower <= upper``, ``gap`` is the gap of ``[lower, upper]``,
+  ``certified`` only if that gap is at most ``tol``;
+* a fresh :func:`certificates.covariance.check` of the stored data (rigorous when the file claims
+  rigour or the caller asks for it): the stored covariance must be strictly feasible as written,
+  and the re-derived interval must lie *inside* the claimed one, with no slack in either mode.
+
+What it does not check
+----------------------
+The sha256 fields are unkeyed digests: they detect accidental corruption (a truncated copy, a
+flipped bit), **not** deliberate edits, since whoever edits the file can recompute them. The
+protection against a deliberate edit is the re-check itself: an edited file either fails it or
+still proves what it claims. The file says nothing about *which* sensitivity set the vectors
+stand for: this module treats ``vectors_description`` as opaque text. Binding a description to
+the vectors (regenerating them and comparing digests) and checking a privacy budget against
+:math:`q` is done one layer up, by ``dpopt`` (``Design.load`` and ``dpopt verify``), which passes
+the regenerated vectors in as ``source``.
 
 Example
 -------
@@ -35,35 +62,62 @@ import json
 import math
 import os
 import platform
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from importlib import metadata
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
 
 from certificates.covariance import CovarianceCertificate, check
-from certificates.errors import CertificateError, InvalidParameterError, InvalidTypeError
+from certificates.errors import (
+    CertificateError,
+    DpoptError,
+    InvalidParameterError,
+    InvalidTypeError,
+)
 from certificates.problem import CovarianceProgram, FactoredDual, VectorSource
 
 __all__ = [
+    "CLAIM_MARGIN",
     "FORMAT",
+    "MAX_FILE_BYTES",
     "CertificateFile",
+    "parse_certificate",
     "read_certificate",
     "vectors_digest",
+    "verify_certificate",
     "verify_file",
     "write_certificate",
 ]
 
 #: Format tag stored in every file.
 FORMAT = "dpopt-covariance-certificate/1"
-#: Relative slack allowed between a recomputed and a claimed bound (BLAS differences).
-CLAIM_RTOL = 1e-9
+#: Relative outward widening of the certified interval before it is stored as the claim.
+CLAIM_MARGIN = 1e-8
+#: Largest certificate file read (bytes); a larger file is rejected before parsing.
+MAX_FILE_BYTES = 1 << 30
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_TOP = ("format", "problem", "covariance", "dual", "claim", "versions", "sha256")
+_PROBLEM = (
+    "dim", "count", "vectors", "vectors_description", "vectors_sha256", "weight", "bound",
+    "noise_floor",
+)
+_DUAL = ("support", "multipliers", "directions", "floor_factor", "floor_rank")
+_CLAIM = ("lower", "upper", "gap", "certified", "rigorous", "tol")
 
 
 @dataclass(frozen=True)
 class CertificateFile:
-    """The content of a certificate file (hash already verified)."""
+    """The parsed content of a certificate file.
+
+    From :func:`parse_certificate` only the structure, the types and the two sha256 digests have
+    been checked (``certificate`` is ``None``: **unverified**, do not use the covariance). From
+    :func:`read_certificate` the claim has been re-checked from scratch and ``certificate`` holds
+    the fresh :class:`~certificates.covariance.CovarianceCertificate`.
+    """
 
     problem: CovarianceProgram | None
     covariance: NDArray[np.float64]
@@ -76,6 +130,14 @@ class CertificateFile:
     weight: NDArray[np.float64]
     bound: float
     noise_floor: float
+    dim: int = 0
+    count: int = 0
+    certificate: CovarianceCertificate | None = None
+
+    @property
+    def verified(self) -> bool:
+        """Whether the claim was re-checked (the file came from :func:`read_certificate`)."""
+        return self.certificate is not None
 
 
 def vectors_digest(source: VectorSource | NDArray[np.float64]) -> str:
@@ -102,10 +164,13 @@ def _versions() -> dict[str, str]:
 
 
 def _canonical(content: dict[str, Any]) -> str:
+    """sha256 of the content without its ``sha256`` field (sorted keys, no spaces)."""
     body = {k: v for k, v in content.items() if k != "sha256"}
-    return hashlib.sha256(
-        json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    ).hexdigest()
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise CertificateError(f"content cannot be digested: {exc}") from None
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _floats(a: Any) -> Any:
@@ -113,6 +178,11 @@ def _floats(a: Any) -> Any:
     if not np.all(np.isfinite(arr)):
         raise CertificateError("cannot write non-finite numbers to a certificate file")
     return arr.tolist()
+
+
+def _claim_gap(lower: float, upper: float) -> float:
+    """The relative gap of a claimed interval, computed the same way by writer and verifier."""
+    return (upper - lower) / upper
 
 
 def write_certificate(
@@ -126,6 +196,10 @@ def write_certificate(
 ) -> str:
     """Write a certificate file; return its sha256.
 
+    The stored claim is ``certificate``'s interval widened outward by :data:`CLAIM_MARGIN`
+    (relative); ``certified`` is stored true only when the widened interval's gap is at most
+    ``certificate.tol``.
+
     Parameters
     ----------
     path : path-like
@@ -138,7 +212,8 @@ def write_certificate(
     dual : FactoredDual
         The dual that was checked.
     description : str, optional
-        How to regenerate the vectors of a VectorSource (required for one).
+        How to regenerate the vectors (required for a VectorSource). This module stores it as
+        opaque text; ``dpopt`` writes and checks a structured one.
     """
     if not isinstance(problem, CovarianceProgram):
         raise InvalidTypeError("problem", problem, "a CovarianceProgram")
@@ -146,13 +221,18 @@ def write_certificate(
         raise InvalidTypeError("certificate", certificate, "a CovarianceCertificate")
     if not isinstance(dual, FactoredDual):
         raise InvalidTypeError("dual", dual, "a FactoredDual")
-    if not math.isfinite(certificate.upper):
+    if description is not None and not isinstance(description, str):
+        raise InvalidTypeError("description", description, "a string")
+    if not (math.isfinite(certificate.upper) and certificate.upper > 0):
         raise CertificateError("refusing to write a certificate without a finite upper bound")
     stored = isinstance(problem.vectors, np.ndarray)
     if not stored and not description:
         raise InvalidParameterError(
             "description", description, "is required when the vectors come from a VectorSource"
         )
+    lower = max(0.0, float(certificate.lower)) * (1.0 - CLAIM_MARGIN)
+    upper = float(certificate.upper) * (1.0 + CLAIM_MARGIN)
+    gap = _claim_gap(lower, upper)
     content: dict[str, Any] = {
         "format": FORMAT,
         "problem": {
@@ -169,15 +249,15 @@ def write_certificate(
         "dual": {
             "support": [int(i) for i in dual.support],
             "multipliers": _floats(dual.multipliers),
-            "directions": _floats(dual.directions),
-            "floor_factor": _floats(dual.floor_factor),
-            "floor_rank": int(dual.floor_factor.shape[1]),
+            "directions": _floats(dual.directions.reshape(-1, problem.dim)),
+            "floor_factor": _floats(dual.floor_factor.reshape(problem.dim, -1)),
+            "floor_rank": int(dual.floor_factor.reshape(problem.dim, -1).shape[1]),
         },
         "claim": {
-            "lower": float(certificate.lower),
-            "upper": float(certificate.upper),
-            "gap": float(certificate.gap),
-            "certified": bool(certificate.certified),
+            "lower": lower,
+            "upper": upper,
+            "gap": gap,
+            "certified": bool(certificate.certified and gap <= certificate.tol),
             "rigorous": bool(certificate.rigorous),
             "tol": float(certificate.tol),
         },
@@ -195,54 +275,308 @@ def write_certificate(
     return str(content["sha256"])
 
 
-def _matrix(rows: Any, shape: tuple[int, int]) -> NDArray[np.float64]:
-    arr = np.asarray(rows, dtype=np.float64).reshape(shape)
+# ----------------------------------------------------------------------------- strict parsing
+
+
+class _Reject(Exception):
+    """Internal: a malformed field (turned into a CertificateError naming the file)."""
+
+
+def _fail(field: str, reason: str) -> NoReturn:
+    raise _Reject(f"{field}: {reason}")
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise _Reject(f"non-finite number {name} (NaN/Infinity are not allowed)")
+
+
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise _Reject(f"number {text[:40]} overflows the double range")
+    return x
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Reject(f"duplicate key {key[:40]!r}")
+        out[key] = value
+    return out
+
+
+def _load_json(path: str | os.PathLike[str]) -> Any:
+    try:
+        size = os.stat(path).st_size
+        if size > MAX_FILE_BYTES:
+            _fail("file", f"{size} bytes, more than the {MAX_FILE_BYTES} a certificate may have")
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise CertificateError(f"cannot read certificate file {os.fspath(path)!r}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        _fail("file", f"not UTF-8 text ({exc.reason})")
+    try:
+        return json.loads(
+            text,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_unique_keys,
+        )
+    except RecursionError:
+        _fail("file", "JSON nested too deeply")
+    except (json.JSONDecodeError, ValueError) as exc:  # ValueError: int literal too long
+        _fail("file", f"not valid JSON ({exc})")
+
+
+def _object(field: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if type(value) is not dict:
+        _fail(field, f"must be a JSON object, got {_kind(value)}")
+    missing = [k for k in keys if k not in value]
+    if missing:
+        _fail(field, f"missing field(s) {', '.join(missing)}")
+    extra = sorted(str(k)[:40] for k in value if k not in keys)
+    if extra:
+        _fail(field, f"unexpected field(s) {', '.join(extra)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value), "?")
+
+
+def _int(field: str, value: Any, low: int, high: int | None = None) -> int:
+    if type(value) is not int:
+        _fail(field, f"must be an integer, got {_kind(value)}")
+    if value < low or (high is not None and value > high):
+        _fail(field, f"{value} out of range [{low}, {high if high is not None else 'inf'}]")
+    return value
+
+
+def _number(field: str, value: Any, low: float | None = None, low_open: bool = False) -> float:
+    if type(value) not in (int, float):
+        _fail(field, f"must be a number, got {_kind(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        _fail(field, "integer too large for a double")
+    if not math.isfinite(x):
+        _fail(field, "must be finite")
+    if low is not None and (x <= low if low_open else x < low):
+        _fail(field, f"{x!r} must be {'>' if low_open else '>='} {low!r}")
+    return x
+
+
+def _bool(field: str, value: Any) -> bool:
+    if type(value) is not bool:
+        _fail(field, f"must be true or false, got {_kind(value)}")
+    return value
+
+
+def _hex(field: str, value: Any) -> str:
+    if type(value) is not str or not _HEX64.fullmatch(value):
+        _fail(field, "must be 64 lower-case hexadecimal digits")
+    return value
+
+
+def _matrix(field: str, rows: Any, nrows: int, ncols: int) -> NDArray[np.float64]:
+    """A finite ``(nrows, ncols)`` float array from nested JSON lists of numbers (strict)."""
+    if type(rows) is not list:
+        _fail(field, f"must be an array, got {_kind(rows)}")
+    if len(rows) != nrows:
+        _fail(field, f"has {len(rows)} rows, expected {nrows}")
+    for i, row in enumerate(rows):
+        if type(row) is not list:
+            _fail(f"{field}[{i}]", f"must be an array, got {_kind(row)}")
+        if len(row) != ncols:
+            _fail(f"{field}[{i}]", f"has {len(row)} entries, expected {ncols}")
+        for j, v in enumerate(row):
+            if type(v) is not float and type(v) is not int:
+                _fail(f"{field}[{i}][{j}]", f"must be a number, got {_kind(v)}")
+    try:
+        arr = np.array(rows, dtype=np.float64).reshape(nrows, ncols)
+    except OverflowError:
+        _fail(field, "integer too large for a double")
     if not np.all(np.isfinite(arr)):
-        raise CertificateError("non-finite number in certificate file")
+        _fail(field, "non-finite number")
     return arr
 
 
-def read_certificate(path: str | os.PathLike[str]) -> CertificateFile:
-    """Read a certificate file and verify its sha256 (raises CertificateError)."""
+def _vector(field: str, items: Any, n: int) -> NDArray[np.float64]:
+    if type(items) is not list:
+        _fail(field, f"must be an array, got {_kind(items)}")
+    return _matrix(field, [items], 1, n)[0]
+
+
+def _parse(content: Any) -> CertificateFile:
+    """Strict structural parse of the decoded JSON (raises _Reject)."""
+    top = _object("file", content, _TOP)
+    if top["format"] != FORMAT:
+        _fail("format", f"must be {FORMAT!r}")
+    sha = _hex("sha256", top["sha256"])
+    pr = _object("problem", top["problem"], _PROBLEM)
+    d = _int("problem.dim", pr["dim"], 1)
+    count = _int("problem.count", pr["count"], 1)
+    desc = pr["vectors_description"]
+    if desc is not None and type(desc) is not str:
+        _fail("problem.vectors_description", f"must be a string or null, got {_kind(desc)}")
+    vec_sha = _hex("problem.vectors_sha256", pr["vectors_sha256"])
+    weight = _matrix("problem.weight", pr["weight"], d, d)
+    bound = _number("problem.bound", pr["bound"], 0.0, low_open=True)
+    eta = _number("problem.noise_floor", pr["noise_floor"], 0.0)
+    vec = None
+    if pr["vectors"] is None:
+        if not desc:
+            _fail("problem.vectors", "null, but there is no description of the vectors either")
+    else:
+        vec = _matrix("problem.vectors", pr["vectors"], count, d)
+    cov = _matrix("covariance", top["covariance"], d, d)
+    for field, mat in (("problem.weight", weight), ("covariance", cov)):
+        if not np.array_equal(mat, mat.T):
+            _fail(field, "must be exactly symmetric (the writer stores symmetric matrices)")
+    du = _object("dual", top["dual"], _DUAL)
+    support = du["support"]
+    if type(support) is not list:
+        _fail("dual.support", f"must be an array, got {_kind(support)}")
+    k = len(support)
+    for i, j in enumerate(support):
+        _int(f"dual.support[{i}]", j, 0, count - 1)
+    mult = _vector("dual.multipliers", du["multipliers"], k)
+    if np.any(mult < 0):
+        _fail("dual.multipliers", "must be >= 0")
+    directions = _matrix("dual.directions", du["directions"], k, d)
+    rank = _int("dual.floor_rank", du["floor_rank"], 0, d)
+    floor = _matrix("dual.floor_factor", du["floor_factor"], d, rank)
+    cl = _object("claim", top["claim"], _CLAIM)
+    claim = {
+        "lower": _number("claim.lower", cl["lower"]),
+        "upper": _number("claim.upper", cl["upper"], 0.0, low_open=True),
+        "gap": _number("claim.gap", cl["gap"]),
+        "certified": _bool("claim.certified", cl["certified"]),
+        "rigorous": _bool("claim.rigorous", cl["rigorous"]),
+        "tol": _number("claim.tol", cl["tol"], 0.0, low_open=True),
+    }
+    versions = top["versions"]
+    if type(versions) is not dict or len(versions) > 64 or not all(
+        type(v) is str and len(v) <= 200 and len(kk) <= 200 for kk, v in versions.items()
+    ):
+        _fail("versions", "must be an object of at most 64 short strings")
+    if sha != _canonical(top):
+        _fail("sha256", "does not match the content (the file is corrupted or was edited "
+                        "without updating its digest)")
+    if vec is not None and vectors_digest(vec) != vec_sha:
+        _fail("problem.vectors_sha256", "does not match the stored vectors")
     try:
-        with open(path, encoding="utf-8") as fh:
-            content = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CertificateError(f"cannot read certificate file {os.fspath(path)!r}: {exc}") from exc
-    if not isinstance(content, dict) or content.get("format") != FORMAT:
-        raise CertificateError(f"not a {FORMAT} file: {os.fspath(path)!r}")
-    if content.get("sha256") != _canonical(content):
-        raise CertificateError(
-            f"sha256 mismatch in {os.fspath(path)!r}: the file was modified after writing"
-        )
-    try:
-        pr = content["problem"]
-        d, count = int(pr["dim"]), int(pr["count"])
-        weight = _matrix(pr["weight"], (d, d))
-        problem = None
-        if pr["vectors"] is not None:
-            vec = _matrix(pr["vectors"], (count, d))
-            if vectors_digest(vec) != pr["vectors_sha256"]:
-                raise CertificateError("stored vectors do not match their sha256")
-            problem = CovarianceProgram(vec, weight, pr["bound"], pr["noise_floor"])
-        du = content["dual"]
-        k = len(du["support"])
-        dual = FactoredDual(
-            np.asarray(du["support"], dtype=np.intp),
-            np.asarray(du["multipliers"], dtype=np.float64).reshape(k),
-            _matrix(du["directions"], (k, d)),
-            _matrix(du["floor_factor"], (d, int(du["floor_rank"]))),
-        )
-        cov = _matrix(content["covariance"], (d, d))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CertificateError(f"malformed certificate file {os.fspath(path)!r}: {exc}") from exc
+        problem = None if vec is None else CovarianceProgram(vec, weight, bound, eta)
+        dual = FactoredDual(np.asarray(support, dtype=np.intp), mult, directions, floor)
+    except (DpoptError, ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        _fail("problem", str(exc))
     return CertificateFile(
-        problem=problem, covariance=cov, dual=dual, claim=dict(content["claim"]),
-        versions=dict(content.get("versions", {})), sha256=str(content["sha256"]),
-        vectors_description=pr.get("vectors_description"),
-        vectors_sha256=str(pr["vectors_sha256"]), weight=weight, bound=float(pr["bound"]),
-        noise_floor=float(pr["noise_floor"]),
+        problem=problem, covariance=cov, dual=dual, claim=claim, versions=dict(versions),
+        sha256=sha, vectors_description=desc, vectors_sha256=vec_sha, weight=weight,
+        bound=bound, noise_floor=eta, dim=d, count=count,
     )
+
+
+def parse_certificate(path: str | os.PathLike[str]) -> CertificateFile:
+    """**Unverified** parse of a certificate file: structure, types and sha256 digests only.
+
+    The claim is *not* re-checked: the returned covariance may be anything a file's author wrote
+    (with recomputed digests). Use :func:`read_certificate` or :func:`verify_file` before relying
+    on it, or ``dpopt.covariance.design.Design.load``.
+
+    Raises
+    ------
+    CertificateError
+        The file cannot be read or is malformed (the message names the field).
+    """
+    try:
+        return _parse(_load_json(path))
+    except _Reject as exc:
+        raise CertificateError(f"malformed certificate file {os.fspath(path)!r}: {exc}") from None
+
+
+def verify_certificate(
+    cf: CertificateFile,
+    *,
+    source: VectorSource | None = None,
+    rigorous: bool | None = None,
+    name: str = "certificate",
+) -> CovarianceCertificate:
+    """Re-check a parsed file's claim from scratch (see the module notes); return the fresh
+    certificate. ``name`` labels the messages. Raises CertificateError when the claim fails."""
+    where = f"{name} rejected"
+    problem = cf.problem
+    if source is not None:
+        if not isinstance(source, VectorSource) or isinstance(source, np.ndarray):
+            raise InvalidTypeError("source", source, "a VectorSource")
+        if (int(source.count), int(source.dim)) != (cf.count, cf.dim):
+            raise CertificateError(
+                f"{where}: the given vectors ({source.count} x {source.dim}) are not the file's "
+                f"({cf.count} x {cf.dim})"
+            )
+        if vectors_digest(source) != cf.vectors_sha256:
+            raise CertificateError(
+                f"{where}: the given (or regenerated) vectors do not match the file's sha256"
+            )
+    if problem is None:
+        if source is None:
+            raise CertificateError(
+                f"{where}: the file does not store its vectors "
+                f"({(cf.vectors_description or '')[:80]!r}); pass source=..."
+            )
+        try:
+            problem = CovarianceProgram(source, cf.weight, cf.bound, cf.noise_floor)
+        except (DpoptError, ValueError) as exc:
+            raise CertificateError(f"{where}: {exc}") from None
+    claim = cf.claim
+    lo_c, up_c, tol = claim["lower"], claim["upper"], claim["tol"]
+    problems: list[str] = []
+    if not lo_c <= up_c:
+        problems.append(f"claimed lower {lo_c!r} > claimed upper {up_c!r}")
+    elif claim["gap"] != _claim_gap(lo_c, up_c):
+        problems.append(f"claimed gap {claim['gap']!r} is not the gap of the claimed interval")
+    elif claim["certified"] and not claim["gap"] <= tol:
+        problems.append(f"claimed certified with gap {claim['gap']!r} > tol {tol!r}")
+    if problems:
+        raise CertificateError(f"{where}: " + "; ".join(problems))
+    mode = bool(claim["rigorous"]) or bool(rigorous)
+    try:
+        cert = check(problem, cf.covariance, cf.dual, tol=tol, rigorous=mode)
+    except (DpoptError, ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        raise CertificateError(f"{where}: the re-check cannot run on this data: {exc}") from None
+    if cert.scale != 1.0 or not math.isfinite(cert.upper):
+        problems.append("the stored covariance is not strictly feasible as written "
+                        f"(max_j s_j^T Sigma^-1 s_j / q - 1 = {cert.primal_residual:.3g})")
+    else:
+        if not lo_c <= cert.lower:
+            problems.append(f"claimed lower {lo_c!r} > re-derived lower {cert.lower!r}")
+        if not cert.upper <= up_c:
+            problems.append(f"claimed upper {up_c!r} < re-derived upper {cert.upper!r}")
+        if not cert.lower <= cert.upper:
+            problems.append("re-derived lower exceeds upper: inconsistent data")
+        if claim["certified"] and not cert.certified:
+            problems.append("claimed certified but the re-check is not")
+    if problems:
+        raise CertificateError(f"{where}: " + "; ".join(problems))
+    return cert
+
+
+def read_certificate(
+    path: str | os.PathLike[str],
+    *,
+    source: VectorSource | None = None,
+    rigorous: bool | None = None,
+) -> CertificateFile:
+    """Read a certificate file **and re-check it** (:func:`verify_file`); return its content with
+    the fresh certificate attached (``.certificate``). Raises CertificateError when it fails.
+    For the unverified parse alone use :func:`parse_certificate`."""
+    cf = parse_certificate(path)
+    cert = verify_certificate(cf, source=source, rigorous=rigorous,
+                              name=f"certificate {os.fspath(path)!r}")
+    return replace(cf, certificate=cert)
 
 
 def verify_file(
@@ -258,8 +592,11 @@ def verify_file(
     path : path-like
     source : VectorSource, optional
         Required when the file does not store the vectors; its sha256 must match the file's.
+        When the file does store them, a given ``source`` must match them too (this is how a
+        caller binds the file to a set it regenerated from the description).
     rigorous : bool, optional
-        Re-check mode (default: the claimed one).
+        Re-check with every rounding error accounted for. A file that claims rigour is always
+        re-checked rigorously; ``None`` (default) uses the file's mode.
 
     Returns
     -------
@@ -269,31 +606,9 @@ def verify_file(
     Raises
     ------
     CertificateError
-        Hash mismatch, malformed content, or the re-check does not reproduce the claim.
+        Unreadable or malformed file (naming the field), digest mismatch, or the re-check does
+        not reproduce the claim (naming what failed).
     """
-    cf = read_certificate(path)
-    problem = cf.problem
-    if problem is None:
-        if source is None:
-            raise CertificateError(
-                f"{os.fspath(path)!r} does not store its vectors ({cf.vectors_description!r}); "
-                "pass source=..."
-            )
-        if vectors_digest(source) != cf.vectors_sha256:
-            raise CertificateError("the given source's vectors do not match the file's sha256")
-        problem = CovarianceProgram(source, cf.weight, cf.bound, cf.noise_floor)
-    claim = cf.claim
-    mode = bool(claim.get("rigorous", False)) if rigorous is None else rigorous
-    cert = check(problem, cf.covariance, cf.dual, tol=float(claim["tol"]), rigorous=mode)
-    problems = []
-    if cert.scale != 1.0:
-        problems.append("the stored covariance is not strictly feasible")
-    if cert.lower < float(claim["lower"]) * (1 - CLAIM_RTOL) - 1e-300:
-        problems.append(f"recomputed lower {cert.lower!r} < claimed {claim['lower']!r}")
-    if cert.upper > float(claim["upper"]) * (1 + CLAIM_RTOL):
-        problems.append(f"recomputed upper {cert.upper!r} > claimed {claim['upper']!r}")
-    if bool(claim["certified"]) and not cert.certified:
-        problems.append("claimed certified but the re-check is not")
-    if problems:
-        raise CertificateError(f"certificate {os.fspath(path)!r} rejected: " + "; ".join(problems))
-    return cert
+    cf = parse_certificate(path)
+    return verify_certificate(cf, source=source, rigorous=rigorous,
+                              name=f"certificate {os.fspath(path)!r}")

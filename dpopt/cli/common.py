@@ -11,9 +11,11 @@ Spec syntax (used by ``--domain`` and documented in ``dpopt design --help``)::
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -162,40 +164,80 @@ def _check_finite(arr: NDArray[np.float64], path: Path, header: bool) -> None:
         )
 
 
-def _read_csv_numeric(p: Path) -> tuple[NDArray[np.float64], list[str] | None]:
-    """Read a numeric CSV (header optional); returns (array (n, k), column names or None)."""
-    import pandas as pd
+#: A decimal number as a CSV cell may spell it (no underscores, hex or Python-only forms).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_NONFINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
-    try:
-        df = pd.read_csv(p, header=None, skipinitialspace=True, comment="#")
-    except pd.errors.EmptyDataError:
-        raise UsageError(f"file is empty: {p}") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"cannot parse CSV file {p}: {first}") from None
-    header: list[str] | None = None
-    first_row = pd.to_numeric(df.iloc[0], errors="coerce")
-    if first_row.isna().any():  # a header line
-        header = [str(v).strip() for v in df.iloc[0]]
-        df = df.iloc[1:].reset_index(drop=True)
-    if df.empty:
-        raise UsageError(f"file has no data rows: {p}")
-    num = df.apply(pd.to_numeric, errors="coerce")
-    # entries that are present but not numbers
-    bad = num.isna() & df.notna()
-    if bad.to_numpy().any():
-        r, c = (int(v) for v in np.argwhere(bad.to_numpy())[0])
-        line = r + 1 + (1 if header else 0)
+
+def _csv_cell(cell: str, p: Path, line: int, col: int, header_hint: bool) -> float:
+    text = cell.strip()
+    where = f"{text!r} at line {line}, column {col}"
+    if not text:
         raise InvalidParameterError(
-            str(p), f"{df.iat[r, c]!s} at line {line}, column {c + 1}", "must be a number"
+            str(p), f"empty cell at line {line}, column {col}", "must be a finite number"
         )
-    arr = num.to_numpy(dtype=np.float64)
-    _check_finite(arr, p, header is not None)
-    return arr, header
+    if text.lower() in _NONFINITE:
+        raise InvalidParameterError(str(p), where, "must be a finite number")
+    if not _NUMBER.fullmatch(text):
+        hint = " (if the first line is a header, pass --header)" if header_hint else ""
+        raise InvalidParameterError(str(p), where, "must be a number" + hint)
+    x = float(text)
+    if not math.isfinite(x):
+        raise InvalidParameterError(str(p), where, "must be a finite number (overflows)")
+    return x
 
 
-def read_points(path: str | os.PathLike[str], *, what: str = "domain") -> NDArray[np.float64]:
-    """Read points (one per row) from ``.npy`` or ``.csv``/``.txt`` as a finite ``(m, d)`` array."""
+def _read_csv_numeric(
+    p: Path, *, header: bool = False
+) -> tuple[NDArray[np.float64], list[str] | None]:
+    """Read a numeric CSV: one row per line, comma-separated; blank lines and lines starting with
+    ``#`` are skipped. With ``header`` the first remaining line holds column names (returned);
+    without it every cell must be a finite number, and a cell that is not one is an error naming
+    its line and column (nothing is ever dropped silently)."""
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cannot parse CSV file {p}: not UTF-8 text ({exc.reason})") from None
+    rows: list[list[float]] = []
+    names: list[str] | None = None
+    width = 0
+    seen_any = False
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        seen_any = True
+        cells = next(csv.reader([raw]))
+        if header and names is None:
+            names = [c.strip() for c in cells]
+            width = len(names)
+            continue
+        if not width:
+            width = len(cells)
+        if len(cells) != width:
+            raise InvalidParameterError(
+                str(p), f"line {lineno}", f"has {len(cells)} values, expected {width}"
+            )
+        rows.append(
+            [
+                _csv_cell(c, p, lineno, j + 1, header_hint=not header and not rows)
+                for j, c in enumerate(cells)
+            ]
+        )
+    if not seen_any:
+        raise UsageError(f"file is empty: {p}")
+    if not rows:
+        raise UsageError(f"file has no data rows: {p}")
+    return np.array(rows, dtype=np.float64), names
+
+
+def read_points(
+    path: str | os.PathLike[str], *, what: str = "domain", header: bool = False
+) -> NDArray[np.float64]:
+    """Read points (one per row) from ``.npy`` or ``.csv``/``.txt`` as a finite ``(m, d)`` array.
+
+    ``header``: the CSV's first line is a header and is skipped; by default there is none and a
+    non-numeric cell is an error naming its line and column.
+    """
     p = _existing(path, what)
     if p.suffix.lower() == ".npy":
         try:
@@ -209,7 +251,7 @@ def read_points(path: str | os.PathLike[str], *, what: str = "domain") -> NDArra
             raise InvalidParameterError(str(p), arr.shape, "must hold a 1-D or 2-D array")
         _check_finite(arr, p, False)
         return arr
-    arr, _ = _read_csv_numeric(p)
+    arr, _ = _read_csv_numeric(p, header=header)
     return arr
 
 

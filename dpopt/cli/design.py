@@ -23,14 +23,11 @@ from dpopt.cli.common import (
     dump_json,
     format_float,
     parse_float_list,
-    parse_spec,
     read_matrix,
     read_points,
-    spec_float,
-    spec_int,
 )
 from dpopt.errors import InvalidParameterError
-from dpopt.relation import NeighbouringRelation, as_relation, replacement_sup
+from dpopt.relation import NeighbouringRelation, as_relation
 
 if TYPE_CHECKING:
     from certificates.problem import VectorSource
@@ -64,36 +61,29 @@ DOMAIN_HELP = (
     "domain (--domain):\n"
     "  grid:lo=0,hi=1,n=5,d=2    n equally spaced values per axis in [lo, hi]^d (n^d points)\n"
     "  box:lo=0,hi=1,d=3         the box [lo, hi]^d (uniform query only: its vertices)\n"
-    "  points.csv | points.npy   one point per row (CSV: header optional, no missing values)\n"
+    "  points.csv | points.npy   one point per row (CSV: every cell a number; add --header if\n"
+    "                            the first line is a header)\n"
 )
 
 
-def parse_domain(text: str) -> Any:
-    """A domain from a spec (``grid:``/``box:``) or a CSV/NPY file of points."""
-    from dpopt.covariance import domains
-    if ":" not in text or Path(text).suffix.lower() in (".csv", ".npy", ".txt"):
-        if Path(text).suffix.lower() in (".csv", ".npy", ".txt") or Path(text).exists():
-            return domains.FinitePoints(read_points(text, what="domain"))
-    kind, params = parse_spec(text, what="domain")
-    allowed = {"grid": {"lo", "hi", "n", "d"}, "box": {"lo", "hi", "d"}}
-    if kind not in allowed:
-        raise InvalidParameterError(
-            "domain", text, "must be grid:lo=..,hi=..,n=..,d=.., box:lo=..,hi=..,d=.. or a file"
-        )
-    unknown = set(params) - allowed[kind]
-    if unknown:
-        raise InvalidParameterError(
-            "domain", text, f"unknown key(s) {', '.join(sorted(unknown))} for {kind}"
-        )
-    lo = spec_float(params, "lo", text, 0.0)
-    hi = spec_float(params, "hi", text, 1.0)
-    d = spec_int(params, "d", text, 2)
-    if not hi > lo:
-        raise InvalidParameterError("domain", text, "needs hi > lo")
-    if kind == "grid":
-        n = spec_int(params, "n", text, 5, low=2)
-        return domains.Grid(np.full(d, lo), np.full(d, hi), (n,) * d)
-    return domains.Box(np.full(d, lo), np.full(d, hi))
+def parse_domain(text: str, *, header: bool = False) -> Any:
+    """A domain from a spec (``grid:``/``box:``) or a CSV/NPY file of points.
+
+    ``header``: the CSV's first line is a header (skipped); without it every cell of a CSV must
+    be a number. Only meaningful for a CSV file.
+    """
+    from dpopt.covariance import design_file, domains
+
+    is_file = Path(text).suffix.lower() in (".csv", ".npy", ".txt") or (
+        ":" not in text and Path(text).exists()
+    )
+    if is_file:
+        if header and Path(text).suffix.lower() == ".npy":
+            raise UsageError("--header applies to a CSV domain file, not to an .npy file")
+        return domains.FinitePoints(read_points(text, what="domain", header=header))
+    if header:
+        raise UsageError("--header applies to a CSV domain file, not to a domain spec")
+    return design_file.domain_from_spec(text)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -181,6 +171,13 @@ def add_design_parser(sub: Any) -> None:
         "        -o d.json\n",
     )
     p.add_argument("--domain", required=True, metavar="SPEC|FILE", help="the record domain")
+    p.add_argument(
+        "--header",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the domain CSV's first line is a header to skip (default --no-header: every "
+        "line is a point and a non-numeric cell is an error naming its line and column)",
+    )
     p.add_argument("--query", metavar="X1,X2,..", help="query point of the denoiser")
     p.add_argument("--sigma", type=float, metavar="S", help="denoiser noise level σ > 0")
     p.add_argument(
@@ -224,10 +221,15 @@ def add_verify_parser(sub: Any) -> None:
         help="re-check a design/certificate file from scratch (exit 0 holds, 1 does not)",
         formatter_class=_F,
         description=(
-            "Re-check a design file written by 'dpopt design' or 'dpopt demo' with numpy/scipy\n"
-            "only, trusting nothing it says: recompute the sensitivity residuals of Σ, the dual\n"
-            "lower bound and the certified interval. Exit status 0 if the certificate holds,\n"
-            "1 if it does not (tampered or wrong), 2 if the file cannot be read."
+            "Re-check a design file written by 'dpopt design' or 'dpopt demo', trusting nothing\n"
+            "it says: strict types on every field; regenerate the sensitivity vectors from the\n"
+            "description (domain, query, σ, relation) and compare them with the file's;\n"
+            "recompute the budget's Mahalanobis bound q from its specs; recompute the\n"
+            "residuals of Σ, the dual lower bound and the interval, which must lie inside the\n"
+            "claimed one. The sha256 digests in the file only detect accidental corruption\n"
+            "(anyone editing the file can recompute them); edits are caught by the re-check.\n"
+            "Exit status 0 if the certificate holds, 1 if it does not (edited, corrupted,\n"
+            "malformed or wrong: the reason is printed), 2 if the file cannot be read."
         ),
         epilog=(
             "examples:\n  dpopt verify design.json\n  dpopt verify design.json --json\n"
@@ -272,20 +274,11 @@ def add_figures_parser(sub: Any) -> None:
 #: beyond it the file stores a description and a sha256, and ``verify`` regenerates them.
 MAX_STORED_FLOATS = 500_000
 
-#: Tag of the JSON metadata the CLI puts in the certificate's vectors description.
-META_TAG = "dpopt-cli-design/1"
+#: Tag of the JSON description the CLI puts in the certificate (the same string as
+#: :data:`dpopt.covariance.design_file.DESCRIPTION_TAG`, kept literal so ``--help`` stays fast).
+META_TAG = "dpopt-cli-design/2"
 
 
-def sensitivity_from_meta(meta: dict[str, Any]) -> Any:
-    """Rebuild the sensitivity set a design file describes (domain spec, query, sigma)."""
-    from dpopt.covariance import sensitivity as sens
-
-    domain = parse_domain(str(meta["domain"]))
-    if meta["set"] == "uniform-query":
-        return sens.uniform_query_set(domain)
-    if meta["set"] == "two-record":
-        return sens.add_remove_set(domain, np.asarray(meta["query"], float), float(meta["sigma"]))
-    raise UsageError(f"unknown sensitivity set {meta['set']!r} in the design file")
 
 
 def _check_output(path: str, force: bool) -> Path:
@@ -341,8 +334,15 @@ def run_design(
     output: str | None,
     force: bool,
     rigorous: bool = False,
+    domain_points: Any = None,
+    header: bool | None = None,
 ) -> dict[str, Any]:
-    """Design, certify and (optionally) write; return the JSON-ready summary."""
+    """Design, certify and (optionally) write; return the JSON-ready summary.
+
+    The file's description binds the design: the domain spec, or for a domain file its points
+    themselves (``domain_points``), the sensitivity set, the relation and the budget specs; the
+    verifier regenerates the vectors from it and recomputes the budget's bound.
+    """
     import json
 
     from dpopt.cli.account import parse_budgets
@@ -389,7 +389,11 @@ def run_design(
     if out_path is not None:
         file_meta = {
             "tag": META_TAG,
-            **meta,
+            **{k: meta[k] for k in ("command", "domain", "set", "query", "sigma", "relation")},
+            "domain_points": None if domain_points is None else np.asarray(
+                domain_points, dtype=np.float64
+            ).tolist(),
+            "header": header,
             "budget": budget.describe(),
             "budget_bound": design.bound,
             "budget_specs": list(budget_specs),
@@ -431,7 +435,7 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
     _print_report(ctx, res["privacy"], indent="    ")
     if res["output"]:
         ctx.print(
-            f"  wrote {res['output']} (sha256 {res['sha256'][:16]}...); "
+            f"  wrote {res['output']} (content digest {res['sha256'][:16]}...); "
             f"re-check with: dpopt verify {res['output']}"
         )
 
@@ -488,6 +492,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.covariance import sensitivity as sens
+    from dpopt.covariance.domains import FinitePoints
 
     if args.old_adjacency is not None:
         raise UsageError(
@@ -498,7 +503,8 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--uniform-query excludes --query and --sigma")
     if not args.uniform_query and (args.query is None or args.sigma is None):
         raise UsageError("give --query and --sigma, or --uniform-query")
-    domain = parse_domain(args.domain)
+    domain = parse_domain(args.domain, header=bool(args.header))
+    from_file = isinstance(domain, FinitePoints)
     meta: dict[str, Any] = {
         "command": "design",
         "domain": args.domain if not Path(args.domain).exists() else str(Path(args.domain)),
@@ -536,48 +542,29 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         output=args.output,
         force=args.force,
         rigorous=bool(args.rigorous),
+        domain_points=domain.points if from_file else None,
+        header=bool(args.header) if from_file else None,
     )
     return _finish(ctx, args, res, f"dpopt design: domain {args.domain}")
 
 
 def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
-    import json
+    import os
 
-    from certificates import errors, io
+    from certificates import errors
+    from dpopt.covariance import design_file as df
+
     path = Path(args.file)
     if not path.exists():
         raise UsageError(f"file not found: {path}")
     if path.is_dir():
         raise UsageError(f"{path} is a directory, not a design file")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            content = json.load(fh)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not a JSON file ({exc})") from None
-    if not isinstance(content, dict) or content.get("format") != io.FORMAT:
-        raise UsageError(f"{path} is not a dpopt design file (format {io.FORMAT!r})")
-    meta: dict[str, Any] = {}
-    desc = (content.get("problem") or {}).get("vectors_description")
-    if isinstance(desc, str):
-        try:
-            parsed = json.loads(desc)
-            if isinstance(parsed, dict) and parsed.get("tag") == META_TAG:
-                meta = parsed
-        except json.JSONDecodeError:
-            meta = {}
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{path} is not readable")
     result: dict[str, Any] = {"file": str(path), "holds": False}
     try:
-        source = None
-        if (content.get("problem") or {}).get("vectors") is None:
-            if not meta:
-                raise errors.CertificateError(
-                    "the file does not store its sensitivity vectors and has no description "
-                    "dpopt can regenerate them from"
-                )
-            with ctx.stage("regenerating sensitivity vectors"):
-                source = sensitivity_from_meta(meta)
         with ctx.stage("re-checking"):
-            cert = io.verify_file(path, source=source, rigorous=True if args.rigorous else None)
+            vf = df.verify_design_file(path, rigorous=True if args.rigorous else None)
     except errors.CertificateError as exc:
         result["reason"] = " ".join(str(exc).split())
         if args.json:
@@ -586,8 +573,8 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
             ctx.print(f"{path}: certificate does NOT hold")
             ctx.print(f"  reason: {result['reason']}")
         return 1
-    stored_bound = float(content["problem"]["bound"])
-    guaranteed = replacement_sup(stored_bound, meta.get("relation", "add_remove"))
+    cert, desc = vf.certificate, vf.description
+    stored_bound = float(vf.file.bound)
     result.update(
         {
             "holds": True,
@@ -597,8 +584,12 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
             "gap": float(cert.gap),
             "primal_residual": float(cert.primal_residual),
             "bound": stored_bound,
-            "design": {k: v for k, v in meta.items() if k != "tag"},
-            "privacy": _report(guaranteed),
+            "described": desc is not None,
+            "design": None if desc is None else desc.as_dict(),
+            "budget": None if vf.budget is None else vf.budget.describe(),
+            "budget_bound": vf.budget_bound,
+            "relation": vf.relation,
+            "privacy": _report(vf.guaranteed_bound),
         }
     )
     if args.json:
@@ -606,16 +597,27 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     f = format_float
     ctx.print(f"{path}: certificate holds (re-checked from scratch)")
-    if meta:
-        what = meta.get("set", "?")
+    if desc is not None:
         extra = (
-            f" at query {meta.get('query')} with σ = {meta.get('sigma')}"
-            if what == "two-record"
+            f" at query {desc.query.tolist()} with σ = {desc.sigma:g}"
+            if desc.query is not None and desc.sigma is not None
             else ""
         )
         ctx.print(
-            f"  design: {what} sensitivity set of domain {meta.get('domain')}{extra}, "
-            f"{meta.get('relation')} relation, budget {meta.get('budget')}"
+            f"  design: {desc.set} sensitivity set of domain {desc.domain}{extra}, "
+            f"{desc.relation} relation: regenerated from the description, identical to the "
+            "file's vectors"
+        )
+        ctx.print(
+            f"  budget {result['budget']}: q = {f(float(vf.budget_bound or 0.0))} recomputed from "
+            "the specs; "
+            f"the stored q = {f(stored_bound)} is within it"
+            + (" (a quarter of it: replacement relation)" if vf.relation == "replacement" else "")
+        )
+    else:
+        ctx.print(
+            "  the file's description is free text: the certificate is about the sensitivity "
+            "vectors stored in the file, not bound to a named set or budget"
         )
     ctx.print(
         f"  Σ is strictly feasible: max_j s_j^T Σ^-1 s_j = {f(stored_bound)} x "
@@ -626,7 +628,8 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         f"  optimal value in [{cert.lower:.10g}, {cert.upper:.10g}] ({kind}), relative gap "
         f"{cert.gap:.2e}" + ("" if cert.certified else "  (gap above the file's tolerance)")
     )
-    ctx.print("  privacy guaranteed for the sensitivity set the file describes:")
+    what = "described sensitivity set" if desc is not None else "stored sensitivity vectors"
+    ctx.print(f"  privacy guaranteed for the {what} ({vf.relation.replace('_', '/')} relation):")
     _print_report(ctx, result["privacy"], indent="    ")
     return 0
 

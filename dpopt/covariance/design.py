@@ -106,13 +106,72 @@ class Design:
 
     def save(self, path: str | os.PathLike[str], *, description: str | None = None,
              overwrite: bool = False) -> str:
-        """Write the certificate file (:func:`certificates.io.write_certificate`); return its
-        sha256. ``description`` is required when the vectors came from a VectorSource; re-check
-        the file with :func:`certificates.io.verify_file`."""
+        """Write the certificate file (:func:`certificates.io.write_certificate`); return the
+        sha256 of its content (an integrity check against accidental corruption, not a
+        signature). ``description`` is free text, required when the vectors came from a
+        VectorSource; load the file back, re-verified, with :meth:`Design.load`."""
         if self.solution.dual is None:
             raise InfeasibleError("the design has no dual certificate to save")
         return write_certificate(path, self.program, self.certificate, self.solution.dual,
                                  description=description, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, source: Any = None, budget: Any = None,
+             rigorous: bool | None = None) -> Design:
+        """Load a design file, **re-verifying it from scratch** before returning it.
+
+        Runs :func:`dpopt.covariance.design_file.verify_design_file`: strict parsing, the
+        re-check of the stored covariance and of the claimed interval, the vectors regenerated
+        from a ``dpopt design`` description (or ``source``) and compared with the file's, the
+        described budget's Mahalanobis bound recomputed, and ``budget`` (if given) checked against
+        the stored ``q``. Nothing in the file is trusted; a file that fails any check raises.
+
+        Parameters
+        ----------
+        path : path-like
+        source : VectorSource or array_like, optional
+            The sensitivity vectors the file must be about (needed when it neither stores them
+            nor describes them in a form dpopt regenerates).
+        budget : Budget, optional
+            A budget the design must meet.
+        rigorous : bool, optional
+            Re-check with every rounding error accounted for (default: the file's mode).
+
+        Returns
+        -------
+        Design
+            ``covariance`` is the stored Σ (strictly feasible as stored); ``privacy`` comes from
+            the fresh certificate's Mahalanobis sup over every verified vector; ``bound`` is the
+            described (or given) budget's bound, else the one the file's ``q`` guarantees;
+            ``solution`` holds the file's dual with solver name ``"file"``.
+
+        Raises
+        ------
+        CertificateError
+            The file is malformed or any of its claims fails.
+        """
+        from dpopt.covariance.design_file import verify_design_file
+        from solvers._types import SolverStats
+
+        vf = verify_design_file(path, source=source, budget=budget, rigorous=rigorous)
+        cert, cf = vf.certificate, vf.file
+        rel = as_relation(vf.relation)
+        program = CovarianceProgram(vf.vectors, cf.weight, cf.bound, cf.noise_floor)
+        cov = np.array(cert.repaired_covariance, dtype=np.float64)
+        privacy = privacy_from_sup(_certified_sup(program, cert), cov, program.max_norm(), rel)
+        iso_value, _ = isotropic_baseline(program)
+        status = "optimal" if cert.certified else "optimal_inaccurate"
+        solution = Solution(
+            covariance=cov, value=cert.upper, dual=cf.dual, status=status,
+            stats=SolverStats(solver="file", extra={"path": os.fspath(path)}),
+        )
+        bound = vf.budget_bound if vf.budget_bound is not None else vf.guaranteed_bound
+        return cls(
+            covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
+            isotropic_value=iso_value, bound=bound, solution=solution, program=program,
+            relation=rel, status=status,
+            message=f"loaded from {os.fspath(path)!r} and re-verified: {cert.message}",
+        )
 
     @property
     def certified(self) -> bool:

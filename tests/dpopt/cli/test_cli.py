@@ -121,8 +121,9 @@ def test_read_points_csv_npy(tmp_path: Path) -> None:
     (tmp_path / "h.csv").write_text("x,y\n" + "\n".join(f"{a},{b}" for a, b in pts) + "\n")
     (tmp_path / "n.csv").write_text("\n".join(f"{a}, {b}" for a, b in pts) + "\n")
     np.save(tmp_path / "p.npy", pts)
-    for name in ("h.csv", "n.csv", "p.npy"):
+    for name in ("n.csv", "p.npy"):
         np.testing.assert_array_equal(read_points(tmp_path / name), pts)
+    np.testing.assert_array_equal(read_points(tmp_path / "h.csv", header=True), pts)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +141,7 @@ def test_read_points_rejects_bad_csv(tmp_path: Path, content: str, needle: str) 
     f = tmp_path / "bad.csv"
     f.write_text(content)
     with pytest.raises(Exception, match=needle) as info:
-        read_points(f)
+        read_points(f, header=True)
     from dpopt.errors import DpoptError
 
     assert isinstance(info.value, DpoptError)
@@ -559,18 +560,18 @@ def test_verify_round_trip_and_tamper(
     bad.write_text(json.dumps(content))
     code, out, _ = run(["verify", str(bad)], capsys)
     assert code == 1 and "does NOT hold" in out
-    # unreadable inputs -> exit 2
+    # a missing file -> exit 2; content that is not a certificate -> rejected, exit 1
+    code, _, err = run(["verify", str(tmp_path / "missing.json")], capsys)
+    assert code == 2
+    assert_one_line_error(err, "not found")
     notjson = tmp_path / "x.json"
     notjson.write_text("{not json")
-    for target, needle in ((notjson, "not a JSON"), (tmp_path / "missing.json", "not found")):
-        code, _, err = run(["verify", str(target)], capsys)
-        assert code == 2
-        assert_one_line_error(err, needle)
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"format": "something-else"}))
-    code, _, err = run(["verify", str(other)], capsys)
-    assert code == 2
-    assert_one_line_error(err, "not a dpopt design file")
+    for target, needle in ((notjson, "not valid JSON"), (other, "missing field")):
+        code, out, err = run(["verify", str(target)], capsys)
+        assert code == 1 and err == ""
+        assert "does NOT hold" in out and needle in out
 
 
 @pytest.mark.parametrize(
@@ -610,6 +611,7 @@ def test_design_weight_file_and_csv_domain(
         "w.json",
         "--domain",
         str(tmp_path / "pts.csv"),
+        "--header",
         "--uniform-query",
         "--budget",
         "gdp:mu=1",
@@ -760,6 +762,7 @@ def test_design_nan_in_csv_and_bad_weight(
             "x.json",
             "--domain",
             str(tmp_path / "nan.csv"),
+            "--header",
             "--uniform-query",
             "--budget",
             "gdp:mu=1",
