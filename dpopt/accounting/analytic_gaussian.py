@@ -64,6 +64,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _LOG_HALF = math.log(0.5)
 _HALF_LOG_PI = 0.5 * math.log(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
 _DBL_MAX = float(np.finfo(np.float64).max)
 _ASYM_X = 1e8
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
@@ -97,11 +98,12 @@ def _neg_erfcx_prime(u: Array) -> Array:
     return out
 
 
-def _log_erfcx_diff(x: Array, h: Array) -> Array:
+def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
     """:math:`\\log(\\mathrm{erfcx}(x) - \\mathrm{erfcx}(x + h))` for ``x >= 0, h > 0``.
 
-    Never underflows: the quadrature sum and its width are combined in log form, and for
-    ``x >= 1e8`` the leading asymptotic term is integrated in closed form.
+    Never underflows: the quadrature sum and its width are combined in log form (``log_h`` is
+    passed separately so a subnormal ``h`` keeps its relative precision), and for ``x >= 1e8``
+    the leading asymptotic term is integrated in closed form.
     """
     out = np.empty_like(x)
     far = x >= _ASYM_X
@@ -109,7 +111,7 @@ def _log_erfcx_diff(x: Array, h: Array) -> Array:
     direct = ~far & ~quad
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         xf, hf = x[far], h[far]
-        val = np.log(hf) - np.log(xf) - np.log(xf + hf) - _HALF_LOG_PI
+        val = log_h[far] - np.log(xf) - np.log(xf + hf) - _HALF_LOG_PI
         out[far] = np.where(np.isinf(xf), -np.inf, val)
     ratio = h / np.maximum(x, 1.0)
     for sel, gx, gw in (
@@ -120,7 +122,7 @@ def _log_erfcx_diff(x: Array, h: Array) -> Array:
         if xq.size:
             nodes = xq[:, None] + 0.5 * hq[:, None] * (gx[None, :] + 1.0)
             vals = _neg_erfcx_prime(nodes.ravel()).reshape(nodes.shape)
-            out[sel] = np.log(0.5 * hq) + np.log(vals @ gw)
+            out[sel] = _LOG_HALF + log_h[sel] + np.log(vals @ gw)
     xd, hd = x[direct], h[direct]
     out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
     return out
@@ -143,14 +145,22 @@ def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array
         if np.any(neg):
             x = -a[neg] / _SQRT2
             h = m[neg] / _SQRT2
-            rest = _LOG_HALF + _log_erfcx_diff(x, h)
+            log_m = np.log(m[neg])
+            rest = _LOG_HALF + _log_erfcx_diff(x, h, log_m - 0.5 * math.log(2.0))
             x2 = x * x
             out[neg] = rest - x2
             if deriv:
                 # d log δ / d log μ = μ φ(a) / δ,  d log δ / dε = -e^ε Φ(b) / δ
-                d_logmu[neg] = np.exp(np.log(m[neg]) - _HALF_LOG_2PI - rest)
+                d_logmu[neg] = np.exp(log_m - _HALF_LOG_2PI - rest)
                 d_eps[neg] = -np.exp(_LOG_HALF + np.log(special.erfcx(x + h)) - rest)
         big = pos & (a >= 0.0)
+        # tiny mu (then eps <= mu^2/2 is tinier): delta = mu/sqrt(2 pi) - eps/2 + O(mu^3), in log
+        # form so that a subnormal mu keeps its relative precision
+        tiny = big & (m < 1e-100)
+        if np.any(tiny):
+            m_, e_ = m[tiny], eps[tiny]
+            out[tiny] = np.log(m_) - _HALF_LOG_2PI + np.log1p(-e_ * _SQRT_HALF_PI / m_)
+        big &= ~tiny
         small_eps = big & (eps < 1.0)
         if np.any(small_eps):
             a_, b_, e_ = a[small_eps], b[small_eps], eps[small_eps]
@@ -161,6 +171,7 @@ def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array
             a_, b_ = a[large_eps], b[large_eps]
             val = special.ndtr(a_) - 0.5 * np.exp(-a_ * a_ / 2.0) * special.erfcx(-b_ / _SQRT2)
             out[large_eps] = np.log(val)
+        big |= tiny
         if deriv and np.any(big):
             a_, b_, m_, ld = a[big], b[big], m[big], out[big]
             half_a2 = (a_ / _SQRT2) ** 2
@@ -316,7 +327,9 @@ def _safe_step(
             break
         r = root[idx]
         with np.errstate(over="ignore"):
-            cand = r * (1.0 + direction * rel) + (direction * 4.0 * 5e-324 if not increasing else 0.0)
+            cand = r * (1.0 + direction * rel)
+            if not increasing:
+                cand = cand + 4.0 * 5e-324
         if increasing:
             cand = np.maximum(cand, 0.0)
             useful = cand > out[idx]
