@@ -23,7 +23,9 @@ largest double is allowed). The difference of ``erfcx`` values is :math:`\int_x^
 (relative error below :math:`1.5/x^2 \le 1.5\cdot 10^{-16}`, and on the side of a larger δ). The
 result is ``-inf`` only when μ = 0 or the true log δ is below ``-1.797e308`` (the most negative
 double): every finite target is then met. For ``a >= 0`` (δ not small) the direct form is used,
-rewritten for small ε as :math:`[\Phi(a) - \Phi(b)] - (e^\varepsilon - 1)\Phi(b)`.
+rewritten for small ε as :math:`[\Phi(a) - \Phi(b)] - (e^\varepsilon - 1)\Phi(b)`, and as
+:math:`\log(1 - [\Phi(-a) + e^\varepsilon\Phi(b)])` (``log1p`` of two positive terms) when δ is
+close to 1; for μ < 1e-100 as :math:`\log(\mu/\sqrt{2\pi}) + \log(1 - \varepsilon\sqrt{\pi/2}/\mu)`.
 
 The derivatives are closed forms: :math:`\partial\delta/\partial\mu = \varphi(a)` and
 :math:`\partial\delta/\partial\varepsilon = -e^\varepsilon\Phi(b)`. The inverses (largest μ for
@@ -161,6 +163,16 @@ def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array
             m_, e_ = m[tiny], eps[tiny]
             out[tiny] = np.log(m_) - _HALF_LOG_2PI + np.log1p(-e_ * _SQRT_HALF_PI / m_)
         big &= ~tiny
+        # delta near 1: 1 - delta = Phi(-a) + e^eps Phi(b), two positive terms, then log1p
+        if np.any(big):
+            a_, b_ = a[big], b[big]
+            comp = special.ndtr(-a_) + 0.5 * np.exp(-((a_ / _SQRT2) ** 2)) * special.erfcx(
+                -b_ / _SQRT2
+            )
+            near_one = np.zeros(eps.shape, dtype=bool)
+            near_one[big] = comp < 0.25
+            out[near_one] = np.log1p(-comp[comp < 0.25])
+            big &= ~near_one
         small_eps = big & (eps < 1.0)
         if np.any(small_eps):
             a_, b_, e_ = a[small_eps], b[small_eps], eps[small_eps]
@@ -171,7 +183,7 @@ def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array
             a_, b_ = a[large_eps], b[large_eps]
             val = special.ndtr(a_) - 0.5 * np.exp(-a_ * a_ / 2.0) * special.erfcx(-b_ / _SQRT2)
             out[large_eps] = np.log(val)
-        big |= tiny
+        big = pos & (a >= 0.0)
         if deriv and np.any(big):
             a_, b_, m_, ld = a[big], b[big], m[big], out[big]
             half_a2 = (a_ / _SQRT2) ** 2
