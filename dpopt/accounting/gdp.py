@@ -344,8 +344,9 @@ def compose(*mus: Any) -> FloatOrArray:
     names = {f"mus_{i}": a for i, a in enumerate(arrs)}
     out = broadcast(**names)
     total = out[0]
-    for a in out[1:]:
-        total = np.hypot(total, a)
+    with np.errstate(over="ignore"):
+        for a in out[1:]:
+            total = np.hypot(total, a)
     if not np.all(np.isfinite(total)):
         raise InvalidParameterError(
             "mus", mus, "the composed mu = sqrt(sum mu_i^2) is beyond the largest double"
