@@ -130,6 +130,33 @@ def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
     return out
 
 
+def _shift_a(eps: Array, m: Array, pos: NDArray[np.bool_]) -> Array:
+    r""":math:`a = \mu/2 - \varepsilon/\mu` to a few ulps of ``a`` itself, even when the two terms
+    nearly cancel (ε ≈ μ²/2, i.e. δ of order 1 with a large μ).
+
+    With μ scaled by a power of two to :math:`\mu' \in [1, 2)` (and ε by its square),
+    :math:`a = 2^k(\mu'^2 - 2\varepsilon')/(2\mu')` where :math:`\mu'^2` is split exactly into
+    ``p + e`` (Dekker's product) and ``p - 2ε'`` is exact by Sterbenz's lemma in the cancelling
+    case. Elements whose scaled ε leaves the normal range (no cancellation there) use the
+    direct formula; ``mu = 0`` gives ``-inf``.
+    """
+    mu_safe = np.where(pos, m, 1.0)
+    direct = np.where(pos, mu_safe / 2.0 - eps / mu_safe, -np.inf)
+    mant, expo = np.frexp(mu_safe)  # mu = mant * 2^expo, mant in [0.5, 1)
+    mp_ = mant * 2.0  # in [1, 2)
+    k = expo - 1
+    eps_s = np.ldexp(eps, -2 * k)
+    ok = pos & np.isfinite(eps_s) & ((eps_s == 0.0) | (eps_s > 1e-290))
+    prod = mp_ * mp_
+    split = mp_ * 134217729.0  # 2^27 + 1
+    hi = split - (split - mp_)
+    lo = mp_ - hi
+    err = ((hi * hi - prod) + 2.0 * hi * lo) + lo * lo
+    num = (prod - 2.0 * eps_s) + err
+    accurate = np.ldexp(num / (2.0 * mp_), k)
+    return np.asarray(np.where(ok, accurate, direct), dtype=np.float64)
+
+
 def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array, Array]:
     r"""log δ(ε; μ) and, if ``deriv``, :math:`\partial\log\delta/\partial\log\mu` and
     :math:`\partial\log\delta/\partial\varepsilon` (flat arrays of one shape, ε, μ >= 0)."""
@@ -140,9 +167,8 @@ def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array
     d_eps = np.zeros(eps.shape) if deriv else out
     pos = m > 0.0
     with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-        r = np.where(pos, eps / np.where(pos, m, 1.0), np.inf)
-        a = m / 2.0 - r
-        b = -m / 2.0 - r
+        a = _shift_a(eps, m, pos)
+        b = a - m
         neg = pos & (a < 0.0)
         if np.any(neg):
             x = -a[neg] / _SQRT2
