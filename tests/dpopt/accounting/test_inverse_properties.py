@@ -210,9 +210,8 @@ def test_vectorised_answers_on_mixed_extremes_are_safe() -> None:
     for d, m, e in zip(delta, mu_grid, eps_back, strict=True):
         assert mp_log_delta(float(e), float(m)) <= math.log(d)
         if e > 0:
-            assert _tight(
-                mp_log_delta(float(e), float(m)), math.log(d), mp_log_delta(_down(float(e)), float(m))
-            )
+            at_e = mp_log_delta(float(e), float(m))
+            assert _tight(at_e, math.log(d), mp_log_delta(_down(float(e)), float(m)))
 
 
 @pytest.mark.parametrize("eps", [1e-300, 1e-8, 1.0, 1e8, 1e300])
