@@ -22,7 +22,6 @@ Usage: ``python scripts/bench_accounting.py [--n 100000] [--loop-n 300] [--check
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -41,7 +40,7 @@ except ImportError:  # an older dpopt without the vectorised bound
     approx_dp_bound = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "dpopt" / "accounting"))
-from mp_reference import mp_log_delta  # noqa: E402
+from mp_reference import mp_log_delta
 
 
 def _rate(call: Callable[[], Any], points: int, repeat: int) -> float:
@@ -94,25 +93,25 @@ def _accuracy(eps: np.ndarray, delta: np.ndarray, check: int) -> dict[str, tuple
     e, d = eps[:check], delta[:check]
     mu = np.asarray(gdp.mu_for(e, d))
     sigma = np.asarray(gdp.gaussian_sigma(e, d))
-    mu_ref = [mpmath.exp(_mp_mu_root(float(a), float(b), float(m))) for a, b, m in zip(e, d, mu)]
+    mu_ref = [mpmath.exp(_mp_mu_root(float(a), float(b), float(m))) for a, b, m in zip(e, d, mu, strict=False)]
     out: dict[str, tuple[float, bool]] = {}
-    dist = [abs(float((m - r) / r)) for m, r in zip(mu, mu_ref)]
-    out["mu_for"] = (max(dist), all(m <= r for m, r in zip(mu, mu_ref)))
-    dist = [abs(float((1 / s - r) / r)) for s, r in zip(sigma, mu_ref)]
-    out["gaussian_sigma"] = (max(dist), all(1 / mpmath.mpf(s) <= r for s, r in zip(sigma, mu_ref)))
+    dist = [abs(float((m - r) / r)) for m, r in zip(mu, mu_ref, strict=False)]
+    out["mu_for"] = (max(dist), all(m <= r for m, r in zip(mu, mu_ref, strict=False)))
+    dist = [abs(float((1 / s - r) / r)) for s, r in zip(sigma, mu_ref, strict=False)]
+    out["gaussian_sigma"] = (max(dist), all(1 / mpmath.mpf(s) <= r for s, r in zip(sigma, mu_ref, strict=False)))
     if approx_dp_bound is not None:
         q = np.asarray(approx_dp_bound(e, d))
-        dist = [abs(float((qi - r * r) / (r * r))) for qi, r in zip(q, mu_ref)]
-        out["approx_dp_bound"] = (max(dist), all(qi <= r * r for qi, r in zip(q, mu_ref)))
+        dist = [abs(float((qi - r * r) / (r * r))) for qi, r in zip(q, mu_ref, strict=False)]
+        out["approx_dp_bound"] = (max(dist), all(qi <= r * r for qi, r in zip(q, mu_ref, strict=False)))
     mus = 10 ** np.linspace(-1.5, 1.0, e.size)
     eps_back = np.asarray(gdp.epsilon_for_delta(d, mus))
-    refs = [_mp_eps_root(float(b), float(m), float(x)) for b, m, x in zip(d, mus, eps_back)]
-    dist = [abs(float((x - r) / r)) for x, r in zip(eps_back, refs)]
-    out["epsilon_for_delta"] = (max(dist), all(x >= r for x, r in zip(eps_back, refs)))
+    refs = [_mp_eps_root(float(b), float(m), float(x)) for b, m, x in zip(d, mus, eps_back, strict=False)]
+    dist = [abs(float((x - r) / r)) for x, r in zip(eps_back, refs, strict=False)]
+    out["epsilon_for_delta"] = (max(dist), all(x >= r for x, r in zip(eps_back, refs, strict=False)))
     # forward curve: relative error of log delta
     ld = np.asarray(gdp.log_delta_for_epsilon(e, mus))
     dist = [abs(float((x - mp_log_delta(float(a), float(m))) / mp_log_delta(float(a), float(m))))
-            for x, a, m in zip(ld, e, mus)]
+            for x, a, m in zip(ld, e, mus, strict=False)]
     out["log_delta_for_epsilon"] = (max(dist), True)
     return out
 
@@ -164,10 +163,14 @@ def main(argv: list[str] | None = None) -> int:
         line = f"{name:<22}{v:>12.3g}{s:>13.3g}{v / s:>8.0f}"
         if peers:
             peer = peers[name]
-            if name == "epsilon_for_delta":
-                p = _rate(lambda: [peer(float(delta[i]), float(mus[i])) for i in range(k)], k, 1)
-            else:
-                p = _rate(lambda: [peer(float(eps[i]), float(delta[i])) for i in range(k)], k, 1)
+            first, second = (delta, mus) if name == "epsilon_for_delta" else (eps, delta)
+            p = _rate(
+                lambda peer=peer, first=first, second=second: [
+                    peer(float(first[i]), float(second[i])) for i in range(k)
+                ],
+                k,
+                1,
+            )
             line += f"{p:>15.3g}{v / p:>9.0f}"
         print(line)
     print(f"{'delta_for_epsilon':<22}{forward:>12.3g}   (forward formula, for scale)")
