@@ -93,25 +93,38 @@ def _accuracy(eps: np.ndarray, delta: np.ndarray, check: int) -> dict[str, tuple
     e, d = eps[:check], delta[:check]
     mu = np.asarray(gdp.mu_for(e, d))
     sigma = np.asarray(gdp.gaussian_sigma(e, d))
-    mu_ref = [mpmath.exp(_mp_mu_root(float(a), float(b), float(m))) for a, b, m in zip(e, d, mu, strict=False)]
+    mu_ref = [
+        mpmath.exp(_mp_mu_root(float(a), float(b), float(m)))
+        for a, b, m in zip(e, d, mu, strict=True)
+    ]
     out: dict[str, tuple[float, bool]] = {}
-    dist = [abs(float((m - r) / r)) for m, r in zip(mu, mu_ref, strict=False)]
-    out["mu_for"] = (max(dist), all(m <= r for m, r in zip(mu, mu_ref, strict=False)))
-    dist = [abs(float((1 / s - r) / r)) for s, r in zip(sigma, mu_ref, strict=False)]
-    out["gaussian_sigma"] = (max(dist), all(1 / mpmath.mpf(s) <= r for s, r in zip(sigma, mu_ref, strict=False)))
+    dist = [abs(float((m - r) / r)) for m, r in zip(mu, mu_ref, strict=True)]
+    out["mu_for"] = (max(dist), all(m <= r for m, r in zip(mu, mu_ref, strict=True)))
+    dist = [abs(float((1 / s - r) / r)) for s, r in zip(sigma, mu_ref, strict=True)]
+    out["gaussian_sigma"] = (
+        max(dist),
+        all(1 / mpmath.mpf(s) <= r for s, r in zip(sigma, mu_ref, strict=True)),
+    )
     if approx_dp_bound is not None:
         q = np.asarray(approx_dp_bound(e, d))
-        dist = [abs(float((qi - r * r) / (r * r))) for qi, r in zip(q, mu_ref, strict=False)]
-        out["approx_dp_bound"] = (max(dist), all(qi <= r * r for qi, r in zip(q, mu_ref, strict=False)))
+        dist = [abs(float((qi - r * r) / (r * r))) for qi, r in zip(q, mu_ref, strict=True)]
+        out["approx_dp_bound"] = (
+            max(dist),
+            all(qi <= r * r for qi, r in zip(q, mu_ref, strict=True)),
+        )
     mus = 10 ** np.linspace(-1.5, 1.0, e.size)
     eps_back = np.asarray(gdp.epsilon_for_delta(d, mus))
-    refs = [_mp_eps_root(float(b), float(m), float(x)) for b, m, x in zip(d, mus, eps_back, strict=False)]
-    dist = [abs(float((x - r) / r)) for x, r in zip(eps_back, refs, strict=False)]
-    out["epsilon_for_delta"] = (max(dist), all(x >= r for x, r in zip(eps_back, refs, strict=False)))
+    refs = [
+        _mp_eps_root(float(b), float(m), float(x)) for b, m, x in zip(d, mus, eps_back, strict=True)
+    ]
+    dist = [abs(float((x - r) / r)) for x, r in zip(eps_back, refs, strict=True)]
+    out["epsilon_for_delta"] = (max(dist), all(x >= r for x, r in zip(eps_back, refs, strict=True)))
     # forward curve: relative error of log delta
     ld = np.asarray(gdp.log_delta_for_epsilon(e, mus))
-    dist = [abs(float((x - mp_log_delta(float(a), float(m))) / mp_log_delta(float(a), float(m))))
-            for x, a, m in zip(ld, e, mus, strict=False)]
+    dist = [
+        abs(float((x - mp_log_delta(float(a), float(m))) / mp_log_delta(float(a), float(m))))
+        for x, a, m in zip(ld, e, mus, strict=True)
+    ]
     out["log_delta_for_epsilon"] = (max(dist), True)
     return out
 
