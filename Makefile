@@ -39,6 +39,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) scripts/bench_covariance.py
 	$(PY) scripts/bench_transport.py
+	$(PY) scripts/bench_accounting.py
 
 bench-full: $(STAMP)
 	$(PY) scripts/bench_covariance.py --full

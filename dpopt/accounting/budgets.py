@@ -1,4 +1,5 @@
-r"""Privacy budgets and their translation to a Mahalanobis sensitivity bound (MATH.md §4).
+r"""Privacy budgets and their translation to a Mahalanobis sensitivity bound.
+(Mironov; Dong, Roth & Su; Balle & Wang.)
 
 A Gaussian mechanism :math:`M(D) = g(D) + N(0, \Sigma)` is characterised, for every notion below,
 by one number: the **Mahalanobis bound**
@@ -12,10 +13,12 @@ below is a statement about that same relation, except :class:`MIDP`, which names
 For each pair the output laws are :math:`N(g(D), \Sigma)` and :math:`N(g(D'), \Sigma)`, a
 one-dimensional Gaussian shift of size :math:`\sqrt{s^\top\Sigma^{-1}s}` after whitening, so:
 
-* Rényi DP of order α: :math:`\varepsilon_\alpha = \alpha q / 2` (MATH.md §4.1, exact);
+* Rényi DP of order α: :math:`\varepsilon_\alpha = \alpha q / 2` (Mironov, "Rényi Differential
+  Privacy", exact);
 * zCDP: :math:`\rho = q/2`; Gaussian DP: :math:`\mu = \sqrt q` (Dong, Roth & Su);
-* (ε, δ)-DP: :math:`\delta \ge h_\varepsilon(q)`, the exact Balle–Wang curve (MATH.md §4.2);
-* mutual information for a binary record: :math:`\psi(q)` (MATH.md §4.4, seed 002 §VI).
+* (ε, δ)-DP: :math:`\delta \ge h_\varepsilon(q)`, the exact Balle–Wang curve;
+* mutual information for a binary record: :math:`\psi(q)` (the optimal Gaussian
+  covariance for the ideal denoiser, mutual-information section).
 
 Each budget's :meth:`Budget.mahalanobis_bound` returns the largest ``q`` meeting it (on the safe
 side of floating point: it never exceeds the exact answer), and :func:`privacy_report` goes the
@@ -33,10 +36,11 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
-from dpopt.accounting._arrays import FloatOrArray, finish, real_array
+from dpopt.accounting._arrays import FloatOrArray, broadcast, finish, real_array
 from dpopt.accounting.mi_dp import mi_binary_inverse_scalar, mi_binary_scalar
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError
 from dpopt.relation import (
@@ -53,8 +57,10 @@ __all__ = [
     "ZCDP",
     "AllOf",
     "ApproxDP",
+    "BoundOverflowError",
     "Budget",
     "PrivacyReport",
+    "approx_dp_bound",
     "mi_binary",
     "mi_binary_inverse",
     "parse_budget",
@@ -67,11 +73,47 @@ _LOG2 = math.log(2.0)
 _MI_MARGIN = 1e-11
 
 
+_DBL_MAX = float(np.finfo(np.float64).max)
+_SQRT_DBL_MAX = math.sqrt(_DBL_MAX)
+
+
+class BoundOverflowError(InvalidParameterError):
+    """A budget so loose that its Mahalanobis bound is beyond the largest double (1.8e308).
+
+    Such a budget constrains no noise scale that double precision can represent; it is refused
+    with this error (a :class:`~dpopt.errors.InvalidParameterError` naming the budget parameter)
+    rather than returned as ``inf`` (which would let zero noise "meet" it). :class:`AllOf`
+    ignores such members when another member gives a finite bound.
+    """
+
+
 def _at_most(value: float, exact: Fraction) -> float:
     """Return ``value`` if it is <= the exact rational ``exact``, else the next float below."""
     while Fraction(value) > exact:
         value = float(np.nextafter(value, -np.inf))
     return value
+
+
+def _bound_from_exact(exact: Fraction, name: str, value: Any, what: str) -> float:
+    """The largest double <= ``exact`` (> 0), or a named error if it is 0 or beyond the range.
+
+    Raises :class:`BoundOverflowError` when ``exact`` exceeds the largest double and
+    :class:`~dpopt.errors.InfeasibleError` when the largest double below it is 0.
+    """
+    if exact > Fraction(_DBL_MAX):
+        raise BoundOverflowError(
+            name,
+            value,
+            f"the Mahalanobis bound {what} is beyond the largest double (1.8e308): the budget "
+            "constrains no representable noise; use a smaller value",
+        )
+    q = _at_most(float(exact), exact)
+    if q <= 0.0:
+        raise InfeasibleError(
+            f"{name}={value!r}: the Mahalanobis bound {what} underflows to 0 in double precision "
+            "(no finite noise meets it); relax the budget"
+        )
+    return q
 
 
 def _fmt(x: float) -> str:
@@ -84,13 +126,14 @@ def _fmt(x: float) -> str:
 
 
 def mi_binary(bound: Any) -> FloatOrArray:
-    r"""Mutual information (nats) leaked about a binary record: :math:`\psi(q)` (MATH.md §4.4).
+    r"""Mutual information (nats) leaked about a binary record: :math:`\psi(q)`.
 
     .. math:: \psi(q) = \log 2 - \mathbb E\,\log\big(1 + e^{-q/2 - \sqrt q Z}\big),
               \quad Z \sim N(0,1),
 
     for a record uniform on two values whose sensitivity vector has Mahalanobis length² ``q``
-    (seed 002 §VI). Increasing from 0 (slope 1/8) to log 2. Vectorised.
+    (the optimal Gaussian covariance for the ideal denoiser). Increasing from 0 (slope 1/8) to
+    log 2. Vectorised.
     """
     q = real_array("bound", bound, low=0.0, low_open=False)
     flat = np.array([mi_binary_scalar(float(v)) for v in q.ravel()], dtype=np.float64)
@@ -155,7 +198,7 @@ class RDP(Budget):
 
     The mechanism must satisfy :math:`D_{\alpha_i}(M(D)\,\|\,M(D')) \le \varepsilon_i` for every
     given order and every neighbouring pair (Mironov 2017, Def. 4). For a Gaussian mechanism
-    :math:`D_\alpha = \alpha\, s^\top\Sigma^{-1}s / 2` (MATH.md §4.1), so
+    :math:`D_\alpha = \alpha\, s^\top\Sigma^{-1}s / 2` (Mironov, Proposition 7), so
 
     .. math:: q = \min_i 2\varepsilon_i / \alpha_i .
 
@@ -186,10 +229,10 @@ class RDP(Budget):
         object.__setattr__(self, "epsilon", e)
 
     def mahalanobis_bound(self) -> float:
-        return min(
-            _at_most(2.0 * e / a, 2 * Fraction(e) / Fraction(a))
-            for a, e in zip(self.alpha, self.epsilon, strict=True)
+        exact = min(
+            2 * Fraction(e) / Fraction(a) for a, e in zip(self.alpha, self.epsilon, strict=True)
         )
+        return _bound_from_exact(exact, "epsilon", self.epsilon, "min 2 epsilon / alpha")
 
     def admits(self, bound: float) -> bool:
         q = Fraction(bound)
@@ -219,7 +262,7 @@ class ZCDP(Budget):
         object.__setattr__(self, "rho", as_scalar("rho", self.rho, low=0.0))
 
     def mahalanobis_bound(self) -> float:
-        return 2.0 * self.rho
+        return _bound_from_exact(2 * Fraction(self.rho), "rho", self.rho, "2 rho")
 
     def admits(self, bound: float) -> bool:
         return Fraction(bound) <= 2 * Fraction(self.rho)
@@ -242,7 +285,7 @@ class GDP(Budget):
         object.__setattr__(self, "mu", as_scalar("mu", self.mu, low=0.0))
 
     def mahalanobis_bound(self) -> float:
-        return _at_most(self.mu * self.mu, Fraction(self.mu) ** 2)
+        return _bound_from_exact(Fraction(self.mu) ** 2, "mu", self.mu, "mu^2")
 
     def admits(self, bound: float) -> bool:
         return Fraction(bound) <= Fraction(self.mu) ** 2
@@ -257,10 +300,10 @@ class ApproxDP(Budget):
 
     For a Gaussian mechanism this holds iff :math:`h_\varepsilon(q) \le \delta` with the exact
     Balle–Wang curve :math:`h_\varepsilon(q) = \Phi(\sqrt q/2 - \varepsilon/\sqrt q) -
-    e^\varepsilon\Phi(-\sqrt q/2 - \varepsilon/\sqrt q)` (Balle & Wang 2018, Thm. 8; MATH.md
-    §4.2), so the bound is :math:`q^*(\varepsilon, \delta) = \sup\{q : h_\varepsilon(q) \le
-    \delta\}`, solved in log form and moved to the safe side (re-checked with a rounding margin).
-    The neighbouring relation is the one of the sensitivity set.
+    e^\varepsilon\Phi(-\sqrt q/2 - \varepsilon/\sqrt q)` (Balle & Wang 2018, Thm. 8), so the
+    bound is :math:`q^*(\varepsilon, \delta) = \sup\{q : h_\varepsilon(q) \le \delta\}`, solved
+    in log form and moved to the safe side (re-checked with a rounding margin). The neighbouring
+    relation is the one of the sensitivity set.
 
     Parameters
     ----------
@@ -272,7 +315,11 @@ class ApproxDP(Budget):
     Raises
     ------
     InfeasibleError
-        From :meth:`mahalanobis_bound` when the bound underflows to 0 (e.g. ε = 0, δ = 1e-300).
+        From :meth:`mahalanobis_bound` when the bound underflows to 0 (e.g. ε = 0, δ = 1e-200).
+    BoundOverflowError
+        From :meth:`mahalanobis_bound` when it is beyond the largest double (ε near 1e308).
+
+    See :func:`approx_dp_bound` for whole arrays of (ε, δ) at once.
     """
 
     epsilon: float
@@ -285,21 +332,129 @@ class ApproxDP(Budget):
         object.__setattr__(self, "delta", as_scalar("delta", self.delta, low=0.0, high=1.0))
 
     def mahalanobis_bound(self) -> float:
-        q = bw.max_bound(self.epsilon, math.log(self.delta))
-        if q <= 0.0:
-            raise InfeasibleError(
-                f"{self.describe()}: the admissible Mahalanobis bound underflows to 0 in double "
-                "precision (no finite noise meets it); relax epsilon or delta"
-            )
-        return q
+        return float(approx_dp_bound(self.epsilon, self.delta))
 
     def admits(self, bound: float) -> bool:
-        target = math.log(self.delta)
-        goal = target - bw.safety_margin(target)
-        return bool(bw.log_delta(np.asarray(self.epsilon), np.asarray(float(bound))) <= goal)
+        return bool(np.all(_approx_admits(np.asarray(self.epsilon), np.asarray(self.delta),
+                                          np.asarray(float(bound)))))
 
     def describe(self) -> str:
         return f"({_fmt(self.epsilon)}, {self.delta:.3g})-DP"
+
+
+def _two_square(mu: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(p, e)`` with ``p = fl(mu²)`` and ``e = mu² - p`` exactly (Dekker), where ``exact``.
+
+    Returns also a mask of the elements in the range where the split is exact (no overflow of
+    the split, no underflow of the low part's square).
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        p = mu * mu
+        split = mu * 134217729.0  # 2^27 + 1
+        hi = split - (split - mu)
+        lo = mu - hi
+        err = ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
+    return p, err
+
+
+def _in_exact_range(mu: NDArray[np.float64]) -> NDArray[np.bool_]:
+    return np.asarray((mu > 1e-137) & (mu < 1e150))
+
+
+def _sqrt_up(q: NDArray[np.float64]) -> NDArray[np.float64]:
+    """A double >= sqrt(q) for every element: sqrt (correctly rounded), one ulp up unless its
+    square is provably >= q."""
+    m = np.sqrt(q)
+    p, err = _two_square(m)
+    with np.errstate(invalid="ignore", over="ignore"):
+        enough = _in_exact_range(m) & ((p - q) + err >= 0.0)
+    up = np.where(enough, m, np.nextafter(m, np.inf))
+    return np.asarray(np.where(q > 0.0, up, 0.0), dtype=np.float64)
+
+
+def _square_down(mu: NDArray[np.float64]) -> NDArray[np.float64]:
+    """A double <= mu² for every element: fl(mu²), one ulp down unless provably <= mu²."""
+    p, err = _two_square(mu)
+    exact_ok = _in_exact_range(mu) & (err >= 0.0)
+    return np.asarray(np.where(exact_ok, p, np.nextafter(p, 0.0)), dtype=np.float64)
+
+
+def _approx_admits(
+    epsilon: NDArray[np.float64], delta: NDArray[np.float64], bound: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """δ(ε; √q) <= δ with the rounding margin, √q rounded up (both on the safe side)."""
+    target = np.log(delta)
+    goal = target - bw.safety_margin(target)
+    return np.asarray(bw.log_delta_mu(epsilon, _sqrt_up(bound)) <= goal)
+
+
+def approx_dp_bound(epsilon: Any, delta: Any) -> FloatOrArray:
+    r"""Largest Mahalanobis bound :math:`q` meeting (ε, δ)-DP, for whole arrays of (ε, δ).
+
+    The vectorised form of ``ApproxDP(epsilon, delta).mahalanobis_bound()``:
+    :math:`q^*(\varepsilon,\delta) = \sup\{q : \delta(\varepsilon;\sqrt q) \le \delta\}` on the
+    exact curve of Balle & Wang ("Improving the Gaussian Mechanism for Differential Privacy",
+    Theorem 8). μ* is found by one safeguarded Newton iteration over the whole array (no Python
+    loop per element), squared rounding down, and every element is re-checked on the forward
+    formula (with √q rounded up and a rounding margin) and stepped down until it passes.
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        ε >= 0, finite.
+    delta : float or array_like
+        δ in (0, 1). Broadcast against ``epsilon``.
+
+    Returns
+    -------
+    float or ndarray
+        q > 0, never above the exact value.
+
+    Raises
+    ------
+    InfeasibleError
+        If some q underflows to 0 (no finite noise meets that budget).
+    BoundOverflowError
+        If some q is beyond the largest double.
+
+    Examples
+    --------
+    >>> round(approx_dp_bound(1.0, 1e-5), 12)
+    0.071851404655
+    """
+    e = real_array("epsilon", epsilon, low=0.0, low_open=False)
+    d = real_array("delta", delta, low=0.0, high=1.0)
+    e, d = broadcast(epsilon=e, delta=d)
+    mu = bw.max_mu(e, np.log(d))
+    over = mu > _SQRT_DBL_MAX
+    if np.any(over):
+        i = int(np.flatnonzero(over.ravel())[0])
+        raise BoundOverflowError(
+            "epsilon",
+            float(e.ravel()[i]),
+            f"with delta={float(d.ravel()[i])!r} the Mahalanobis bound is beyond the largest "
+            "double (1.8e308): the budget constrains no representable noise",
+        )
+    q = _square_down(mu)
+    flat_q, flat_e, flat_d = q.ravel(), e.ravel(), d.ravel()
+    idx = np.flatnonzero(~_approx_admits(flat_e, flat_d, flat_q))
+    rel = 2.0**-52
+    while idx.size and rel < 1.0:
+        flat_q[idx] = flat_q[idx] * (1.0 - rel)
+        idx = idx[~_approx_admits(flat_e[idx], flat_d[idx], flat_q[idx])]
+        rel *= 4.0
+    if idx.size:  # pragma: no cover - the Newton answer passed the same check before squaring
+        raise InfeasibleError("could not move the (epsilon, delta) bound to the safe side")
+    zero = ~(flat_q > 0.0)
+    if np.any(zero):
+        i = int(np.flatnonzero(zero)[0])
+        raise InfeasibleError(
+            f"({float(flat_e[i])!r}, {float(flat_d[i])!r})-DP: the admissible Mahalanobis bound "
+            "underflows to 0 in double precision (no finite noise meets it); relax epsilon or "
+            "delta"
+        )
+    return finish(flat_q.reshape(q.shape))
+
 
 
 @dataclass(frozen=True)
@@ -348,7 +503,11 @@ class MIDP(Budget):
 
 @dataclass(frozen=True, init=False)
 class AllOf(Budget):
-    """All of several budgets at once: the bound is the minimum of their bounds (tightest)."""
+    """All of several budgets at once: the bound is the minimum of their bounds (tightest).
+
+    Members whose bound is beyond the double range (:class:`BoundOverflowError`) are vacuous and
+    skipped when another member gives a finite bound.
+    """
 
     budgets: tuple[Budget, ...]
 
@@ -361,7 +520,18 @@ class AllOf(Budget):
         object.__setattr__(self, "budgets", tuple(budgets))
 
     def mahalanobis_bound(self) -> float:
-        return min(b.mahalanobis_bound() for b in self.budgets)
+        bounds: list[float] = []
+        overflow: BoundOverflowError | None = None
+        for b in self.budgets:
+            try:
+                bounds.append(b.mahalanobis_bound())
+            except BoundOverflowError as exc:  # vacuous next to any finite bound
+                overflow = exc
+        if bounds:
+            return min(bounds)
+        if overflow is not None:
+            raise overflow
+        raise InvalidParameterError("budgets", self.budgets, "needs at least one budget")
 
     def admits(self, bound: float) -> bool:
         return all(b.admits(bound) for b in self.budgets)
@@ -476,7 +646,7 @@ def parse_budget(spec: str) -> Budget:
 
 @dataclass(frozen=True)
 class PrivacyReport:
-    r"""Every guarantee of a Gaussian mechanism with Mahalanobis bound ``q`` (MATH.md §4.1-4.4).
+    r"""Every guarantee of a Gaussian mechanism with Mahalanobis bound ``q``.
 
     Attributes
     ----------
@@ -493,8 +663,11 @@ class PrivacyReport:
 
     @property
     def zcdp_rho(self) -> float:
-        """zCDP parameter :math:`\\rho = q/2`."""
-        return self.bound / 2.0
+        """zCDP parameter :math:`\\rho = q/2` (rounded up: exact unless q is subnormal)."""
+        rho = self.bound / 2.0
+        if Fraction(rho) * 2 < Fraction(self.bound):
+            rho = float(np.nextafter(rho, np.inf))
+        return rho
 
     @property
     def gdp_mu(self) -> float:
@@ -508,15 +681,31 @@ class PrivacyReport:
     def mi_nats(self) -> float:
         """Mutual information :math:`\\psi(q)` for a binary record (replacement set), nats.
 
-        Rounded up by a relative 2e-11 (covering the quadrature error), capped at log 2.
+        Rounded up by a relative 2e-11 (covering the quadrature error); at most the smallest
+        double above log 2 (ψ < log 2 always).
         """
         psi = mi_binary_scalar(self.bound)
-        return min(psi * (1.0 + 2.0 * _MI_MARGIN), _LOG2) if psi > 0.0 else 0.0
+        cap = float(np.nextafter(_LOG2, np.inf))
+        return min(psi * (1.0 + 2.0 * _MI_MARGIN), cap) if psi > 0.0 else 0.0
 
     def rdp_epsilon(self, alpha: Any) -> FloatOrArray:
-        """RDP curve :math:`\\varepsilon_\\alpha = \\alpha q/2` for order(s) α > 1 (rounded up)."""
+        """RDP curve :math:`\\varepsilon_\\alpha = \\alpha q/2` for order(s) α > 1 (rounded up).
+
+        Raises
+        ------
+        InvalidParameterError
+            Naming ``alpha`` when some :math:`\\alpha q/2` is beyond the largest double.
+        """
         a = real_array("alpha", alpha, low=1.0)
-        out = a * self.bound / 2.0
+        with np.errstate(over="ignore"):
+            out = a * self.bound / 2.0
+        if not np.all(np.isfinite(out)):
+            bad = float(a.ravel()[int(np.flatnonzero(~np.isfinite(out.ravel()))[0])])
+            raise InvalidParameterError(
+                "alpha",
+                bad,
+                f"epsilon_alpha = alpha * q / 2 with q={self.bound!r} is beyond the largest double",
+            )
         q = Fraction(self.bound)
         flat = out.reshape(-1)
         for i, (ai, vi) in enumerate(zip(a.reshape(-1), flat, strict=True)):
@@ -525,23 +714,38 @@ class PrivacyReport:
             flat[i] = vi
         return finish(flat.reshape(out.shape))
 
+    def _mu_up(self) -> NDArray[np.float64]:
+        return _sqrt_up(np.asarray(self.bound, dtype=np.float64))
+
     def delta(self, epsilon: Any) -> FloatOrArray:
-        """Exact δ(ε) on the Balle–Wang curve (arrays; underflows to 0 below ~1e-308)."""
+        """Exact δ(ε) on the Balle–Wang curve (arrays; underflows to 0 below ~1e-308).
+
+        Evaluated at √q rounded up (a δ never below the exact one, up to the formula's ~1e-14
+        relative rounding).
+        """
         e = real_array("epsilon", epsilon, low=0.0, low_open=False)
-        return finish(np.exp(bw.log_delta(e, np.asarray(self.bound))))
+        return finish(np.exp(bw.log_delta_mu(e, self._mu_up())))
 
     def log_delta(self, epsilon: Any) -> FloatOrArray:
         """Natural log of :meth:`delta`, valid far below the double range."""
         e = real_array("epsilon", epsilon, low=0.0, low_open=False)
-        return finish(bw.log_delta(e, np.asarray(self.bound)))
+        return finish(bw.log_delta_mu(e, self._mu_up()))
 
     def epsilon(self, delta: Any) -> FloatOrArray:
-        """Smallest ε with δ(ε) <= ``delta`` on the exact curve (safe side; arrays)."""
+        """Smallest ε with δ(ε) <= ``delta`` on the exact curve (safe side; vectorised).
+
+        Raises
+        ------
+        InfeasibleError
+            If no finite double ε meets ``delta`` (only for q beyond ~1e300 with a tiny δ).
+        """
         d = real_array("delta", delta, low=0.0, high=1.0)
-        flat = np.array(
-            [bw.min_epsilon(self.bound, math.log(float(v))) for v in d.ravel()], dtype=np.float64
-        )
-        return finish(flat.reshape(d.shape))
+        eps, bad = bw.min_epsilon_mu(self._mu_up(), np.log(d))
+        if np.any(bad):
+            raise InfeasibleError(
+                f"q={self.bound!r}: no finite epsilon meets delta={delta!r} in double precision"
+            )
+        return finish(eps)
 
     def satisfies(self, budget: Budget) -> bool:
         """Whether the mechanism meets ``budget`` (:meth:`Budget.admits` of this bound).
@@ -556,16 +760,24 @@ class PrivacyReport:
         return bool(budget.admits(self.bound))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly summary: the bound, zCDP, GDP, a few RDP orders, ε at standard δ, MI."""
+        """JSON-friendly summary: the bound, zCDP, GDP, a few RDP orders, ε at standard δ, MI.
+
+        An RDP value beyond the double range (q near 1e308) is given as ``None``.
+        """
         orders = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
         deltas = [1e-5, 1e-6, 1e-9]
         eps = np.atleast_1d(np.asarray(self.epsilon(deltas)))
-        rdp = np.atleast_1d(np.asarray(self.rdp_epsilon(orders)))
+        rdp: dict[str, float | None] = {}
+        for a in orders:  # None: alpha * q / 2 is beyond the largest double
+            try:
+                rdp[_fmt(a)] = float(self.rdp_epsilon(a))
+            except InvalidParameterError:
+                rdp[_fmt(a)] = None
         return {
             "mahalanobis_bound": self.bound,
             "zcdp_rho": self.zcdp_rho,
             "gdp_mu": self.gdp_mu,
-            "rdp_epsilon": {_fmt(a): float(v) for a, v in zip(orders, rdp, strict=True)},
+            "rdp_epsilon": rdp,
             "epsilon_at_delta": {f"{d:g}": float(v) for d, v in zip(deltas, eps, strict=True)},
             "mi_nats_binary_replacement": self.mi_nats,
         }

@@ -3,18 +3,22 @@ r"""Gaussian differential privacy (Dong, Roth & Su) and the exact Gaussian (ε, 
 A mechanism is :math:`\mu`-GDP if distinguishing neighbouring datasets is at least as hard as
 telling :math:`N(0,1)` from :math:`N(\mu,1)`. A Gaussian mechanism whose worst-case shift
 satisfies :math:`\sup_s s^\top\Sigma^{-1}s \le q` over the neighbouring relation is exactly
-:math:`\sqrt q`-GDP (MATH.md §4.1, §5). Every function here is vectorised: array arguments broadcast
-with numpy rules, scalar input gives a Python ``float``.
+:math:`\sqrt q`-GDP (Dong, Roth & Su, "Gaussian Differential Privacy", Theorem 2.7). Every
+function here is vectorised: array arguments broadcast with numpy rules, scalar input gives a
+Python ``float``; the inverses run one safeguarded Newton iteration on the whole array (no Python
+loop per element).
 
 * Trade-off function (type-II error at type-I error α):
   :math:`G_\mu(\alpha) = \Phi(\Phi^{-1}(1-\alpha) - \mu)`.
-* Exact (ε, δ) curve, tight for every ε simultaneously (MATH.md §4.2, §5.1, Balle & Wang 2018,
-  Thm. 8; Dong et al. Cor. 2.13):
+* Exact (ε, δ) curve, tight for every ε simultaneously (Balle & Wang, "Improving the Gaussian
+  Mechanism for Differential Privacy", Theorem 8; Dong, Roth & Su, Corollary 2.13):
   :math:`\delta(\varepsilon;\mu) = \Phi(\mu/2 - \varepsilon/\mu) - e^\varepsilon\Phi(-\mu/2 -
   \varepsilon/\mu)`, evaluated in log form without ever forming :math:`e^\varepsilon`.
-* Composition is exact: :math:`\mu = \sqrt{\sum_i \mu_i^2}` (MATH.md §5.2).
-* Subsampled CLT approximations (MATH.md §5.3) — approximations, not bounds.
-* RDP → (ε, δ) conversions (MATH.md §4.3), for comparison: the exact curve dominates them.
+* Composition is exact: :math:`\mu = \sqrt{\sum_i \mu_i^2}` (Dong, Roth & Su, Corollary 3.3).
+* Subsampled CLT approximations (Bu, Dong, Long & Su, "Deep Learning with Gaussian Differential
+  Privacy") — approximations, not bounds.
+* RDP → (ε, δ) conversions (Mironov, "Rényi Differential Privacy"; Canonne, Kamath & Steinke),
+  for comparison: the exact curve dominates them.
 
 Calibration functions never under-noise: after the root-find the answer is moved to the safe side
 and the forward formula is re-evaluated with a margin covering its rounding error.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -35,6 +40,7 @@ from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting._arrays import FloatOrArray, broadcast, finish, real_array
 from dpopt.errors import (
     ApproximationWarning,
+    DpoptError,
     InfeasibleError,
     InvalidParameterError,
     InvalidTypeError,
@@ -120,13 +126,15 @@ def tradeoff(alpha: Any, mu: Any) -> FloatOrArray:
 
 
 def log_delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
-    r"""Natural log of the exact δ(ε; μ) of a μ-GDP (Gaussian) mechanism (MATH.md §4.2, §5.1).
+    r"""Natural log of the exact δ(ε; μ) of a μ-GDP (Gaussian) mechanism (Balle & Wang, Theorem 8).
 
     .. math:: \delta(\varepsilon;\mu) = \Phi\Big(\frac{\mu}{2} - \frac{\varepsilon}{\mu}\Big)
               - e^{\varepsilon}\,\Phi\Big(-\frac{\mu}{2} - \frac{\varepsilon}{\mu}\Big)
 
-    in the erfcx form of MATH.md §4.2, with full relative precision far below the double range
-    (e.g. ``log δ = -5e5``). ``mu = 0`` gives ``-inf``.
+    in an erfcx form that never forms :math:`e^\varepsilon` or :math:`\mu^2`, with full relative
+    precision far below the double range (e.g. ``log δ = -5e5`` or ``-2e215``). ``mu = 0`` gives
+    ``-inf``; otherwise ``-inf`` only when the true value is below the most negative double
+    (``-1.797e308``), so it is below every finite target.
 
     Parameters
     ----------
@@ -136,9 +144,7 @@ def log_delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
         μ >= 0, finite. Broadcast against ``epsilon``.
     """
     e, m = broadcast(epsilon=_eps(epsilon), mu=_mu(mu))
-    with np.errstate(over="ignore"):
-        q = m * m
-    return finish(bw.log_delta(e, q))
+    return finish(bw.log_delta_mu(e, m))
 
 
 def delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
@@ -158,9 +164,10 @@ def delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
 def epsilon_for_log_delta(log_delta: Any, mu: Any) -> FloatOrArray:
     r"""Smallest ε >= 0 with :math:`\log\delta(\varepsilon;\mu) \le` ``log_delta`` (exact curve).
 
-    Brent's method on the decreasing function ε ↦ log δ(ε; μ) over a doubling bracket; the result
-    is moved up until the forward formula is below the target with a rounding margin, so the
-    returned ε is never too small.
+    A safeguarded Newton iteration on the decreasing function ε ↦ log δ(ε; μ), run on the whole
+    array at once and bracketed over every double in [0, 1.8e308]; the result is moved up and
+    the forward formula re-checked below the target with a rounding margin, so the returned ε is
+    never too small.
 
     Parameters
     ----------
@@ -168,13 +175,21 @@ def epsilon_for_log_delta(log_delta: Any, mu: Any) -> FloatOrArray:
         Natural log of the target δ, finite and < 0 (δ in (0, 1)); may be far below -708.
     mu : float or array_like
         μ >= 0, finite. Broadcast against ``log_delta``.
+
+    Raises
+    ------
+    InfeasibleError
+        If no finite double ε meets the target (μ beyond ~1e150 with a tiny δ).
     """
     ld, m = broadcast(log_delta=_log_delta_arg(log_delta), mu=_mu(mu))
-
-    def one(ld1: float, m1: float) -> float:
-        return bw.min_epsilon(m1 * m1, ld1)
-
-    return finish(_elementwise(one, ld, m))
+    eps, bad = bw.min_epsilon_mu(m, ld)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad.ravel())[0])
+        raise InfeasibleError(
+            f"no finite epsilon makes a mu={float(m.ravel()[i])!r}-GDP mechanism meet "
+            f"log(delta)={float(ld.ravel()[i])!r} in double precision"
+        )
+    return finish(eps)
 
 
 def epsilon_for_delta(delta: Any, mu: Any) -> FloatOrArray:
@@ -196,25 +211,37 @@ def epsilon_for_delta(delta: Any, mu: Any) -> FloatOrArray:
     return epsilon_for_log_delta(np.log(d), mu)
 
 
+def _max_mu_checked(e: NDArray[np.float64], ld: NDArray[np.float64]) -> NDArray[np.float64]:
+    mu = bw.max_mu(e, ld)
+    zero = mu <= 0.0
+    if np.any(zero):
+        i = int(np.flatnonzero(zero.ravel())[0])
+        raise InfeasibleError(
+            f"(epsilon={float(e.ravel()[i])!r}, log(delta)={float(ld.ravel()[i])!r}) admits no "
+            "positive mu in double precision (it underflows); relax epsilon or delta"
+        )
+    return mu
+
+
 def mu_for_log_delta(epsilon: Any, log_delta: Any) -> FloatOrArray:
     r"""Largest μ with :math:`\log\delta(\varepsilon;\mu) \le` ``log_delta`` (exact curve, safe).
 
-    δ(ε; μ) is increasing in μ; Brent in log μ on a doubling bracket, then μ is decreased until
-    the forward formula meets the target with a rounding margin (never under-noises).
+    δ(ε; μ) is increasing in μ with :math:`\partial\delta/\partial\mu = \varphi(\mu/2 -
+    \varepsilon/\mu)`; a safeguarded Newton iteration in log μ over the whole array, bracketed
+    over every positive double, then μ is stepped down until the forward formula meets the target
+    with a rounding margin (never under-noises).
+
+    Raises
+    ------
+    InfeasibleError
+        If the admissible μ is below the smallest positive double (e.g. ε = 0, log δ = -1e4).
     """
     e, ld = broadcast(epsilon=_eps(epsilon), log_delta=_log_delta_arg(log_delta))
-
-    def one(e1: float, ld1: float) -> float:
-        q = bw.max_bound(e1, ld1)
-        mu1 = math.sqrt(q)
-        goal = ld1 - bw.safety_margin(ld1)
-        return bw.shrink_until(mu1, lambda v: bw._log_delta1(e1, v * v) <= goal)
-
-    return finish(_elementwise(one, e, ld))
+    return finish(_max_mu_checked(e, ld))
 
 
 def mu_for(epsilon: Any, delta: Any) -> FloatOrArray:
-    r"""Largest μ such that every μ-GDP mechanism is (ε, δ)-DP (MATH.md §4.2 inverse).
+    r"""Largest μ such that every μ-GDP mechanism is (ε, δ)-DP (inverse of the exact curve).
 
     Equivalently :math:`\mu = \sqrt{q^*}` where :math:`q^*(\varepsilon,\delta)` is the Balle–Wang
     bound. The returned μ satisfies δ(ε; μ) <= δ when re-evaluated.
@@ -236,12 +263,14 @@ def mu_for(epsilon: Any, delta: Any) -> FloatOrArray:
 
 
 def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrArray:
-    r"""Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1; MATH.md §4.2).
+    r"""Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Algorithm 1).
 
     The smallest σ (up to a relative rounding margin, always on the safe side) such that adding
     :math:`N(0, \sigma^2 I)` to a query of L2 sensitivity Δ (replacement or add/remove, whichever
-    defines Δ) is (ε, δ)-DP: :math:`\sigma = \Delta/\mu^*(\varepsilon,\delta)`. The result is
-    re-checked: δ(ε; Δ/σ) <= δ.
+    defines Δ) is (ε, δ)-DP: :math:`\sigma = \Delta/\mu^*(\varepsilon,\delta)`, with
+    :math:`\mu^*` from :func:`mu_for` (checked on the forward formula with a margin) and the
+    division rounded up, so that :math:`\Delta/\sigma \le \mu^*` exactly. Vectorised (no
+    Python loop per element).
 
     Parameters
     ----------
@@ -255,8 +284,8 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrA
     Raises
     ------
     InfeasibleError
-        If the admissible μ underflows (e.g. ε = 0 with δ = 1e-300): no finite σ in double
-        precision meets the target.
+        If σ = Δ/μ* is beyond the largest double (e.g. ε = 0, δ = 1e-300 gives σ ≈ 4e299, still
+        fine; ε = 0 with δ = 1e-320 and Δ = 1e10 is not).
 
     Examples
     --------
@@ -267,20 +296,22 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrA
     d = _delta(delta)
     s = real_array("sensitivity", sensitivity, low=0.0)
     e, d, s = broadcast(epsilon=e, delta=d, sensitivity=s)
-
-    def one(e1: float, d1: float, s1: float) -> float:
-        ld1 = math.log(d1)
-        goal = ld1 - bw.safety_margin(ld1)
-        q = bw.max_bound(e1, ld1)
-        if q <= 0.0 or not math.isfinite(s1 / math.sqrt(q)):
-            raise InfeasibleError(
-                f"(epsilon={e1!r}, delta={d1!r}) needs a noise scale beyond the double range "
-                f"(the admissible mu^2 underflows to {q!r}); relax epsilon or delta"
-            )
-        sigma = s1 / math.sqrt(q)
-        return bw.grow_until(sigma, lambda v: bw._log_delta1(e1, (s1 / v) ** 2) <= goal)
-
-    return finish(_elementwise(one, e, d, s))
+    mu = _max_mu_checked(e, np.log(d))
+    with np.errstate(over="ignore"):
+        sigma = s / mu
+    over = ~np.isfinite(sigma)
+    if np.any(over):
+        i = int(np.flatnonzero(over.ravel())[0])
+        raise InfeasibleError(
+            f"(epsilon={float(e.ravel()[i])!r}, delta={float(d.ravel()[i])!r}) with sensitivity "
+            f"{float(s.ravel()[i])!r} needs a noise scale beyond the double range "
+            f"(sensitivity / mu = {float(s.ravel()[i])!r} / {float(mu.ravel()[i])!r}); relax "
+            "epsilon or delta"
+        )
+    # one ulp up covers the rounding of the division: s / sigma <= mu exactly, and mu passed the
+    # forward check, so the mechanism's delta is at most the target (delta increases with mu)
+    sigma = np.nextafter(sigma, np.inf)
+    return finish(sigma)
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,11 +320,18 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrA
 
 
 def compose(*mus: Any) -> FloatOrArray:
-    r"""Exact composition of GDP guarantees: :math:`\mu = \sqrt{\sum_i \mu_i^2}` (MATH.md §5.2).
+    r"""Exact composition of GDP guarantees: :math:`\mu = \sqrt{\sum_i \mu_i^2}`.
 
     Gaussian trade-off functions tensorise (Dong, Roth & Su, Cor. 3.3), so this is exact, not a
-    limit. Arguments broadcast; each may be an array (e.g. a sweep). Computed with ``hypot``, so
-    it neither overflows nor underflows.
+    limit. Arguments broadcast; each may be an array (e.g. a sweep). Computed with ``hypot`` (no
+    intermediate overflow or underflow), then rounded up exactly: the result is the smallest
+    double whose square is at least :math:`\sum_i \mu_i^2` (checked in rational arithmetic, a
+    few microseconds per element), so a composed μ is never understated.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the composed μ is beyond the largest double.
 
     Examples
     --------
@@ -306,9 +344,32 @@ def compose(*mus: Any) -> FloatOrArray:
     names = {f"mus_{i}": a for i, a in enumerate(arrs)}
     out = broadcast(**names)
     total = out[0]
-    for a in out[1:]:
-        total = np.hypot(total, a)
-    return finish(total)
+    with np.errstate(over="ignore"):
+        for a in out[1:]:
+            total = np.hypot(total, a)
+    if not np.all(np.isfinite(total)):
+        raise InvalidParameterError(
+            "mus", mus, "the composed mu = sqrt(sum mu_i^2) is beyond the largest double"
+        )
+    flat = total.ravel()
+    cols = [a.ravel() for a in out]
+    for i in range(flat.size):
+        flat[i] = _sqrt_sum_up(float(flat[i]), [float(c[i]) for c in cols])
+    return finish(flat.reshape(total.shape))
+
+
+def _sqrt_sum_up(guess: float, values: list[float]) -> float:
+    """Smallest double r with r² >= Σ values² exactly (rational arithmetic), from a near guess."""
+    exact = sum((Fraction(v) ** 2 for v in values), Fraction(0))
+    r = guess
+    while Fraction(r) ** 2 < exact:
+        r = float(np.nextafter(r, np.inf))
+    while r > 0.0:
+        below = float(np.nextafter(r, 0.0))
+        if Fraction(below) ** 2 < exact:
+            break
+        r = below
+    return r
 
 
 def _clt_args(
@@ -323,13 +384,14 @@ def _clt_args(
 
 _CLT_WARNING = (
     "the subsampled-Gaussian CLT gives an APPROXIMATE mu (a limit as steps -> infinity), not a "
-    "bound: it can understate the privacy loss in the tails (MATH.md §5.3: eps(1e-5) 0.8345 by CLT "
-    "vs >= 0.8628 by an exact accountant). Use an RDP or PLD accountant for a guarantee."
+    "bound: it can understate the privacy loss in the tails (e.g. eps(1e-5) 0.8345 by CLT vs "
+    ">= 0.8628 by an exact accountant on one DP-SGD setting). Use an RDP or PLD accountant for "
+    "a guarantee."
 )
 
 
 def clt_mu_poisson(sample_rate: Any, noise_multiplier: Any, steps: Any) -> FloatOrArray:
-    r"""CLT approximation of μ for Poisson-subsampled Gaussian steps (MATH.md §5.3).
+    r"""CLT approximation of μ for Poisson-subsampled Gaussian steps.
 
     .. math:: \mu_{CLT} = p\sqrt{T\,(e^{1/\sigma^2} - 1)}
 
@@ -360,7 +422,7 @@ def clt_mu_uniform(sample_rate: Any, noise_multiplier: Any, steps: Any) -> Float
     .. math:: \mu = \sqrt2\, p\sqrt T\,\sqrt{e^{1/\sigma^2}\Phi(1.5/\sigma) + 3\Phi(-0.5/\sigma)
               - 2}
 
-    (MATH.md §5.3, the form used by the Opacus GDP script), evaluated as
+    (Bu, Dong, Long & Su; the form used by the Opacus GDP script), evaluated as
     :math:`(e^{x^2}-1)\Phi(1.5x) + [\mathrm{erf}(1.5x/\sqrt2) - 3\,\mathrm{erf}(x/(2\sqrt2))]/2`
     with :math:`x = 1/\sigma` to avoid cancellation for large σ. **An approximation, not a bound**
     (emits :class:`~dpopt.errors.ApproximationWarning`).
@@ -422,6 +484,29 @@ def _minimise_over_order(
     return max(best, 0.0)
 
 
+def _curve_value(curve: Callable[[float], Any], alpha: float) -> float:
+    """One value of a user RDP curve, validated: a real number >= 0 (``inf`` allowed), not NaN."""
+    try:
+        raw = curve(alpha)
+    except DpoptError:
+        raise
+    except Exception as exc:  # the user's function failed: name it, keep the cause
+        raise InvalidParameterError(
+            "rdp", curve, f"raised {type(exc).__name__} at alpha={alpha!r}: {exc}"
+        ) from exc
+    if isinstance(raw, np.ndarray) and raw.ndim == 0:
+        raw = raw[()]
+    real = isinstance(raw, int | float | np.integer | np.floating)
+    if isinstance(raw, bool | np.bool_) or not real:
+        raise InvalidTypeError("rdp", curve, f"a function returning a real number, got {raw!r}")
+    val = float(raw)
+    if math.isnan(val) or val < 0.0:
+        raise InvalidParameterError(
+            "rdp", curve, f"returned {val!r} at alpha={alpha!r}; it must return epsilon >= 0"
+        )
+    return val
+
+
 def _rdp_convert(
     kind: str,
     delta: Any,
@@ -450,12 +535,17 @@ def _rdp_convert(
         curve = rdp
 
         def at(alpha: NDArray[np.float64]) -> NDArray[np.float64]:
-            vals = np.array([float(curve(float(a))) for a in alpha], dtype=np.float64)
-            if np.any(vals < 0.0):
-                raise InvalidParameterError("rdp", curve, "must return epsilon >= 0")
-            return vals
+            return np.array([_curve_value(curve, float(a)) for a in alpha], dtype=np.float64)
 
-        return finish(_elementwise(lambda d1: _minimise_over_order(at, extra, -math.log(d1)), d))
+        def one_curve(d1: float) -> float:
+            best = _minimise_over_order(at, extra, -math.log(d1))
+            if not math.isfinite(best):
+                raise InvalidParameterError(
+                    "rdp", curve, "is infinite at every order tried: no finite epsilon"
+                )
+            return best
+
+        return finish(_elementwise(one_curve, d))
     if orders is None:
         raise InvalidParameterError("orders", None, "is required when rdp is an array")
     if isinstance(rdp, str):
@@ -476,7 +566,7 @@ def _rdp_convert(
 def rdp_to_dp_mironov(
     delta: Any, *, bound: Any = None, rdp: Any = None, orders: Any = None
 ) -> FloatOrArray:
-    r"""(ε, δ) from Rényi DP by Mironov's conversion (2017, Prop. 3; MATH.md §4.3).
+    r"""(ε, δ) from Rényi DP by Mironov's conversion (2017, Proposition 3).
 
     .. math:: \varepsilon = \min_{\alpha>1}\; \varepsilon_\alpha + \frac{\log(1/\delta)}{\alpha-1}
 
@@ -507,7 +597,7 @@ def rdp_to_dp_improved(
     .. math:: \varepsilon = \min_{\alpha>1}\; \varepsilon_\alpha + \frac{\log(1/\delta)
               - \log\alpha}{\alpha-1} + \log(1 - 1/\alpha)
 
-    (MATH.md §4.3; also Balle et al. 2020), optimised over continuous α (grid in log(α-1), then
+    (also Balle et al. 2020), optimised over continuous α (grid in log(α-1), then
     bounded Brent) or over the given ``orders``. Results are clipped at 0. Parameters as in
     :func:`rdp_to_dp_mironov`. Any α gives a valid bound, so an imperfect optimisation only loses
     tightness, never validity.

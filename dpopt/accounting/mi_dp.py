@@ -1,6 +1,7 @@
-r"""Mutual information of a Gaussian mechanism on a binary record (MATH.md §4.4, seed 002 §VI).
+r"""Mutual information of a Gaussian mechanism on a binary record.
 
-For a record :math:`B` uniform on two values whose query difference has Mahalanobis norm
+As in the optimal Gaussian covariance for the ideal denoiser (its mutual-information section):
+for a record :math:`B` uniform on two values whose query difference has Mahalanobis norm
 :math:`s^\top\Sigma^{-1}s = q`, the mutual information between :math:`B` and the output is
 
 .. math:: \psi(q) = \log 2 - \mathbb E\,\log\big(1 + e^{-q/2 - \sqrt q Z}\big),
@@ -15,7 +16,8 @@ increasing from :math:`\psi(0) = 0` (slope 1/8) to :math:`\log 2`. Pairing :math
 :math:`c = -q/2`, :math:`d = \sqrt q z`, :math:`\mathrm{sp} = \log(1 + e^x)`, and
 :math:`\psi(q) = \int_0^\infty g(z)\varphi(z)\,dz`. The second form has no cancellation for small
 ``d`` (used when ``d <= 1``); adaptive quadrature is split at the bend :math:`z = \sqrt q/2` and at
-:math:`d = 1`, and truncated at ``z = 40``. Agrees with mpmath to ~1e-14 relative (small q: series
+:math:`d = 1`, and truncated at ``z = 40``. For ``q > 64`` the small loss :math:`\log 2 - \psi`
+is integrated on its own in log form. Agrees with mpmath to ~1e-14 relative (small q: series
 :math:`q/8 - q^2/64 + q^3/384`).
 """
 
@@ -33,6 +35,7 @@ from dpopt.errors import SolverError
 __all__ = ["mi_binary_inverse_scalar", "mi_binary_scalar"]
 
 _LOG4 = math.log(4.0)
+_LOG2 = math.log(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
@@ -40,10 +43,42 @@ def _softplus(x: float) -> float:
     return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
+_LARGE_Q = 64.0
+
+
+def _log_half_loss(q: float) -> float:
+    r"""log C(q), :math:`C(q) = \mathbb E\,\mathrm{sp}(-q/2 + \sqrt q Z) = \log 2 - \psi(q)`.
+
+    With :math:`z_0 = \sqrt q/2` (where the argument of sp changes sign) and :math:`z = z_0 + t`,
+    :math:`C = \varphi(z_0)\int \mathrm{sp}(\sqrt q\,t)\,e^{-z_0 t - t^2/2}\,dt`; the integrand
+    decays at rate about :math:`z_0` on both sides of 0, so the integral is taken over
+    :math:`|t| \le 60/z_0` and combined in log form (no underflow for any finite q).
+    """
+    rq = math.sqrt(q)
+    z0 = rq / 2.0
+    width = min(40.0, 60.0 / z0)
+
+    def integrand(t: float) -> float:
+        return _softplus(rq * t) * math.exp(-z0 * t - t * t / 2.0)
+
+    total = 0.0
+    for lo, hi in ((-width, 0.0), (0.0, width)):
+        val, _ = integrate.quad(integrand, lo, hi, epsabs=0.0, epsrel=1e-12, limit=200)
+        total += val
+    return -0.5 * z0 * z0 - 0.5 * math.log(2.0 * math.pi) + math.log(total)
+
+
 def mi_binary_scalar(q: float) -> float:
-    """:math:`\\psi(q)` in nats for one ``q >= 0`` (see the module docstring)."""
+    """:math:`\\psi(q)` in nats for one ``q >= 0`` (see the module docstring), below log 2.
+
+    For ``q > 64`` it is computed as :math:`\\log 2 - C(q)` with the small loss :math:`C(q)`
+    integrated directly in log form (no cancellation, no integration warning), and never
+    exceeds the double nearest below log 2.
+    """
     if q == 0.0:
         return 0.0
+    if q > _LARGE_Q:
+        return max(min(_LOG2 - math.exp(_log_half_loss(q)), _LOG2), 0.0)
     if q < 1e-5:
         # series (error < q^4/1e3 relative to q/8): q/8 - q^2/64 + q^3/384
         return q / 8.0 - q * q / 64.0 + q**3 / 384.0

@@ -359,6 +359,8 @@ def test_extreme_grid_has_no_nan_or_overflow() -> None:
 def test_unreachable_target_is_infeasible() -> None:
     from dpopt.errors import InfeasibleError
 
+    # sigma ~ 4e299 is representable (issue 12): only a sigma beyond the double range is refused
     with pytest.raises(InfeasibleError):
-        gaussian_sigma(0.0, 1e-300)
-    assert mu_for(0.0, 1e-300) == 0.0  # the honest answer: no information may leak
+        gaussian_sigma(0.0, 1e-300, 1e10)
+    with pytest.raises(InfeasibleError):
+        mu_for_log_delta(0.0, -1000.0)  # mu ~ e^-1000 underflows
