@@ -766,7 +766,8 @@ def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> floa
     computed lambda_min less the eigensolver's backward error ``4 d u lambda_max``."""
     unit = float(np.finfo(float).eps) / 2
     if exact_floor:
-        return eta - 2.0 * unit * float(np.linalg.norm(sigma))
+        top = float(np.max(np.abs(sigma)))
+        return eta - 2.0 * unit * top * float(np.linalg.norm(sigma / top))
     ev = linalg.eigvalsh(sigma)
     return float(ev[0]) - 4.0 * sigma.shape[0] * unit * float(ev[-1])
 
