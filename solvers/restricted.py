@@ -24,6 +24,10 @@ from certificates.errors import SolverError
 __all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inner_solve"]
 
 SOLVER_NAME = "dpopt-structured"
+#: eigh of the assembled A is trusted when a_min > _EIGH_RESOLVED a_max (else SVD of its factor).
+_EIGH_RESOLVED = 1e-12
+#: The working set must keep a_min > _RANK_RTOL a_max (singular values resolved to ~1e-3).
+_RANK_RTOL = 1e-26
 FloatArray = NDArray[np.float64]
 
 
@@ -56,18 +60,48 @@ def _assemble(state: Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
     return 0.5 * (amat + amat.T)
 
 
-def _trace_sqrt(amat: FloatArray) -> tuple[float, float]:
-    eig = np.linalg.eigvalsh(amat)
+def _factor_spectrum(
+    state: Restricted, mu: FloatArray, pi: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Eigen-decomposition of A from the SVD of its factor ``F`` (``A = F^T F``): the small
+    eigenvalues come with a relative error of order ``u sqrt(a_max / a)`` instead of
+    ``u a_max / a`` (ill-conditioned W, nearly degenerate sets)."""
+    rows = [state.atoms * np.sqrt(np.clip(mu, 0.0, None))[:, None]]
+    if pi.shape[0]:
+        pw, pv = np.linalg.eigh(0.5 * (pi + pi.T))
+        rows.append((state.floor_atoms @ (pv * np.sqrt(np.clip(pw, 0.0, None)))).T)
+    factor = np.concatenate(rows)
+    p = factor.shape[1]
+    _, sv, vt = np.linalg.svd(factor, full_matrices=True)
+    a = np.zeros(p)
+    a[: sv.size] = sv * sv
+    order = np.argsort(a)
+    return a[order], vt.T[:, order]
+
+
+def _spectrum(state: Restricted, mu: FloatArray, pi: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Eigen-decomposition of A: ``eigh`` of the assembled matrix when it resolves the
+    spectrum, else from the SVD of the factor (:func:`_factor_spectrum`)."""
+    a, v = np.linalg.eigh(_assemble(state, mu, pi))
+    if a[0] > _EIGH_RESOLVED * a[-1]:
+        return a, v
+    return _factor_spectrum(state, mu, pi)
+
+
+def _trace_sqrt(state: Restricted, mu: FloatArray, pi: FloatArray) -> tuple[float, float]:
+    """T = tr A^{1/2} and the condition ratio a_min / a_max."""
+    eig = np.linalg.eigvalsh(_assemble(state, mu, pi))
+    if not eig[0] > _EIGH_RESOLVED * eig[-1]:
+        eig, _ = _factor_spectrum(state, mu, pi)
     return float(np.sum(np.sqrt(np.clip(eig, 0.0, None)))), float(eig[0] / max(eig[-1], 1e-300))
 
 
 def evaluate(state: Restricted) -> RestrictedPoint:
-    amat = _assemble(state, state.mu, state.floor_weights)
-    a, v = np.linalg.eigh(amat)
-    if not a[0] > 1e-15 * a[-1]:
+    a, v = _spectrum(state, state.mu, state.floor_weights)
+    if not a[0] > _RANK_RTOL * a[-1]:
         raise SolverError(
-            f"{SOLVER_NAME}: the working set lost full rank (cond > 1e15); remedy: rescale the "
-            "vectors or pass a larger working_set"
+            f"{SOLVER_NAME}: the working set lost full rank (cond > {1 / _RANK_RTOL:.0e}); "
+            "remedy: pass a larger working_set or use solver='clarabel'"
         )
     a4 = a**-0.25
     zs = (state.atoms @ v) * a4
@@ -286,7 +320,7 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
                 mu_new[neg & (ratio <= alpha * (1 + 1e-12))] = 0.0
             mu_new = np.clip(mu_new, 0.0, None)
             pi_new = state.floor_weights + alpha * step_pi
-            t_new, cond = _trace_sqrt(_assemble(state, mu_new, pi_new))
+            t_new, cond = _trace_sqrt(state, mu_new, pi_new)
             merit = t_new
             if n_floor:
                 lp = np.linalg.eigvalsh(pi_new)
@@ -295,7 +329,7 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
             # then the Newton step is accepted as it stands (quadratic convergence region)
             tiny = slope <= 1e-11 * abs(merit0)
             armijo = merit >= merit0 + 1e-4 * alpha * slope - 4e-16 * abs(merit0)
-            if cond > 1e-14 and (tiny or armijo):
+            if cond > _RANK_RTOL * 10 and (tiny or armijo):
                 accepted = True
                 break
             alpha *= 0.5

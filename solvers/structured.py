@@ -84,6 +84,9 @@ IntArray = NDArray[np.intp]
 
 #: Relative eigenvalue threshold (of the Gram matrix) below which a direction is outside the span.
 _SPAN_RTOL = 1e-13
+#: Components of the vectors off the Gram span above this (relative to their RMS norm) join the
+#: span; smaller ones are covered by the ridge.
+_OUT_OF_SPAN = 1e-9
 #: Relative safety margin applied to the returned covariance after the verification pass.
 _SAFETY = 1e-12
 #: Ridge on the complement of the span (rank-deficient, eta = 0): relative cost added to the value.
@@ -170,6 +173,7 @@ class _Run:
     geometry: _Geometry | None = None
     floor_mode: bool = False
     atoms_added: int = 16
+    out_of_span: float = 0.0  # largest squared component of a vector off the span (normalised)
     # working set
     indices: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
     vectors: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
@@ -396,10 +400,41 @@ def _span_pass(run: _Run) -> FloatArray:
     gw, gv = linalg.eigh(gram)
     in_span = gw > _SPAN_RTOL * gw[-1]
     run.span, run.complement = gv[:, in_span], gv[:, ~in_span]
+    if run.complement.shape[1] and run.eta == 0:
+        _confirm_span(run)
     run.geometry = _Geometry.of(run.weight, run.span)
     p = run.geometry.dim
     run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * p, 16)
     return gram
+
+
+def _confirm_span(run: _Run) -> None:
+    """Passes over the complement of the Gram span (rank-deficient data, eta = 0 only).
+
+    The Gram matrix sums over all J vectors, so a direction carried by a few vectors can fall
+    below its eigenvalue threshold. One pass measures every vector's component off the span;
+    components above ``_OUT_OF_SPAN`` (relative to the RMS norm) join the span, smaller ones
+    stay off it and are covered by the ridge, which is sized to keep their scores below tol/20.
+    """
+    for _ in range(run.dim):
+        comp = run.complement
+        res = run.score(comp, 4 * comp.shape[1], _OUT_OF_SPAN**2)
+        run.out_of_span = float(res.qmax)
+        if res.qmax <= _OUT_OF_SPAN**2 or res.top_vecs.shape[0] == 0:
+            return
+        off = (res.top_vecs @ comp).T  # components off the span, in complement coordinates
+        qmat, rmat = linalg.qr(off, mode="economic")
+        grown = np.abs(np.diag(rmat)) > _OUT_OF_SPAN * float(np.max(np.abs(np.diag(rmat))))
+        if not np.any(grown):  # pragma: no cover - qmax > threshold implies a nonzero column
+            return
+        added = comp @ qmat[:, grown]
+        run.span = np.concatenate([run.span, added], axis=1)
+        basis, _ = linalg.qr(run.span, mode="full")
+        run.span, run.complement = basis[:, : run.span.shape[1]], basis[:, run.span.shape[1]:]
+        run.say(f"span grown by {added.shape[1]} direction(s) carried by few vectors")
+        if not run.complement.shape[1]:
+            run.out_of_span = 0.0
+            return
 
 
 # ------------------------------------------------------------------------------------------------
@@ -714,6 +749,8 @@ def _finish(run: _Run, problem: CovarianceProgram) -> Solution:
         # invertible and any residual out-of-span component of the data is checked by the pass
         cost = max(_RIDGE, 0.05 * run.tol) * (cand.max_score * t)
         ridge = cost / float(np.trace(comp.T @ run.weight @ comp))
+        # components off the span score out_of_span / ridge: keep that below tol / 20
+        ridge = max(ridge, 20.0 * run.out_of_span / run.tol)
         sigma = sigma + ridge * (comp @ comp.T)
     details = {
         "support": int(np.sum(cand.mu > 0)),
