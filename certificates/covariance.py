@@ -155,6 +155,17 @@ def dual_lower_bound(
     return dval / (1.0 + e_norm / w_min), dval, e_norm
 
 
+def _trace_upper(weight: NDArray[np.float64], sigma: NDArray[np.float64]) -> float:
+    """An upper bound on tr(W Sigma) in float: the float sum plus its error bound
+    gamma_n sum |W_ik Sigma_ik| (n = d^2 products summed), rounded up."""
+    products = weight * sigma
+    n = products.size + 1
+    unit = 2.0**-53
+    gamma = n * unit / (1.0 - n * unit) * (1.0 + 1e-6)
+    total = float(np.sum(products)) + gamma * float(np.sum(np.abs(products))) * (1.0 + 4 * unit)
+    return float(np.nextafter(total, math.inf))
+
+
 def _validate_dual(dual: object, d: int, count: int) -> FactoredDual:
     if dual is None:  # primal-only check: the trivial lower bound 0
         return FactoredDual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
@@ -208,8 +219,8 @@ def _feasibility(
     else:  # float estimate: eigvalsh is accurate to ~d u ||Sigma|| in absolute terms
         ev = sla.eigvalsh(sigma)
         lam_low = float(ev[0]) - 4 * sigma.shape[0] * 2.0**-53 * float(ev[-1])
-        if lam_low <= 0:
-            lam_low = 0.5 * float(ev[0])
+        if lam_low <= 0:  # beyond the float estimate's resolution: prove a bound exactly
+            lam_low = certified_min_eigenvalue(sigma)
     rbar, est, arg = ratio_upper_bound(problem.source, sigma, chol, lam_low)
     return _Feasibility(rbar, est, arg, lam_low)
 
@@ -303,7 +314,7 @@ def check(
                        "could not make Sigma provably feasible (ill-conditioned or not PD)")
     if scale != 1.0:
         notes.append(f"Sigma scaled by {scale:.15g} to strict feasibility")
-    upper = exact_trace_product(weight, repaired) if rigorous else float(np.sum(weight * repaired))
+    upper = exact_trace_product(weight, repaired) if rigorous else _trace_upper(weight, repaired)
 
     # --- dual side -------------------------------------------------------------------------
     sup_vec = problem.source.take(dual.support) if dual.support.size else np.zeros((0, d))

@@ -354,6 +354,37 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
         )
 
 
+def _print_targets(rows: list[dict[str, Any]]) -> None:
+    """Closing note: each target of the solver with its measured figure, met or missed."""
+    ours = [r for r in rows if r["method"] == "dpopt"]
+    print("targets (measured in this run; ratios side by side, never asserted):")
+    for r in ours:
+        peers = [p for p in rows if p["cell"] == r["cell"] and p["method"] != "dpopt"
+                 and isinstance(p["speedup_vs_peer"], float)
+                 and math.isfinite(p["speedup_vs_peer"])]
+        best = min(peers, key=lambda p: p["time_s"]) if peers else None
+        side = (f"; fastest peer {best['method']} {best['time_s']:.3g} s "
+                f"(x{best['speedup_vs_peer']:.0f})" if best else "")
+        cert = "met" if r["gap"] <= 1e-8 else "MISSED"
+        print(f"  {r['cell']}: certified gap {r['gap']:.2e} <= 1e-8 {cert}{side}")
+        if r["J"] >= 10**5 and r["d"] <= 50:
+            pe = float(r["pass_equivalents"])
+            print(f"    J = {r['J']}: {pe:.1f} pass-equivalents (target <= 10: "
+                  f"{'met' if pe <= 10 else 'MISSED'})")
+        if r["d"] == 10 and 500 <= r["J"] <= 2000:
+            ms = 1000 * r["time_s"]
+            verdict = "met" if ms < 2 else "MISSED"
+            print(f"    small problem: {ms:.1f} ms (target < 2 ms: {verdict})")
+    for r in ours:
+        if r["eta"] > 0:
+            base = [b for b in ours if b["d"] == r["d"] and b["J"] == r["J"]
+                    and b["W"] == r["W"] and b["eta"] == 0]
+            if base:
+                ratio = r["time_s"] / base[0]["time_s"]
+                print(f"  binding floor {r['cell']}: x{ratio:.2f} the eta = 0 time (target <= 2: "
+                      f"{'met' if ratio <= 2 else 'MISSED'})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the full grid of issue 5")
@@ -377,16 +408,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench_covariance: {len(cells)} cells, BLAS threads = {_THREADS}, peer cap "
           f"{args.timeout:g} s, dpopt median of {args.repeats}; CSV -> {out}")
     t_all = time.perf_counter()
+    all_rows: list[dict[str, Any]] = []
     with out.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
         writer.writeheader()
         for cell in cells:
             print(cell.label(), flush=True)
             rows = _bench_cell(cell, args)
+            all_rows.extend(rows)
             _print_rows(rows)
             writer.writerows(rows)
             fh.flush()
     print(f"done in {time.perf_counter() - t_all:.0f} s; CSV written to {out}")
+    _print_targets(all_rows)
     return 0
 
 

@@ -72,6 +72,9 @@ class Solution:
     stats : SolverStats
     raw_duals : dict
         Backend-specific dual variables (e.g. the Z_j blocks and H of the conic dual).
+    message : str
+        Why the status is what it is (empty when there is nothing to say). Solvers never warn;
+        the public function that calls them (``dpopt.design_covariance``) does.
     """
 
     covariance: NDArray[np.float64]
@@ -80,6 +83,7 @@ class Solution:
     status: str
     stats: SolverStats
     raw_duals: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
 
     @property
     def success(self) -> bool:

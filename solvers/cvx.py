@@ -40,6 +40,7 @@ from certificates.errors import InvalidParameterError, SolverError
 from certificates.problem import CovarianceProgram, FactoredDual
 from solvers._types import CVXPY_STATUS_MAP, Solution, SolverStats
 from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction
+from solvers.scaling import Normalisation
 
 __all__ = [
     "BACKENDS",
@@ -68,6 +69,8 @@ class CvxBackend(ABC):
     cvxpy_name: ClassVar[str]
     #: cvxpy status -> our vocabulary; anything else maps to ``"solver_error"``.
     status_map: ClassVar[dict[str, str]] = CVXPY_STATUS_MAP
+    #: The solver's option for a wall-clock limit in seconds (None: not supported).
+    time_limit_option: ClassVar[str | None] = None
 
     @abstractmethod
     def options(self, tol: float) -> dict[str, Any]:
@@ -89,15 +92,20 @@ class CvxBackend(ABC):
         """Map a cvxpy status into :data:`solvers._types.STATUSES` (unknown -> solver_error)."""
         return self.status_map.get(str(status), "solver_error")
 
-    def run(self, form: CvxForm, tol: float, verbose: bool = False) -> tuple[str, SolverStats]:
-        """Solve ``form.problem``; return (our status, stats). Raises SolverError on a crash."""
-        import cvxpy as cp
+    def run(
+        self, form: CvxForm, tol: float, verbose: bool = False, time_limit: float | None = None
+    ) -> tuple[str, SolverStats]:
+        """Solve ``form.problem``; return (our status, stats). Raises SolverError on a crash
+        (including a panic of a compiled solver, which Python sees as a ``BaseException``)."""
 
         if not self.available():
             raise SolverError(
                 f"solver {self.name!r} is not installed; install it (pip install {self.name}) "
                 f"or choose one of {available_backends()}"
             )
+        options = self.options(tol)
+        if time_limit is not None and self.time_limit_option is not None:
+            options[self.time_limit_option] = float(time_limit)
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -106,12 +114,14 @@ class CvxBackend(ABC):
                 warnings.filterwarnings("ignore", message=".*CPP backend.*", category=UserWarning)
                 warnings.filterwarnings("ignore", message=".*may be inaccurate.*",
                                         category=UserWarning)
-                form.problem.solve(solver=self.cvxpy_name, verbose=verbose, **self.options(tol))
-        except cp.error.SolverError as exc:
+                form.problem.solve(solver=self.cvxpy_name, verbose=verbose, **options)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # cvxpy's SolverError, numerical errors, a Rust panic
             raise SolverError(
-                f"{self.name} failed on the {form.form} form ({exc}); remedy: try another "
-                f"backend (e.g. solver='scs' / 'clarabel'), form='inverse', or the structured "
-                f"solver for large problems"
+                f"{self.name} failed on the {form.form} form ({type(exc).__name__}: {exc}); "
+                f"remedy: try another backend (e.g. solver='scs' / 'clarabel'), "
+                f"form='inverse', or the structured solver for large problems"
             ) from exc
         wall = time.perf_counter() - start
         st = form.problem.solver_stats
@@ -132,6 +142,7 @@ class ClarabelBackend(CvxBackend):
 
     name = "clarabel"
     cvxpy_name = "CLARABEL"
+    time_limit_option = "time_limit"
 
     def options(self, tol: float) -> dict[str, Any]:
         eps = min(tol, 1e-8) / 100
@@ -149,6 +160,7 @@ class SCSBackend(CvxBackend):
 
     name = "scs"
     cvxpy_name = "SCS"
+    time_limit_option = "time_limit_secs"
 
     def options(self, tol: float) -> dict[str, Any]:
         eps = min(tol, 1e-7) / 100
@@ -252,7 +264,11 @@ def _from_rows(
 
 
 def _sym(x: Any) -> NDArray[np.float64]:
+    if x is None:
+        raise ValueError("the solver returned no value")
     a = np.asarray(x, dtype=float)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"expected a square matrix, got shape {a.shape}")
     return 0.5 * (a + a.T)
 
 
@@ -426,6 +442,7 @@ def solve_cvx(
     tol: float = 1e-8,
     polish: bool = True,
     verbose: bool = False,
+    time_limit: float | None = None,
 ) -> Solution:
     r"""Solve the covariance program with a cvxpy backend.
 
@@ -442,6 +459,12 @@ def solve_cvx(
         Requested relative accuracy; each backend maps it to its own tolerances.
     polish : bool, default True
         Also refit the dual at the solver's Sigma (:func:`_polish`) and keep the better one.
+    time_limit : float, optional
+        Wall-clock limit in seconds passed to the backend (Clarabel, SCS); cvxpy's compilation
+        is not included.
+
+    The program is solved normalised (:mod:`solvers.scaling`): vectors of unit RMS norm,
+    bound 1, W of unit largest eigenvalue; ``raw_duals`` are in those units.
 
     Returns
     -------
@@ -461,9 +484,9 @@ def solve_cvx(
     backend = get_backend(solver)
     if form == "both":
         p = solve_cvx(problem, solver=solver, form="primal", tol=tol, polish=polish,
-                      verbose=verbose)
+                      verbose=verbose, time_limit=time_limit)
         dsol = solve_cvx(problem, solver=solver, form="dual", tol=tol, polish=polish,
-                         verbose=verbose)
+                         verbose=verbose, time_limit=time_limit)
         stats = SolverStats(
             solver=p.stats.solver,
             version=p.stats.version,
@@ -477,10 +500,15 @@ def solve_cvx(
         return Solution(p.covariance, p.value, dsol.dual, worst, stats,
                         {"primal": p.raw_duals, "dual": dsol.raw_duals})
 
-    vectors = problem.dense_vectors()
-    weight = np.asarray(problem.weight, dtype=float)
-    q, eta = float(problem.bound), float(problem.noise_floor)
+    vectors_in = problem.dense_vectors()
+    weight_in = np.asarray(problem.weight, dtype=float)
     d = problem.dim
+    # solve the normalised program (unit RMS norm, q = 1, |W| = 1) and scale back
+    norm = Normalisation.of(float(np.mean(np.einsum("ij,ij->i", vectors_in, vectors_in))),
+                            float(problem.bound), weight_in, float(problem.noise_floor))
+    vectors = vectors_in / norm.data
+    weight = _sym(weight_in / norm.weight)
+    q, eta = 1.0, float(problem.noise_floor) / norm.covariance_scale
     red = span_reduction(vectors)
     if red.rank == 0:
         raise InvalidParameterError("vectors", "all zero", "must contain a nonzero vector")
@@ -491,11 +519,11 @@ def solve_cvx(
     else:
         vec_s, w_s = vectors, weight
     built = build_form(form, vec_s, w_s, q, eta)
-    status, stats = backend.run(built, tol, verbose)
+    status, stats = backend.run(built, tol, verbose, time_limit)
     objective = built.problem.value
     try:
         sigma, sup, lam, u, h, raw = _extract(built, vec_s, vec_s.shape[1])
-    except (TypeError, ValueError, np.linalg.LinAlgError) as exc:
+    except (TypeError, ValueError, IndexError, np.linalg.LinAlgError) as exc:
         raise SolverError(
             f"{backend.name} returned no usable solution for the {form} form (status "
             f"{built.problem.status!r}); remedy: try another backend or form, or loosen tol"
@@ -513,12 +541,15 @@ def solve_cvx(
         sigma, u, g = _lift(red, weight, sigma, u)
     else:
         g = _factor_psd(h) if np.any(h) else np.zeros((d, 0))
-    dual = FactoredDual(support=sup, multipliers=lam, directions=u, floor_factor=g)
-    value = float(np.sum(weight * sigma))
+    dual = norm.dual(FactoredDual(support=sup, multipliers=lam, directions=u, floor_factor=g))
+    sigma = _sym(norm.covariance_scale * sigma)
+    value = float(np.sum(weight_in * sigma))
     stats = SolverStats(
         solver=stats.solver, version=stats.version, setup_time=stats.setup_time,
         solve_time=stats.solve_time, iterations=stats.iterations,
-        extra={**stats.extra, "objective": None if objective is None else float(objective),
-               "span_rank": red.rank, "reduced": reduce},
+        extra={**stats.extra,
+               "objective": None if objective is None else float(objective) * norm.value_scale,
+               "span_rank": red.rank, "reduced": reduce, "normalisation": norm},
     )
-    return Solution(sigma, value, dual, status, stats, raw)
+    message = "" if status == "optimal" else f"{backend.name} reported {built.problem.status!r}"
+    return Solution(sigma, value, dual, status, stats, raw, message=message)

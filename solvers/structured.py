@@ -1,13 +1,13 @@
-r"""Structure-exploiting solver for the optimal-covariance program (MATH.md §6.3–§6.4, §11, §12).
+r"""Structure-exploiting solver for the optimal-covariance program.
 
-The program (seed 002, Theorem 3; MATH.md §6.1) is
+The program (the optimal Gaussian covariance for the ideal denoiser, Theorem 3) is
 
 .. math::
 
     v_\eta(q) = \min_{\Sigma \succeq \eta I} \operatorname{tr}(W\Sigma)
     \quad\text{s.t.}\quad s_j^\top \Sigma^{-1} s_j \le q,\quad j = 1..J .
 
-**Reduced dual** (MATH.md §6.3, §11.1). For weights :math:`\mu` on the probability simplex let
+**Reduced dual.** For weights :math:`\mu` on the probability simplex let
 :math:`M(\mu) = \sum_j \mu_j s_j s_j^\top` and, with any factor :math:`W = LL^\top`,
 :math:`A(\mu) = L^\top M(\mu) L`, :math:`T(\mu) = \operatorname{tr} A(\mu)^{1/2}` and
 :math:`\Sigma_\mu = L^{-\top} A(\mu)^{1/2} L^{-1}`. Then :math:`T` is concave,
@@ -18,63 +18,63 @@ The program (seed 002, Theorem 3; MATH.md §6.1) is
 
     T(\mu)^2/q \;\le\; v_0(q) \;\le\; \operatorname{tr}\!\big(W\,(r/q)\Sigma_\mu\big) = rT/q ,
 
-so every iterate carries the certified relative gap :math:`r/T - 1`.
+so every iterate carries the certified relative gap :math:`r/T - 1` (the analogue of the
+Kiefer–Wolfowitz equivalence theorem of optimal design).
 
-**Noise floor** (MATH.md §11.2, §6.4). :math:`\Sigma \succeq \eta I` is the constraint
-:math:`x^\top\Sigma^{-1}x \le q` for every :math:`|x|^2 = q\eta`; the dual gains a PSD block,
+**Noise floor.** :math:`\Sigma \succeq \eta I` is the constraint :math:`x^\top\Sigma^{-1}x \le q`
+for every :math:`|x|^2 = q\eta`; the dual gains a PSD block,
 :math:`M = \sum_j \mu_j s_j s_j^\top + q\eta P`, :math:`\sum_j\mu_j + \operatorname{tr}P = 1`,
 and the certificate uses :math:`r = \max(\max_j q_j,\; q\eta/\lambda_{\min}(\Sigma_\mu))`. The block
 is kept as :math:`P = E\Pi E^\top` on an explicit orthonormal basis :math:`E` of the clamped
 eigenspace (Newton on the entries of :math:`\Pi`; directions whose weight vanishes are
-eliminated), which removes the stalls of a generic barrier on that block (§11.5).
+eliminated).
 
-**Rank-deficient sets** (MATH.md §6.3, §11.3). With :math:`\eta = 0` the problem is solved in the
-span :math:`U` of the vectors (weight :math:`U^\top W U`); the optimal :math:`\Sigma` is singular on
-the complement and the dual carries the Schur-complement block of §6.3. With :math:`\eta > 0` the
-complement is a clamped floor direction from the start.
+**Rank-deficient sets.** With :math:`\eta = 0` the problem is solved in the span :math:`U` of the
+vectors (weight :math:`U^\top W U`); the optimal :math:`\Sigma` is singular on the complement and
+the dual carries a Schur-complement block. With :math:`\eta > 0` the complement is a clamped floor
+direction from the start.
 
-**Algorithm** (MATH.md §11.4–§11.5). Column generation: a small working set of vectors; on it a
-damped active-set Newton method maximises :math:`T` (Hessian by the Daleckii–Krein formula,
-:math:`\partial^2 T/\partial\mu_i\partial\mu_k = -\tfrac12\sum_{ab}\Gamma_{ab}
-(z_{ia}z_{ib})(z_{ka}z_{kb})`, :math:`\Gamma_{ab} = 1/(r_a r_b (r_a + r_b))`,
-:math:`r = \sqrt{\operatorname{eig}A}`,
-:math:`z_i = V^\top y_i`); then one chunked float64 BLAS pass over all :math:`J` vectors computes
-every :math:`q_j`, the certified gap, and the most violated vectors, which join the working set.
-A final pass re-verifies the returned matrix itself (Cholesky of :math:`\Sigma`) and scales it to
-feasibility, so the covariance is feasible as returned (up to float64 rounding; the rigorous
-check is ``certificates``' job).
+**Algorithm** (:func:`_solve`, in phases). *Setup*: one Gram pass gives the span and the scale
+the data are normalised by (vectors to unit RMS norm, :math:`q \to 1`, :math:`W` to unit largest
+eigenvalue; the result is scaled back, so the solver behaves identically from 1e-100 to 1e100).
+*Trivial cases* are detected and answered exactly: :math:`\eta I` is optimal when
+:math:`\eta q \ge \max_j|s_j|^2`; a single direction :math:`v` that is an eigenvector of
+:math:`W` has the closed form :math:`\Sigma = \eta I + (a^2/q - \eta)_+ vv^\top`.
+*Seeding*: a working set of the vectors with the largest scores under the uniform-weight
+covariance, completed until it spans. *Column generation*: on the working set a damped
+active-set Newton method maximises :math:`T` (:mod:`solvers.restricted`); one full pass computes
+every :math:`q_j`, the certified gap and the most violated vectors, which join the working set;
+when the floor binds the solver switches to the floor block. *Finish*: the returned matrix is
+re-verified by its own pass (a factor :math:`B` of :math:`\Sigma^{-1}` checked by its residual
+:math:`\|B^\top\Sigma B - I\|`) and scaled to feasibility.
 
-**Dual certificate** (MATH.md §6.3, §12.1–§12.2): :math:`\lambda_j = (T/q)^2\mu_j`,
-:math:`u_j = S^{-1}s_j` with :math:`S = (T/q)\Sigma_\mu`, floor factor
-:math:`G = \sqrt{q\eta}\,\Sigma_\mu^{-1}E\Pi^{1/2}` (so :math:`H = GG^\top` and
-:math:`W - H - \sum_j\lambda_j u_ju_j^\top = 0` exactly); rank-deficient :math:`\eta = 0`: the
-corrected :math:`u_j` and Schur-complement :math:`H` of §6.3.
+Every full pass goes through a :class:`~solvers.passes.PassExecutor`.
+
+**Dual certificate**: :math:`\lambda_j = (T/q)^2\mu_j`, :math:`u_j = S^{-1}s_j` with
+:math:`S = (T/q)\Sigma_\mu`, floor factor :math:`G = \sqrt{q\eta}\,\Sigma_\mu^{-1}E\Pi^{1/2}` (so
+:math:`H = GG^\top` and :math:`W - H - \sum_j\lambda_j u_ju_j^\top = 0` exactly); rank-deficient
+:math:`\eta = 0`: corrected :math:`u_j` and the Schur-complement :math:`H`.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy
 from numpy.typing import NDArray
 from scipy import linalg
-from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
-from certificates.errors import (
-    AccuracyWarning,
-    InvalidParameterError,
-    InvalidTypeError,
-    SolverError,
-)
-from certificates.problem import CovarianceProgram, FactoredDual
+from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
+from certificates.problem import CovarianceProgram, FactoredDual, VectorSource
 from certificates.validate import as_scalar
 from solvers._types import Solution, SolverStats
-from solvers.passes import IN_PROCESS, PassExecutor
+from solvers.passes import IN_PROCESS, PassExecutor, PassResult
+from solvers.restricted import Restricted, RestrictedPoint, inner_solve
+from solvers.scaling import Normalisation
 
 __all__ = ["solve_structured"]
 
@@ -84,6 +84,9 @@ IntArray = NDArray[np.intp]
 
 #: Relative eigenvalue threshold (of the Gram matrix) below which a direction is outside the span.
 _SPAN_RTOL = 1e-13
+#: Components of the vectors off the Gram span above this (relative to their RMS norm) join the
+#: span; smaller ones are covered by the ridge.
+_OUT_OF_SPAN = 1e-9
 #: Relative safety margin applied to the returned covariance after the verification pass.
 _SAFETY = 1e-12
 #: Ridge on the complement of the span (rank-deficient, eta = 0): relative cost added to the value.
@@ -94,340 +97,147 @@ _FLOOR_DROP = 0.1
 _FLOOR_WREL = 1e-2
 #: Entry weight of new floor directions, relative to the mean weight of the block.
 _FLOOR_ENTRY = 1e-5
+#: Relative tolerance of the parallel/antiparallel test of new working-set atoms.
+_PARALLEL_RTOL = 1e-12
 
 
 # ------------------------------------------------------------------------------------------------
-# chunked passes over the data
+# typed state of one solve
 # ------------------------------------------------------------------------------------------------
-# ------------------------------------------------------------------------------------------------
-# the restricted problem: max T over the simplex on a working set (+ optional floor block)
-# ------------------------------------------------------------------------------------------------
-@dataclass
-class _Restricted:
-    """Working-set state in whitened coordinates (``y = P^T s``, weight = identity)."""
-
-    yw: FloatArray  # (k, p) whitened vector atoms
-    mu: FloatArray  # (k,)
-    bfl: FloatArray  # (p, kE) = sqrt(q eta) * P^T E, whitened floor directions
-    pi: FloatArray  # (kE, kE) PSD weight block of the floor
-    rot: FloatArray  # (kE0, kE) accumulated rotation/elimination of the floor basis
-    tb: float = 0.0  # barrier weight on log det Pi
-
-
-@dataclass
-class _Eval:
-    a: FloatArray
-    vecs: FloatArray
-    t: float
-    q: FloatArray
-    gf: FloatArray  # V^T bfl
-    qf: FloatArray  # floor "q" matrix (kE, kE)
-
-
-def _assemble(st: _Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
-    amat = (st.yw.T * mu) @ st.yw
-    if pi.shape[0]:
-        amat += st.bfl @ pi @ st.bfl.T
-    return 0.5 * (amat + amat.T)
-
-
-def _trace_sqrt(amat: FloatArray) -> tuple[float, float]:
-    ev = np.linalg.eigvalsh(amat)
-    return float(np.sum(np.sqrt(np.clip(ev, 0.0, None)))), float(ev[0] / max(ev[-1], 1e-300))
-
-
-def _evaluate(st: _Restricted) -> _Eval:
-    amat = _assemble(st, st.mu, st.pi)
-    a, v = np.linalg.eigh(amat)
-    if not a[0] > 1e-15 * a[-1]:
-        raise SolverError(
-            f"{SOLVER_NAME}: the working set lost full rank (cond > 1e15); remedy: rescale the "
-            "vectors or pass a larger working_set"
-        )
-    a4 = a**-0.25
-    zs = (st.yw @ v) * a4
-    q = np.einsum("ij,ij->i", zs, zs)
-    gf = v.T @ st.bfl
-    gs = gf * a4[:, None]
-    qf = gs.T @ gs
-    return _Eval(a, v, float(np.sum(np.sqrt(a))), q, gf, 0.5 * (qf + qf.T))
-
-
-def _hessian_factor(
-    z: FloatArray, gf: FloatArray, a: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """Rows X with ``-Hessian = X X^T`` (Daleckii–Krein), vectors first, then svec(Pi) entries."""
-    p = a.shape[0]
-    rt = np.sqrt(a)
-    i0, i1 = np.triu_indices(p)
-    gam = 1.0 / (rt[i0] * rt[i1] * (rt[i0] + rt[i1]))
-    w = np.sqrt(np.where(i0 == i1, 0.5 * gam, gam))
-    xv = z[:, i0] * z[:, i1] * w
-    ke = gf.shape[1]
-    if ke == 0:
-        return xv, np.empty((0, xv.shape[1]))
-    e0, e1 = np.triu_indices(ke)
-    # (g_a g_b^T + g_b g_a^T)/sqrt2 for a < b; g_a g_a^T for a = b, entries (c, e) of the p-pairs
-    sym = gf[i0][:, e0] * gf[i1][:, e1] + gf[i0][:, e1] * gf[i1][:, e0]
-    scale = np.where(e0 == e1, 0.5, 1.0 / np.sqrt(2.0))
-    xf = (sym * scale).T * w
-    return xv, xf
-
-
-def _svec(mat: FloatArray) -> FloatArray:
-    i0, i1 = np.triu_indices(mat.shape[0])
-    return np.where(i0 == i1, 1.0, np.sqrt(2.0)) * mat[i0, i1]
-
-
-def _smat(vec: FloatArray, n: int) -> FloatArray:
-    i0, i1 = np.triu_indices(n)
-    out = np.zeros((n, n))
-    vals = np.where(i0 == i1, 1.0, 1.0 / np.sqrt(2.0)) * vec
-    out[i0, i1] = vals
-    out[i1, i0] = vals
-    return out
-
-
-def _psd_step_limit(pi: FloatArray, dpi: FloatArray) -> float:
-    """Largest alpha with ``pi + alpha * dpi`` PSD (pi positive definite)."""
-    w, v = np.linalg.eigh(pi)
-    h = v / np.sqrt(w)
-    x = h.T @ dpi @ h
-    m = float(np.linalg.eigvalsh(0.5 * (x + x.T))[0])
-    return np.inf if m >= 0 else -1.0 / m
-
-
-def _cho(mat: FloatArray, tau: float) -> FloatArray:
-    """Lower Cholesky factor (LAPACK potrf, little overhead), larger ridge if the first fails."""
-    c, info = lapack.dpotrf(mat, lower=1, clean=0)
-    if info != 0:
-        c, info = lapack.dpotrf(mat + 1e3 * tau * np.eye(mat.shape[0]), lower=1, clean=0)
-        if info != 0:
-            raise SolverError(
-                f"{SOLVER_NAME}: the Newton system is not positive definite (degenerate working "
-                "set); remedy: rescale the vectors"
-            )
-    return np.asarray(c)
-
-
-def _cho_solve(c: FloatArray, rhs: FloatArray) -> FloatArray:
-    x, info = lapack.dpotrs(c, rhs, lower=1)
-    if info != 0:  # pragma: no cover - only on invalid arguments
-        raise SolverError(f"{SOLVER_NAME}: potrs failed (info {info})")
-    return np.asarray(x)
-
-
-def _rotate_floor(st: _Restricted, ev: _Eval) -> None:
-    """Rotate the floor basis to the eigenbasis of Pi (Pi becomes diagonal); updates ``ev``."""
-    w, qv = np.linalg.eigh(0.5 * (st.pi + st.pi.T))
-    st.pi = np.diag(w)
-    st.bfl = st.bfl @ qv
-    st.rot = st.rot @ qv
-    ev.gf = ev.gf @ qv
-    ev.qf = qv.T @ ev.qf @ qv
-
-
-def _inner_solve(st: _Restricted, tol: float, max_iter: int) -> tuple[_Eval, int]:
-    """Damped Newton for max T on the working set (MATH.md §11.5).
-
-    Vector weights are handled by an active set (ratio test, atoms enter when ``q_i > T``); the
-    floor block ``Pi`` by a log-det barrier ``tb * log det Pi`` driven to zero (its Hessian is
-    diagonal in Pi's eigenbasis), so the range of ``Pi`` can rotate freely. Stops when the
-    restricted KKT gap ``max(q_i, lambda_max(Q_floor))/T - 1`` and the barrier gap
-    ``2 tb kE / T`` are both below ``tol``.
-    """
-    ev = _evaluate(st)
-    it = 0
-    stall = 0
-    for it in range(1, max_iter + 1):
-        t = ev.t
-        ke = st.pi.shape[0]
-        if ke:
-            _rotate_floor(st, ev)
-        pid = np.diag(st.pi).copy() if ke else np.zeros(0)
-        qf_max = float(np.linalg.eigvalsh(ev.qf)[-1]) if ke else -np.inf
-        kkt_v = float(ev.q.max()) / t - 1.0
-        kkt = max(kkt_v, qf_max / t - 1.0)
-        if ke and it == 1:
-            # (re)start the barrier at a weight matched to the current KKT error and lift the
-            # floor weights that fell far below their central value 2 tb / (2 nu - Qf_aa)
-            st.tb = 0.1 * max(kkt, tol) * t / ke
-            slack = t + 2.0 * st.tb * ke - np.diag(ev.qf)
-            central = np.where(slack > 0, 2.0 * st.tb / np.maximum(slack, 1e-300), pid)
-            lift = np.maximum(pid, np.minimum(0.5 * central, float(pid.max())))
-            if np.any(lift > pid):
-                st.pi = np.diag(lift)
-                total = float(st.mu.sum() + lift.sum())
-                st.mu, st.pi = st.mu / total, st.pi / total
-                ev = _evaluate(st)
-                _rotate_floor(st, ev)
-                t = ev.t
-                pid = np.diag(st.pi).copy()
-                qf_max = float(np.linalg.eigvalsh(ev.qf)[-1])
-                kkt_v = float(ev.q.max()) / t - 1.0
-                kkt = max(kkt_v, qf_max / t - 1.0)
-        if ke:
-            # path following: shrink the barrier only at a (nearly) central point, where
-            # pi_a (T + 2 tb kE - Qf_aa) = 2 tb for every floor direction a
-            cen = pid * (t + 2.0 * st.tb * ke - np.diag(ev.qf)) / (2.0 * st.tb)
-            off = ev.qf - np.diag(np.diag(ev.qf))
-            centred = (
-                bool(np.all((cen > 0.25) & (cen < 4.0)))
-                and float(ev.q.max()) <= t + 3.0 * st.tb * ke + tol * t
-                and float(np.max(np.abs(off))) <= 2.0 * max(2.0 * st.tb * ke, tol * t)
-            )
-            if centred and 2.0 * st.tb * ke / t > 0.5 * tol:
-                st.tb = max(0.03 * st.tb, 0.2 * tol * t / ke)
-        bar_gap = 2.0 * st.tb * ke / t if ke else 0.0
-        if kkt <= tol and bar_gap <= tol:
-            break
-        t_ref = t + 2.0 * st.tb * ke if ke else t  # 2 nu at the barrier optimum
-        free = (st.mu > 0) | (ev.q > t_ref * (1.0 + 1e-14))
-        z = st.yw @ ev.vecs
-        e0, e1 = np.triu_indices(ke)
-        g_full = np.concatenate([0.5 * ev.q, 0.5 * _svec(ev.qf)])
-        if ke:
-            g_full[st.mu.size :] += np.where(e0 == e1, st.tb / pid[e0], 0.0)
-        bar_h = st.tb / (pid[e0] * pid[e1]) if ke else np.zeros(0)
-        kap_f = (e0 == e1).astype(float)
-        idx0 = np.flatnonzero(free)
-        xv0, xf = _hessian_factor(z[idx0], ev.gf, ev.a)
-        x0 = np.concatenate([xv0, xf]) if xf.shape[0] else xv0
-        k0 = x0 @ x0.T  # -Hessian on every candidate coordinate, formed once per iteration
-        nv0 = idx0.size
-        tau = 1e-13 * max(float(np.max(np.diag(k0))), 1e-300) + 1e-300
-        k0[np.diag_indices_from(k0)] += tau
-        g_f = g_full[st.mu.size :]
-        # block elimination of the floor block (shared by every active-set re-solve): the Schur
-        # complement of a subset of vector atoms is the principal submatrix of the full one
-        if ke:
-            k0[nv0:, nv0:][np.diag_indices(bar_h.size)] += bar_h
-            cff = _cho(k0[nv0:, nv0:], tau)
-            kvf = k0[:nv0, nv0:]
-            y = _cho_solve(cff, np.ascontiguousarray(kvf.T))
-            wf1 = _cho_solve(cff, g_f)
-            wf2 = _cho_solve(cff, kap_f)
-            schur = k0[:nv0, :nv0] - kvf @ y
-            rv1 = g_full[idx0] - kvf @ wf1
-            rv2 = 1.0 - kvf @ wf2
-        else:
-            schur = k0
-            rv1 = g_full[idx0]
-            rv2 = np.ones(nv0)
-        for _ in range(st.mu.size + 1):
-            idx = np.flatnonzero(free)
-            sub = np.searchsorted(idx0, idx)
-            if sub.size:
-                cs = _cho(schur[np.ix_(sub, sub)], tau)
-                av1 = _cho_solve(cs, rv1[sub])
-                av2 = _cho_solve(cs, rv2[sub])
-            else:
-                av1 = av2 = np.zeros(0)
-            if ke:
-                a1 = np.concatenate([av1, wf1 - y[:, sub] @ av1])
-                a2 = np.concatenate([av2, wf2 - y[:, sub] @ av2])
-            else:
-                a1, a2 = av1, av2
-            g = np.concatenate([g_full[idx], g_f])
-            kap = np.concatenate([np.ones(idx.size), kap_f])
-            nu = float(kap @ a1) / float(kap @ a2)
-            dlt = a1 - nu * a2
-            dv = dlt[: idx.size]
-            bad = (st.mu[idx] <= 0) & (dv < 0)
-            if not np.any(bad):
-                break
-            free[idx[bad]] = False
-        delta_v = np.zeros_like(st.mu)
-        delta_v[idx] = dv
-        delta_f = dlt[idx.size :]
-        slope = float(g @ dlt)
-        # ratio tests: vector weights stay >= 0, the floor block stays positive definite
-        neg = delta_v < 0
-        alpha_v = float(np.min(-st.mu[neg] / delta_v[neg])) if np.any(neg) else np.inf
-        dpi = _smat(delta_f, ke) if ke else np.zeros((0, 0))
-        alpha_f = _psd_step_limit(st.pi, dpi) if ke else np.inf
-        alpha = min(1.0, alpha_v, 0.99 * alpha_f)
-        phi0 = t + (st.tb * float(np.sum(np.log(pid))) if ke else 0.0)
-        accepted = False
-        for _ in range(60):
-            mu_new = st.mu + alpha * delta_v
-            if alpha == alpha_v:
-                mu_new[neg & (-st.mu / np.where(neg, delta_v, -1.0) <= alpha * (1 + 1e-12))] = 0.0
-            mu_new = np.clip(mu_new, 0.0, None)
-            pi_new = st.pi + alpha * dpi
-            t_new, cond = _trace_sqrt(_assemble(st, mu_new, pi_new))
-            phi = t_new
-            if ke:
-                lp = np.linalg.eigvalsh(pi_new)
-                phi = t_new + st.tb * float(np.sum(np.log(np.maximum(lp, 1e-300))))
-            # near the optimum the predicted increase (~slope/2) drowns in the rounding of T:
-            # then the Newton step is accepted as it stands (quadratic convergence region)
-            tiny = slope <= 1e-11 * abs(phi0)
-            if cond > 1e-14 and (tiny or phi >= phi0 + 1e-4 * alpha * slope - 4e-16 * abs(phi0)):
-                accepted = True
-                break
-            alpha *= 0.5
-        if not accepted:
-            stall += 1
-            break
-        total = float(mu_new.sum() + np.trace(pi_new))
-        st.mu = mu_new / total
-        st.pi = pi_new / total
-        if ke:
-            _eliminate_floor(st)
-        ev = _evaluate(st)
-        if t_new <= t * (1 + 1e-15) and (not ke or bar_gap <= tol):
-            stall += 1
-            if stall > 8:
-                break
-        else:
-            stall = 0
-    return ev, it
-
-
-def _eliminate_floor(st: _Restricted) -> None:
-    """Rotate the floor block to Pi's eigenbasis and drop directions whose weight vanished."""
-    w, qv = np.linalg.eigh(0.5 * (st.pi + st.pi.T))
-    keep = w > 1e-15 * max(float(w[-1]), 1e-300)
-    if np.all(keep):
-        return
-    qv = qv[:, keep]
-    st.pi = np.diag(w[keep])
-    st.bfl = st.bfl @ qv
-    st.rot = st.rot @ qv
-
-
-# ------------------------------------------------------------------------------------------------
-# the driver
-# ------------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class _Geometry:
-    """Coordinates ``y = pmat^T s``; ``sigma = minv sigma' minv^T``."""
+    """Whitened coordinates of one phase: ``y = whiten^T s``; ``Sigma = unwhiten Sigma_w
+    unwhiten^T`` (``whiten = basis L``, ``unwhiten = basis L^{-T}`` for ``basis^T W basis = LL^T``).
+    """
 
-    pmat: FloatArray  # (d, p)
-    minv: FloatArray  # (d, p)
-    span: FloatArray  # (d, r) orthonormal basis of span{s_j}
-    comp: FloatArray  # (d, d - r) orthonormal complement
+    whiten: FloatArray  # (d, p)
+    unwhiten: FloatArray  # (d, p)
+
+    @property
+    def dim(self) -> int:
+        return int(self.whiten.shape[1])
+
+    @classmethod
+    def of(cls, weight: FloatArray, basis: FloatArray) -> _Geometry:
+        wr = basis.T @ weight @ basis
+        lr = linalg.cholesky(0.5 * (wr + wr.T), lower=True)
+        unwhiten = linalg.solve_triangular(lr, basis.T, lower=True).T  # basis @ L^{-T}
+        return cls(whiten=basis @ lr, unwhiten=unwhiten)
 
 
-def _geometry(weight: FloatArray, basis: FloatArray) -> tuple[FloatArray, FloatArray]:
-    wr = basis.T @ weight @ basis
-    lr = linalg.cholesky(0.5 * (wr + wr.T), lower=True)
-    pmat = basis @ lr
-    minv = linalg.solve_triangular(lr, basis.T, lower=True).T  # basis @ lr^{-T}
-    return pmat, minv
+@dataclass
+class _Candidate:
+    """The last evaluated reduced-dual point and its certified bound ``r`` (pricing pass)."""
+
+    point: RestrictedPoint
+    max_score: float  # r = max(max_j q_j, q eta / lambda_min(Sigma_mu))
+    sigma_mu: FloatArray  # Sigma_mu in the original coordinates
+    mu: FloatArray
+    indices: IntArray
+    vectors: FloatArray
+    floor_weights: FloatArray
+    floor_basis: FloatArray  # (d, kE) E of the floor block
+    floor_mode: bool
+    geometry: _Geometry
+    sigma_eig: tuple[FloatArray, FloatArray]  # eigen-decomposition of sigma_mu
+    floor_score: float  # q eta / lambda_min(Sigma_mu) in floor mode, else 0
 
 
+@dataclass
+class _Run:
+    """Everything one structured solve carries between its phases."""
+
+    # fixed data (normalised: see _setup)
+    source: VectorSource
+    executor: PassExecutor
+    chunk: int
+    weight: FloatArray  # normalised W (largest eigenvalue 1)
+    bound: float  # the caller's q
+    eta: float  # noise floor in normalised units (bound q = 1)
+    tol: float
+    max_passes: int
+    atoms_per_pass: int | None  # user's working_set option
+    verbose: bool
+    data_scale: float  # normalised vectors = original vectors / data_scale
+    value_scale: float  # original Sigma = value_scale * normalised Sigma
+    weight_scale: float  # normalised W = W / weight_scale
+    # cost accounting
+    started: float
+    passes: int = 0
+    pass_seconds: list[float] = field(default_factory=list)
+    newton_iterations: int = 0
+    newton_seconds: float = 0.0
+    # geometry of the data
+    span: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    complement: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    geometry: _Geometry | None = None
+    floor_mode: bool = False
+    atoms_added: int = 16
+    out_of_span: float = 0.0  # largest squared component of a vector off the span (normalised)
+    # working set
+    indices: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    vectors: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    restricted: Restricted | None = None
+    floor_basis: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    # outcome
+    best: _Candidate | None = None
+    status: str = "iteration_limit"
+    message: str = ""
+    log: list[str] = field(default_factory=list)
+
+    def say(self, msg: str) -> None:
+        self.log.append(msg)
+        if self.verbose:
+            print(msg)
+
+    @property
+    def dim(self) -> int:
+        return self.source.dim
+
+    @property
+    def rank(self) -> int:
+        return int(self.span.shape[1])
+
+    def whitening(self) -> _Geometry:
+        if self.geometry is None:  # pragma: no cover - set by the span phase
+            raise SolverError(f"{SOLVER_NAME}: internal error (geometry used before the span pass)")
+        return self.geometry
+
+    def state(self) -> Restricted:
+        if self.restricted is None:  # pragma: no cover - set by the seeding phase
+            raise SolverError(f"{SOLVER_NAME}: internal error (no working set)")
+        return self.restricted
+
+    def gram(self) -> FloatArray:
+        """One pass: Gram matrix of the normalised vectors."""
+        t0 = time.perf_counter()
+        gram, _ = self.executor.gram(self.source, self.chunk)
+        self.passes += 1
+        self.pass_seconds.append(time.perf_counter() - t0)
+        return np.asarray(gram, dtype=np.float64) / self.data_scale**2
+
+    def score(self, bmat: FloatArray, keep: int, threshold: float) -> PassResult:
+        """One pass: ``q_j = |B^T s_j|^2`` of the normalised vectors (returned normalised)."""
+        res = self.executor.score(self.source, bmat / self.data_scale, self.chunk, keep, threshold)
+        self.passes += 1
+        self.pass_seconds.append(res.seconds)
+        res.top_vecs = res.top_vecs / self.data_scale
+        return res
+
+
+# ------------------------------------------------------------------------------------------------
+# small helpers
+# ------------------------------------------------------------------------------------------------
 def _dedupe(new: FloatArray, old: FloatArray) -> NDArray[np.bool_]:
     """Mask of rows of ``new`` not parallel/antiparallel to a row of ``old`` or an earlier row."""
     nn = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-300)
     keep = np.ones(new.shape[0], dtype=bool)
     if old.shape[0]:
         no = old / np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-300)
-        keep &= np.max(np.abs(nn @ no.T), axis=1) < 1.0 - 1e-12
+        keep &= np.max(np.abs(nn @ no.T), axis=1) < 1.0 - _PARALLEL_RTOL
     cos = np.abs(nn @ nn.T)
     for i in range(1, new.shape[0]):
-        if keep[i] and np.any(cos[i, :i][keep[:i]] >= 1.0 - 1e-12):
+        if keep[i] and np.any(cos[i, :i][keep[:i]] >= 1.0 - _PARALLEL_RTOL):
             keep[i] = False
     return keep
 
@@ -440,6 +250,13 @@ def _check_int(name: str, value: Any, low: int) -> int:
     return int(value)
 
 
+def _sym(mat: FloatArray) -> FloatArray:
+    return 0.5 * mat + 0.5 * mat.T
+
+
+# ------------------------------------------------------------------------------------------------
+# public entry point
+# ------------------------------------------------------------------------------------------------
 def solve_structured(
     problem: CovarianceProgram,
     *,
@@ -453,7 +270,7 @@ def solve_structured(
     executor: PassExecutor | None = None,
 ) -> Solution:
     r"""Solve :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j\le q`,
-    :math:`\Sigma\succeq\eta I` by column generation on the reduced dual (MATH.md §11).
+    :math:`\Sigma\succeq\eta I` by column generation on the reduced dual.
 
     Parameters
     ----------
@@ -461,7 +278,7 @@ def solve_structured(
         Vectors (array or chunked :class:`~certificates.problem.VectorSource`), weight
         :math:`W \succ 0`, bound :math:`q`, noise floor :math:`\eta`.
     tol : float, default 1e-8
-        Target certified relative gap ``upper / lower - 1`` (MATH.md §11.1); in [1e-11, 1).
+        Target certified relative gap ``upper / lower - 1``; in [1e-11, 1).
     max_passes : int, default 60
         Cap on full passes over the vectors (status ``iteration_limit`` when reached).
     chunk_size : int, optional
@@ -484,8 +301,10 @@ def solve_structured(
     -------
     Solution
         ``covariance`` feasible as returned (scaled by the verification pass), ``value`` =
-        tr(W Sigma), ``dual`` the factored certificate of §12.1, ``stats.extra`` with ``lower``,
-        ``upper``, ``gap`` (certified relative gap in float64), ``support`` and timings.
+        tr(W Sigma), ``dual`` the factored certificate, ``status`` (``"optimal"`` when the
+        certified gap is at most ``tol``) with a ``message``, and ``stats.extra`` with ``lower``,
+        ``upper``, ``gap`` (certified relative gap in float64), ``support`` and timings. The
+        solver never warns: the caller decides (``dpopt.design_covariance`` does).
 
     Examples
     --------
@@ -494,16 +313,16 @@ def solve_structured(
     >>> s = np.array([[1., 1, 1], [1, 1, -1], [1, -1, 1], [1, -1, -1]])
     >>> w = np.array([[2, .5, 0], [.5, 1, .2], [0, .2, .5]])
     >>> sol = solve_structured(CovarianceProgram(s, weight=w, bound=1.0))
-    >>> round(sol.value, 8)  # (sqrt 2 + 1 + sqrt .5)^2, MATH.md F1
+    >>> round(sol.value, 8)  # (sqrt 2 + 1 + sqrt .5)^2
     9.74264069
     """
+    options = (tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
+               executor or IN_PROCESS)
     if blas_threads is None:
-        return _solve(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
-                      verbose, executor or IN_PROCESS)
+        return _solve(problem, *options)
     threads = _check_int("blas_threads", blas_threads, 1)
     with threadpool_limits(limits=threads, user_api="blas"):
-        return _solve(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
-                      verbose, executor or IN_PROCESS)
+        return _solve(problem, *options)
 
 
 def _solve(
@@ -516,365 +335,574 @@ def _solve(
     verbose: bool,
     executor: PassExecutor,
 ) -> Solution:
-    t_start = time.perf_counter()
+    """The phases of one solve: setup, span, seeding, column generation, finish."""
+    run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
+                 executor)
+    gram = _span_pass(run)
+    exact = _trivial_solution(run)
+    if exact is not None:
+        return exact
+    _seed_working_set(run, gram)
+    _column_generation(run)
+    return _finish(run, problem)
+
+
+# ------------------------------------------------------------------------------------------------
+# phase 1: setup and the span pass
+# ------------------------------------------------------------------------------------------------
+def _setup(
+    problem: CovarianceProgram,
+    tol: float,
+    max_passes: int,
+    chunk_size: int | None,
+    memory_budget_bytes: int,
+    working_set: int | None,
+    verbose: bool,
+    executor: PassExecutor,
+) -> _Run:
+    started = time.perf_counter()
     if not isinstance(problem, CovarianceProgram):
         raise InvalidTypeError("problem", problem, "a CovarianceProgram")
     tol = as_scalar("tol", tol, low=1e-11, high=1.0, low_open=False)
     max_passes = _check_int("max_passes", max_passes, 3)
     memory_budget_bytes = _check_int("memory_budget_bytes", memory_budget_bytes, 2**16)
-    src = problem.source
-    d, n = src.dim, src.count
+    d = problem.dim
     if chunk_size is None:
         chunk = int(max(256, min(262144, memory_budget_bytes // (8 * 3 * (2 * d + 1)))))
     else:
         chunk = _check_int("chunk_size", chunk_size, 1)
-    weight = np.asarray(problem.weight, dtype=np.float64)
-    qb = float(problem.bound)
-    eta = float(problem.noise_floor)
-    log: list[str] = []
+    if working_set is not None:
+        _check_int("working_set", working_set, 1)
+    run = _Run(
+        source=problem.source, executor=executor, chunk=chunk,
+        weight=np.asarray(problem.weight, dtype=np.float64), bound=float(problem.bound),
+        eta=float(problem.noise_floor),
+        tol=tol, max_passes=max_passes, atoms_per_pass=working_set, verbose=verbose, data_scale=1.0,
+        value_scale=1.0, weight_scale=1.0, started=started,
+    )
+    return run
 
-    def say(msg: str) -> None:
-        log.append(msg)
-        if verbose:
-            print(msg)
 
-    passes = 0
-    pass_seconds: list[float] = []
-    newton = 0
-
-    # ---- pass 0: Gram matrix, span -------------------------------------------------------------
-    t0 = time.perf_counter()
-    gram, _ = executor.gram(src, chunk)
-    passes += 1
-    pass_seconds.append(time.perf_counter() - t0)
+def _span_pass(run: _Run) -> FloatArray:
+    """Pass 1 (Gram): normalise the data, find the span of the vectors and its whitening."""
+    gram_raw = run.gram()
+    count = run.source.count
+    mean_sq = float(np.trace(gram_raw)) / count
+    if not mean_sq > 0.0:
+        raise InvalidParameterError("vectors", run.source, "must not all be zero")
+    norm = Normalisation.of(mean_sq, run.bound, run.weight, run.eta)
+    run.data_scale = norm.data
+    run.value_scale = norm.covariance_scale
+    run.weight_scale = norm.weight
+    run.weight = _sym(run.weight / norm.weight)
+    run.eta = run.eta / norm.covariance_scale
+    gram = _sym(gram_raw / mean_sq)
     gw, gv = linalg.eigh(gram)
-    if gw[-1] <= 0:
-        raise InvalidParameterError("vectors", problem.vectors, "must not all be zero")
     in_span = gw > _SPAN_RTOL * gw[-1]
-    span, comp = gv[:, in_span], gv[:, ~in_span]
-    rank = span.shape[1]
-    floor_mode = False
-    pmat, minv = _geometry(weight, span)
-    p = rank
-    add = working_set if working_set is not None else max(2 * p, 16)
-    add = _check_int("working_set", add, 1)
+    run.span, run.complement = gv[:, in_span], gv[:, ~in_span]
+    if run.complement.shape[1] and run.eta == 0:
+        _confirm_span(run)
+    run.geometry = _Geometry.of(run.weight, run.span)
+    p = run.geometry.dim
+    run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * p, 16)
+    return gram
 
-    # ---- initial working set from the uniform-weight covariance --------------------------------
-    a0 = pmat.T @ gram @ pmat / n
-    a0w, a0v = linalg.eigh(0.5 * (a0 + a0.T))
-    bmat = pmat @ (a0v * a0w**-0.25)
-    res = executor.score(src, bmat, chunk, max(add, p), -np.inf)
-    passes += 1
-    pass_seconds.append(res.seconds)
-    keep = _dedupe(res.top_vecs, np.empty((0, d)))
-    ws_idx = res.top_idx[keep]
-    ws_vec = res.top_vecs[keep]
-    # guarantee the working set spans the problem's span (residual passes)
+
+def _confirm_span(run: _Run) -> None:
+    """Passes over the complement of the Gram span (rank-deficient data, eta = 0 only).
+
+    The Gram matrix sums over all J vectors, so a direction carried by a few vectors can fall
+    below its eigenvalue threshold. One pass measures every vector's component off the span;
+    components above ``_OUT_OF_SPAN`` (relative to the RMS norm) join the span, smaller ones
+    stay off it and are covered by the ridge, which is sized to keep their scores below tol/20.
+    """
+    for _ in range(run.dim):
+        comp = run.complement
+        res = run.score(comp, 4 * comp.shape[1], _OUT_OF_SPAN**2)
+        run.out_of_span = float(res.qmax)
+        if res.qmax <= _OUT_OF_SPAN**2 or res.top_vecs.shape[0] == 0:
+            return
+        off = (res.top_vecs @ comp).T  # components off the span, in complement coordinates
+        qmat, rmat = linalg.qr(off, mode="economic")
+        grown = np.abs(np.diag(rmat)) > _OUT_OF_SPAN * float(np.max(np.abs(np.diag(rmat))))
+        if not np.any(grown):  # pragma: no cover - qmax > threshold implies a nonzero column
+            return
+        added = comp @ qmat[:, grown]
+        run.span = np.concatenate([run.span, added], axis=1)
+        basis, _ = linalg.qr(run.span, mode="full")
+        run.span, run.complement = basis[:, : run.span.shape[1]], basis[:, run.span.shape[1]:]
+        run.say(f"span grown by {added.shape[1]} direction(s) carried by few vectors")
+        if not run.complement.shape[1]:
+            run.out_of_span = 0.0
+            return
+
+
+# ------------------------------------------------------------------------------------------------
+# phase 2: seeding the working set
+# ------------------------------------------------------------------------------------------------
+def _seed_working_set(run: _Run, gram: FloatArray) -> None:
+    """Pass 2: the vectors with the largest scores under the uniform-weight covariance, then
+    residual passes until the working set spans the data."""
+    geo = run.whitening()
+    p = geo.dim
+    a0 = _sym(geo.whiten.T @ gram @ geo.whiten / run.source.count)
+    a0w, a0v = linalg.eigh(a0)
+    a0w = np.maximum(a0w, 1e-300 + 1e-15 * float(a0w[-1]))
+    res = run.score(geo.whiten @ (a0v * a0w**-0.25), max(run.atoms_added, p), -np.inf)
+    keep = _dedupe(res.top_vecs, np.empty((0, run.dim)))
+    run.indices, run.vectors = res.top_idx[keep], res.top_vecs[keep]
     while True:
-        yw = ws_vec @ pmat
-        sv = linalg.svdvals(yw) if yw.shape[0] else np.zeros(1)
-        full = yw.shape[0] >= p and sv[min(p, sv.size) - 1] > 1e-10 * sv[0]
-        if full:
+        whitened = run.vectors @ geo.whiten
+        sv = linalg.svdvals(whitened) if whitened.shape[0] else np.zeros(1)
+        if whitened.shape[0] >= p and sv[min(p, sv.size) - 1] > 1e-10 * sv[0]:
             break
-        if passes >= max_passes:
+        if run.passes >= run.max_passes:
             raise SolverError(
                 f"{SOLVER_NAME}: could not build a spanning working set within max_passes; "
                 "remedy: raise max_passes"
             )
-        _, _, vt = linalg.svd(yw, full_matrices=True)
-        nz = int(np.sum(sv > 1e-10 * sv[0]))
-        qc = vt[nz:].T  # complement in whitened span coordinates
-        res = executor.score(src, pmat @ qc, chunk, max(add, p), 0.0)
-        passes += 1
-        pass_seconds.append(res.seconds)
-        fresh = ~np.isin(res.top_idx, ws_idx)
-        k2 = _dedupe(res.top_vecs[fresh], ws_vec)
-        if not np.any(k2):
+        _, _, vt = linalg.svd(whitened, full_matrices=True)
+        spanned = int(np.sum(sv > 1e-10 * sv[0]))
+        missing = vt[spanned:].T  # complement of the working set, in whitened span coordinates
+        res = run.score(geo.whiten @ missing, max(run.atoms_added, p), 0.0)
+        fresh = ~np.isin(res.top_idx, run.indices)
+        new = _dedupe(res.top_vecs[fresh], run.vectors)
+        if not np.any(new):
             raise SolverError(f"{SOLVER_NAME}: failed to span the vectors (degenerate data)")
-        ws_idx = np.concatenate([ws_idx, res.top_idx[fresh][k2]])
-        ws_vec = np.concatenate([ws_vec, res.top_vecs[fresh][k2]])
-
-    st = _Restricted(
-        yw=ws_vec @ pmat,
-        mu=np.full(ws_idx.size, 1.0 / ws_idx.size),
-        bfl=np.zeros((p, 0)),
-        pi=np.zeros((0, 0)),
-        rot=np.zeros((0, 0)),
+        run.indices = np.concatenate([run.indices, res.top_idx[fresh][new]])
+        run.vectors = np.concatenate([run.vectors, res.top_vecs[fresh][new]])
+    run.restricted = Restricted(
+        atoms=run.vectors @ geo.whiten,
+        mu=np.full(run.indices.size, 1.0 / run.indices.size),
+        floor_atoms=np.zeros((p, 0)),
+        floor_weights=np.zeros((0, 0)),
+        floor_rotation=np.zeros((0, 0)),
     )
-    floor_basis = np.zeros((d, 0))
-    inner_tol = max(0.1 * tol, 1e-13)
-    status = "iteration_limit"
-    best: dict[str, Any] = {}
-    lower = np.nan
+    run.floor_basis = np.zeros((run.dim, 0))
+
+
+# ------------------------------------------------------------------------------------------------
+# phase 3: column generation
+# ------------------------------------------------------------------------------------------------
+def _column_generation(run: _Run) -> None:
+    """Restricted Newton solve, pricing pass, working-set growth, until the gap closes."""
+    tight = max(0.1 * run.tol, 1e-13)
     gap = np.inf
     tighten = False
-    t_newton = 0.0
-
-    while passes < max_passes - 1:
-        tn = time.perf_counter()
+    while run.passes < run.max_passes - 1:
         # inexact restricted solves while the certified gap is large (1 % of it), tight at the end
-        inner_tol = max(0.1 * tol, 1e-13, min(1e-3, 0.01 * gap if not tighten else 0.0))
-        ev, its = _inner_solve(st, inner_tol, 200)
-        t_newton += time.perf_counter() - tn
-        newton += its
-        # the candidate's inverse factor: Sigma_mu^{-1} = B B^T (B = pmat V diag(a^-1/4))
-        bmat = pmat @ (ev.vecs * ev.a**-0.25)
-        t = ev.t
-        res = executor.score(src, bmat, chunk, add, t * (1.0 + 0.5 * inner_tol))
-        passes += 1
-        pass_seconds.append(res.seconds)
-        r = res.qmax
-        ball_r = 0.0
-        sig_mu = minv @ ((ev.vecs * np.sqrt(ev.a)) @ ev.vecs.T) @ minv.T
-        sig_mu = 0.5 * (sig_mu + sig_mu.T)
-        lam_w, lam_v = np.linalg.eigh(sig_mu)
-        if floor_mode:
-            ball_r = qb * eta / lam_w[0]
-        r_cert = max(r, ball_r)
-        gap = r_cert / t - 1.0
-        say(
-            f"pass {passes:3d}: T={t:.12g} r={r_cert:.12g} gap={gap:.3e} ws={st.mu.size} "
-            f"support={int(np.sum(st.mu > 0))} floor={st.pi.shape[0]} newton={its}"
-        )
-        best = {"ev": ev, "r": r_cert, "sig": sig_mu, "mu": st.mu.copy(), "idx": ws_idx.copy(),
-                "vec": ws_vec.copy(), "pi": st.pi.copy(), "E": floor_basis @ st.rot
-                if floor_basis.shape[1] else floor_basis, "floor": floor_mode, "pmat": pmat,
-                "minv": minv}
-        # floor check (eta > 0): is the eta = 0 style solution above the floor?
-        if eta > 0 and not floor_mode:
-            lam_min_scaled = (r_cert / qb) * lam_w[0] if rank == d else 0.0
-            if lam_min_scaled < eta:
-                # switch to the floor mode in full coordinates (MATH.md §11.2)
-                floor_mode = True
-                pmat, minv = _geometry(weight, np.eye(d))
-                p = d
-                if working_set is None:
-                    add = max(2 * p, 16)
-                sig_full = sig_mu
-                if rank < d:
-                    base = comp
-                else:
-                    base = np.zeros((d, 0))
-                # violated in-span eigendirections of the current candidate
-                lw, lv = linalg.eigh(sig_full)
-                viol = (qb * eta / np.maximum(lw, 1e-300)) > t
-                inspan = lv[:, viol]
-                if rank < d:
-                    inspan = inspan - comp @ (comp.T @ inspan)
-                    inspan = inspan[:, np.linalg.norm(inspan, axis=0) > 1e-6]
-                cand = np.concatenate([base, inspan], axis=1)
-                if cand.shape[1]:
-                    qf_, rf_ = linalg.qr(cand, mode="economic")
-                    floor_basis = qf_[:, np.abs(np.diag(rf_)) > 1e-8]
-                ke = floor_basis.shape[1]
-                share = ke / (ke + max(int(np.sum(st.mu > 0)), 1))
-                st = _Restricted(
-                    yw=ws_vec @ pmat,
-                    mu=st.mu * (1.0 - share),
-                    bfl=np.sqrt(qb * eta) * (pmat.T @ floor_basis),
-                    pi=np.eye(ke) * (share / ke),
-                    rot=np.eye(ke),
-                )
-                say(f"floor binds: switching to the floor block with {ke} directions")
-                continue
-        if gap <= 0.9 * tol:  # room for the final ridge / safety margin
-            status = "optimal"
+        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
+        started = time.perf_counter()
+        try:
+            point, iterations = inner_solve(run.state(), inner_tol, 200)
+        except SolverError as exc:
+            if run.best is None:
+                raise
+            run.status, run.message = "optimal_inaccurate", f"restricted solve stopped: {exc}"
             break
-        # ---- grow the working set ----------------------------------------------------------------
-        grew = False
-        fresh = ~np.isin(res.top_idx, ws_idx)
-        if np.any(fresh):
-            k2 = _dedupe(res.top_vecs[fresh], ws_vec)
-            if np.any(k2):
-                new_idx = res.top_idx[fresh][k2]
-                new_vec = res.top_vecs[fresh][k2]
-                # drop clearly inactive atoms to keep the restricted problem small
-                inactive = (st.mu == 0) & (ev.q < t * (1 - 1e-2))
-                if np.any(inactive) and st.mu.size > 4 * p:
-                    kept = ~inactive
-                    ws_idx, ws_vec = ws_idx[kept], ws_vec[kept]
-                    st.yw, st.mu = st.yw[kept], st.mu[kept]
-                ws_idx = np.concatenate([ws_idx, new_idx])
-                ws_vec = np.concatenate([ws_vec, new_vec])
-                st.yw = np.concatenate([st.yw, new_vec @ pmat])
-                st.mu = np.concatenate([st.mu, np.zeros(new_idx.size)])
-                grew = True
-        if floor_mode and st.pi.shape[0]:
-            # drop floor directions that are clearly not clamped (floor value well below T and a
-            # negligible weight: by complementary slackness their weight is only the barrier's);
-            # they re-enter through the ball check below if they become violated again. The
-            # Newton system grows with the square of the block size, and only the clamped
-            # eigenspace needs to be in it (MATH.md §11.5)
-            fw, fv = np.linalg.eigh(0.5 * (st.pi + st.pi.T))
-            qfd = np.einsum("ia,ij,ja->a", fv, ev.qf, fv)
-            keep_f = (qfd >= t * (1.0 - _FLOOR_DROP)) | (fw >= _FLOOR_WREL * float(fw[-1]))
-            if not np.all(keep_f):
-                st.pi = np.diag(fw[keep_f])
-                st.bfl = st.bfl @ fv[:, keep_f]
-                st.rot = st.rot @ fv[:, keep_f]
-                total = float(st.mu.sum() + np.trace(st.pi))
-                st.mu, st.pi = st.mu / total, st.pi / total
-                grew = True
-        if floor_mode and ball_r > t * (1.0 + 0.5 * inner_tol):
-            cur_e = floor_basis @ st.rot if st.rot.size else np.zeros((d, 0))
-            ke_ = cur_e.shape[1]
-            viol = (qb * eta / np.maximum(lam_w, 1e-300)) > t * (1.0 + 0.5 * inner_tol)
-            cand = lam_v[:, viol]
-            cand = cand - cur_e @ (cur_e.T @ cand)
-            qn, rn = linalg.qr(cand, mode="economic")
-            ok = np.abs(np.diag(rn)) > 1e-6
-            if np.any(ok):
-                new_e = qn[:, ok]
-                # enter just inside the cone with a small weight: most new directions are only
-                # the out-of-block residuals of violated eigenvectors and need little weight (a
-                # large entry weight costs Newton steps to undo); the barrier restart of the
-                # inner solve lifts them towards their central value
-                eps = _FLOOR_ENTRY * float(np.trace(st.pi)) / max(ke_, 1) + 1e-3 * (ke_ == 0)
-                floor_basis = np.concatenate([cur_e, new_e], axis=1)
-                kn = new_e.shape[1]
-                pi_new = linalg.block_diag(st.pi, eps * np.eye(kn))
-                total = float(st.mu.sum() + np.trace(pi_new))
-                st.mu = st.mu / total
-                st.pi = pi_new / total
-                st.rot = np.eye(floor_basis.shape[1])
-                st.bfl = np.sqrt(qb * eta) * (pmat.T @ floor_basis)
-                st.tb = max(st.tb, min(1e-3, 0.1 * gap) * t / floor_basis.shape[1])
-                grew = True
-        if not grew and inner_tol > max(0.1 * tol, 1e-13):
+        run.newton_seconds += time.perf_counter() - started
+        run.newton_iterations += iterations
+        cand, pricing = _price(run, point, inner_tol)
+        t = point.root_trace
+        gap = cand.max_score / t - 1.0
+        state = run.state()
+        run.say(
+            f"pass {run.passes:3d}: T={t:.12g} r={cand.max_score:.12g} gap={gap:.3e} "
+            f"ws={state.mu.size} support={int(np.sum(state.mu > 0))} "
+            f"floor={state.floor_weights.shape[0]} newton={iterations}"
+        )
+        if run.eta > 0 and not run.floor_mode and _floor_binds(run, cand):
+            _enter_floor_mode(run, cand)
+            continue
+        if gap <= 0.9 * run.tol:  # room for the final ridge / safety margin
+            run.status = "optimal"
+            break
+        grew = _add_violated_atoms(run, point, pricing)
+        if run.floor_mode and state.floor_weights.shape[0]:
+            grew |= _drop_slack_floor_directions(run, point)
+        if run.floor_mode and cand.floor_score > t * (1.0 + 0.5 * inner_tol):
+            grew |= _add_floor_directions(run, cand, gap, inner_tol)
+        if not grew and inner_tol > tight:
             tighten = True  # the restricted problem was solved loosely: solve it tightly
             continue
         tighten = False
         if not grew:
-            say("no new violated atoms; stopping")
-            status = "optimal_inaccurate"
+            run.say("no new violated atoms; stopping")
+            run.status = "optimal_inaccurate"
+            run.message = "no violated vector left to add before the gap closed"
             break
+    if run.status == "iteration_limit":
+        run.message = f"max_passes = {run.max_passes} reached"
 
-    # ---- final: build the covariance, verify it with its own Cholesky pass, scale to feasibility
-    if not best:
-        raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")
-    ev = best["ev"]
-    r_cert = best["r"]
-    pmat_b, minv_b = best["pmat"], best["minv"]
-    t = ev.t
-    sig = (r_cert / qb) * best["sig"]
-    sig = 0.5 * (sig + sig.T)
+
+def _price(run: _Run, point: RestrictedPoint, inner_tol: float) -> tuple[_Candidate, PassResult]:
+    """Pricing pass: every q_j at Sigma_mu, the certified bound r, the most violated vectors."""
+    geo = run.whitening()
+    t = point.root_trace
+    inverse_factor = geo.whiten @ (point.eigvecs * point.eigvals**-0.25)  # Sigma_mu^{-1} = B B^T
+    res = run.score(inverse_factor, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+    root = (point.eigvecs * np.sqrt(point.eigvals)) @ point.eigvecs.T
+    sigma_mu = _sym(geo.unwhiten @ root @ geo.unwhiten.T)
+    sig_w, sig_v = np.linalg.eigh(sigma_mu)
+    floor_score = run.eta / sig_w[0] if run.floor_mode else 0.0
+    state = run.state()
+    floor_basis = (run.floor_basis @ state.floor_rotation if run.floor_basis.shape[1]
+                   else run.floor_basis)
+    cand = _Candidate(
+        point=point, max_score=max(res.qmax, floor_score), sigma_mu=sigma_mu,
+        mu=state.mu.copy(), indices=run.indices.copy(), vectors=run.vectors.copy(),
+        floor_weights=state.floor_weights.copy(), floor_basis=floor_basis,
+        floor_mode=run.floor_mode, geometry=geo, sigma_eig=(sig_w, sig_v),
+        floor_score=floor_score,
+    )
+    run.best = cand
+    return cand, res
+
+
+def _floor_binds(run: _Run, cand: _Candidate) -> bool:
+    """Is the eta = 0 style candidate, scaled to feasibility, below the floor?"""
+    lam_min = cand.max_score * cand.sigma_eig[0][0] if run.rank == run.dim else 0.0
+    return bool(lam_min < run.eta)
+
+
+def _enter_floor_mode(run: _Run, cand: _Candidate) -> None:
+    """Switch to the floor block in full coordinates: the complement of the span and the
+    violated eigendirections of the candidate become the floor basis E."""
+    run.floor_mode = True
+    d = run.dim
+    run.geometry = geo = _Geometry.of(run.weight, np.eye(d))
+    if run.atoms_per_pass is None:
+        run.atoms_added = max(2 * d, 16)
+    t = cand.point.root_trace
+    sig_w, sig_v = cand.sigma_eig
+    violated = sig_v[:, run.eta / np.maximum(sig_w, 1e-300) > t]
+    if run.rank < d:
+        violated = violated - run.complement @ (run.complement.T @ violated)
+        violated = violated[:, np.linalg.norm(violated, axis=0) > 1e-6]
+    candidates = np.concatenate([run.complement if run.rank < d else np.zeros((d, 0)),
+                                 violated], axis=1)
+    if candidates.shape[1]:
+        qmat, rmat = linalg.qr(candidates, mode="economic")
+        run.floor_basis = qmat[:, np.abs(np.diag(rmat)) > 1e-8]
+    n_floor = run.floor_basis.shape[1]
+    state = run.state()
+    share = n_floor / (n_floor + max(int(np.sum(state.mu > 0)), 1))
+    run.restricted = Restricted(
+        atoms=run.vectors @ geo.whiten,
+        mu=state.mu * (1.0 - share),
+        floor_atoms=np.sqrt(run.eta) * (geo.whiten.T @ run.floor_basis),
+        floor_weights=np.eye(n_floor) * (share / n_floor),
+        floor_rotation=np.eye(n_floor),
+    )
+    run.say(f"floor binds: switching to the floor block with {n_floor} directions")
+
+
+def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) -> bool:
+    """The pricing pass's most violated vectors join the working set (clearly inactive atoms
+    leave it when it has grown large)."""
+    fresh = ~np.isin(pricing.top_idx, run.indices)
+    if not np.any(fresh):
+        return False
+    new = _dedupe(pricing.top_vecs[fresh], run.vectors)
+    if not np.any(new):
+        return False
+    geo = run.whitening()
+    state = run.state()
+    new_idx = pricing.top_idx[fresh][new]
+    new_vec = pricing.top_vecs[fresh][new]
+    inactive = (state.mu == 0) & (point.scores < point.root_trace * (1 - 1e-2))
+    if np.any(inactive) and state.mu.size > 4 * geo.dim:
+        kept = ~inactive
+        run.indices, run.vectors = run.indices[kept], run.vectors[kept]
+        state.atoms, state.mu = state.atoms[kept], state.mu[kept]
+    run.indices = np.concatenate([run.indices, new_idx])
+    run.vectors = np.concatenate([run.vectors, new_vec])
+    state.atoms = np.concatenate([state.atoms, new_vec @ geo.whiten])
+    state.mu = np.concatenate([state.mu, np.zeros(new_idx.size)])
+    return True
+
+
+def _drop_slack_floor_directions(run: _Run, point: RestrictedPoint) -> bool:
+    """Drop floor directions that are clearly not clamped (floor value well below T and a
+    negligible weight: by complementary slackness their weight is only the barrier's); they
+    re-enter through :func:`_add_floor_directions` if they become violated again. The Newton
+    system grows with the square of the block size; only the clamped eigenspace belongs in it."""
+    state = run.state()
+    fw, fv = np.linalg.eigh(_sym(state.floor_weights))
+    floor_values = np.einsum("ia,ij,ja->a", fv, point.floor_scores, fv)
+    keep = (floor_values >= point.root_trace * (1.0 - _FLOOR_DROP)) | (
+        fw >= _FLOOR_WREL * float(fw[-1]))
+    if np.all(keep):
+        return False
+    state.floor_weights = np.diag(fw[keep])
+    state.floor_atoms = state.floor_atoms @ fv[:, keep]
+    state.floor_rotation = state.floor_rotation @ fv[:, keep]
+    total = float(state.mu.sum() + np.trace(state.floor_weights))
+    state.mu, state.floor_weights = state.mu / total, state.floor_weights / total
+    return True
+
+
+def _add_floor_directions(run: _Run, cand: _Candidate, gap: float, inner_tol: float) -> bool:
+    """Eigendirections of Sigma_mu below the floor enter the floor block with a small weight."""
+    state = run.state()
+    geo = run.whitening()
+    current = run.floor_basis @ state.floor_rotation if state.floor_rotation.size else (
+        np.zeros((run.dim, 0)))
+    n_current = current.shape[1]
+    t = cand.point.root_trace
+    sig_w, sig_v = cand.sigma_eig
+    violated = sig_v[:, run.eta / np.maximum(sig_w, 1e-300) > t * (1.0 + 0.5 * inner_tol)]
+    violated = violated - current @ (current.T @ violated)
+    qmat, rmat = linalg.qr(violated, mode="economic")
+    independent = np.abs(np.diag(rmat)) > 1e-6
+    if not np.any(independent):
+        return False
+    new_dirs = qmat[:, independent]
+    # enter just inside the cone with a small weight: most new directions are only the
+    # out-of-block residuals of violated eigenvectors and need little weight (a large entry
+    # weight costs Newton steps to undo); the barrier restart of the inner solve lifts them
+    entry = _FLOOR_ENTRY * float(np.trace(state.floor_weights)) / max(n_current, 1) + 1e-3 * (
+        n_current == 0)
+    run.floor_basis = np.concatenate([current, new_dirs], axis=1)
+    weights = linalg.block_diag(state.floor_weights, entry * np.eye(new_dirs.shape[1]))
+    total = float(state.mu.sum() + np.trace(weights))
+    state.mu = state.mu / total
+    state.floor_weights = weights / total
+    state.floor_rotation = np.eye(run.floor_basis.shape[1])
+    state.floor_atoms = np.sqrt(run.eta) * (geo.whiten.T @ run.floor_basis)
+    state.barrier = max(state.barrier, min(1e-3, 0.1 * gap) * t / run.floor_basis.shape[1])
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# trivial cases, answered exactly
+# ------------------------------------------------------------------------------------------------
+def _trivial_solution(run: _Run) -> Solution | None:
+    r"""Closed forms, detected after the Gram pass (one extra pass when they may apply).
+
+    * :math:`\eta q \ge \max_j |s_j|^2`: :math:`\eta I` is feasible, and optimal since every
+      feasible :math:`\Sigma \succeq \eta I` costs at least :math:`\eta\operatorname{tr}W`
+      (dual: :math:`H = W`).
+    * one direction :math:`v` (rank 1) that is an eigenvector of :math:`W` (eigenvalue
+      :math:`w_v`), :math:`a^2 = \max_j |s_j|^2`: :math:`\Sigma = \eta I + (a^2/q - \eta)vv^\top`,
+      value :math:`\eta(\operatorname{tr}W - w_v) + w_v a^2/q`; dual :math:`H = W - w_v vv^\top`,
+      one atom :math:`u = (q/a^2)s`, :math:`\lambda = w_v a^2/q^2`.
+    """
+    d = run.dim
+    rank_one = run.rank == 1
+    # the vectors have unit mean square norm, so eta I can only be optimal when eta >= 1
+    if not (run.eta >= 1.0 - 1e-12 or rank_one):
+        return None
+    res = run.score(np.eye(d), 0, np.inf)
+    top = float(res.qmax)
+    weight = run.weight
+    if run.eta >= top:
+        dual = FactoredDual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
+                            _psd_factor(weight))
+        run.status, run.message = "optimal", "eta I is optimal (eta q >= max_j |s_j|^2)"
+        return _verified_solution(run, run.eta * np.eye(d), dual, run.eta * float(np.trace(weight)),
+                                  {"support": 0, "closed_form": "eta I"}, exact_floor=True)
+    if not rank_one:
+        return None
+    v = run.span[:, 0]
+    w_v = float(v @ weight @ v)
+    if float(np.linalg.norm(weight @ v - w_v * v)) > 1e-13:
+        return None
+    excess = top - run.eta
+    sigma = run.eta * np.eye(d) + excess * np.outer(v, v)
     ridge = 0.0
-    if not best["floor"] and comp.shape[1]:
-        # rank-deficient, eta = 0: the optimum is singular on the complement of the span; add the
+    if run.eta == 0 and d > 1:
+        rest = float(np.trace(weight)) - w_v
+        ridge = max(_RIDGE, 0.05 * run.tol) * w_v * top / max(rest, 1e-300)
+        sigma = sigma + ridge * (np.eye(d) - np.outer(v, v))
+    s_top = run.source.take(np.array([res.argmax], dtype=np.intp)) / run.data_scale
+    dual = FactoredDual(np.array([res.argmax], dtype=np.intp), np.array([w_v * top]),
+                        s_top / top, _psd_factor(weight - w_v * np.outer(v, v)))
+    lower = run.eta * (float(np.trace(weight)) - w_v) + w_v * top
+    run.status, run.message = "optimal", "one direction, an eigenvector of W (closed form)"
+    return _verified_solution(run, _sym(sigma), dual, lower,
+                              {"support": 1, "ridge": ridge, "closed_form": "rank one"},
+                              exact_floor=True)
+
+
+def _psd_factor(mat: FloatArray) -> FloatArray:
+    """G with GG^T = (mat)_+ (eigen-decomposition, negative eigenvalues clipped)."""
+    ev, vec = linalg.eigh(_sym(mat))
+    keep = ev > 1e-15 * max(float(ev[-1]), 1e-300)
+    return np.asarray(vec[:, keep] * np.sqrt(ev[keep]), dtype=np.float64)
+
+
+# ------------------------------------------------------------------------------------------------
+# phase 4: the covariance, verified by its own pass, and its dual certificate
+# ------------------------------------------------------------------------------------------------
+def _finish(run: _Run, problem: CovarianceProgram) -> Solution:
+    cand = run.best
+    if cand is None:
+        raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")
+    t = cand.point.root_trace
+    sigma = cand.max_score * cand.sigma_mu
+    ridge = 0.0
+    comp = run.complement
+    if not cand.floor_mode and comp.shape[1]:
+        # rank-deficient, eta = 0: the optimum is singular on the complement of the span; add a
         # tiny ridge (relative cost max(_RIDGE, tol / 20), within the requested gap) so Sigma is
-        # invertible (and not too ill-conditioned for a float64 certificate) and
-        # any residual out-of-span component of the data is checked by the pass below
-        cost = max(_RIDGE, 0.05 * tol) * (r_cert * t / qb)
-        ridge = cost / float(np.trace(comp.T @ weight @ comp))
-        sig = sig + ridge * (comp @ comp.T)
-        sig = 0.5 * (sig + sig.T)
-    # verification pass on the returned matrix itself (its own Cholesky factor, float64)
-    basis = np.eye(d)
-    sig_r = sig
-    try:
-        cs = linalg.cholesky(0.5 * (sig_r + sig_r.T), lower=True)
-    except linalg.LinAlgError:
-        raise SolverError(
-            f"{SOLVER_NAME}: the candidate covariance is not positive definite on the span; "
-            "remedy: rescale the vectors"
-        ) from None
-    binv = basis @ linalg.solve_triangular(cs, np.eye(basis.shape[1]), lower=True).T
-    chk = executor.score(src, binv, chunk, 0, np.inf)
-    passes += 1
-    pass_seconds.append(chk.seconds)
-    # floating-point margins (err on the side of more noise): the float q_j carry a relative
-    # error of order d eps sqrt(cond Sigma) (triangular solve), lambda_min one of d eps lambda_max
-    ev_sig = linalg.eigvalsh(sig)
-    unit = np.finfo(float).eps * (d + 2)
-    cond = float(ev_sig[-1] / max(float(ev_sig[0]), 1e-300))
-    margin = min(max(_SAFETY, 16.0 * unit * np.sqrt(cond)), 0.04 * tol)
-    scale = max(1.0, chk.qmax / qb) * (1.0 + margin)
-    if eta > 0:
-        lmin = float(ev_sig[0]) - 16.0 * unit * float(ev_sig[-1])
-        if lmin <= 0:
-            raise SolverError(
-                f"{SOLVER_NAME}: the covariance is too ill-conditioned to certify the noise floor "
-                "in float64; remedy: rescale the problem"
-            )
-        scale = max(scale, eta / lmin * (1.0 + _SAFETY))
-    sig = scale * sig
-    value = float(np.sum(weight * sig))
-    lower = t * t / qb
-    gap = value / lower - 1.0
-    if status == "optimal" and gap > tol:
-        status = "optimal_inaccurate"
-    dual = _factored_dual(best, weight, qb, eta, t, span, comp)
-    elapsed = time.perf_counter() - t_start
-    mean_pass = float(np.median(pass_seconds)) if pass_seconds else 0.0
-    extra = {
-        "lower": lower,
-        "upper": value,
-        "gap": gap,
-        "tol": tol,
-        "support": int(np.sum(best["mu"] > 0)),
-        "working_set": int(best["mu"].size),
-        "floor_block": int(best["pi"].shape[0]),
-        "floor_rank": int(np.sum(linalg.eigvalsh(sig) <= eta * (1 + 1e-6))) if eta > 0 else 0,
-        "rank": rank,
-        "newton_seconds": t_newton,
-        "pass_seconds": float(np.sum(pass_seconds)),
-        "pass_median_seconds": mean_pass,
-        "pass_equivalents": elapsed / mean_pass if mean_pass > 0 else float(passes),
-        "verification_ratio": chk.qmax / qb,
+        # invertible and any residual out-of-span component of the data is checked by the pass
+        cost = max(_RIDGE, 0.05 * run.tol) * (cand.max_score * t)
+        ridge = cost / float(np.trace(comp.T @ run.weight @ comp))
+        # components off the span score out_of_span / ridge: keep that below tol / 20
+        ridge = max(ridge, 20.0 * run.out_of_span / run.tol)
+        sigma = sigma + ridge * (comp @ comp.T)
+    details = {
+        "support": int(np.sum(cand.mu > 0)),
+        "working_set": int(cand.mu.size),
+        "floor_block": int(cand.floor_weights.shape[0]),
         "ridge": ridge,
-        "log": log,
     }
-    if status != "optimal":
-        warnings.warn(
-            f"{SOLVER_NAME}: certified relative gap {gap:.3g} > tol {tol:.3g} after {passes} "
-            "passes (status " + status + "); the covariance is feasible but not certified "
-            "optimal to tol (remedy: raise max_passes)",
-            AccuracyWarning,
-            stacklevel=2,
-        )
+    return _verified_solution(run, _sym(sigma), _factored_dual(run, cand), t * t, details)
+
+
+def _inverse_factor(run: _Run, sigma: FloatArray, ridged: bool) -> tuple[FloatArray, float]:
+    """A factor B with BB^T = Sigma^{-1} for the verification pass, and the condition number
+    that governs its rounding. With a ridge on the complement of the span the factor is taken
+    blockwise (span part by Cholesky, complement by the ridge), so the tiny ridge does not spoil
+    the accuracy of the scores of vectors that lie in the span."""
+    if ridged:
+        span, comp = run.span, run.complement
+        part = _sym(span.T @ sigma @ span)
+        blocks = [(span, part), (comp, _sym(comp.T @ sigma @ comp))]
+    else:
+        blocks = [(np.eye(sigma.shape[0]), sigma)]
+    factors, cond = [], 1.0
+    for basis, block in blocks:
+        try:
+            chol = linalg.cholesky(block, lower=True)
+        except linalg.LinAlgError:
+            raise SolverError(
+                f"{SOLVER_NAME}: the candidate covariance is not positive definite; remedy: "
+                "try solver='clarabel'"
+            ) from None
+        ev = linalg.eigvalsh(block)
+        cond = max(cond, float(ev[-1] / max(float(ev[0]), 1e-300)))
+        factors.append(basis @ linalg.solve_triangular(chol, np.eye(block.shape[0]), lower=True).T)
+    return np.concatenate(factors, axis=1), cond
+
+
+def _trace_upper(weight: FloatArray, sigma: FloatArray) -> float:
+    """An upper bound on tr(W Sigma) from its float sum (error <= gamma_n sum |W_ik S_ik|)."""
+    n = weight.size
+    unit = np.finfo(float).eps / 2
+    gamma = n * unit / (1 - n * unit)
+    total = float(np.sum(weight * sigma))
+    return float(np.nextafter(total + gamma * float(np.sum(np.abs(weight * sigma))) * 1.01, np.inf))
+
+
+def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> float:
+    """A lower bound on lambda_min(sigma) in float64. ``exact_floor``: sigma is the rounding of
+    a matrix known to be >= eta I (a closed form), so Weyl's inequality with the rounding error
+    (at most one unit in the last place per entry) gives ``eta - u ||sigma||_F``; otherwise the
+    computed lambda_min less the eigensolver's backward error ``4 d u lambda_max``."""
+    unit = float(np.finfo(float).eps) / 2
+    if exact_floor:
+        top = float(np.max(np.abs(sigma)))
+        return eta - 2.0 * unit * top * float(np.linalg.norm(sigma / top))
+    ev = linalg.eigvalsh(sigma)
+    return float(ev[0]) - 4.0 * sigma.shape[0] * unit * float(ev[-1])
+
+
+def _verified_solution(
+    run: _Run, sigma_n: FloatArray, dual_n: FactoredDual, lower_n: float, details: dict[str, Any],
+    exact_floor: bool = False,
+) -> Solution:
+    """Scale back to the caller's units, verify the returned matrix by its own pass (float64)
+    and scale it to feasibility with a safety margin; the dual is scaled back too."""
+    d = run.dim
+    bound = run.bound
+    eta = run.eta * run.value_scale  # the caller's floor
+    weight = run.weight * run.weight_scale
+    sigma = _sym(run.value_scale * sigma_n)
+    ridged = bool(details.get("ridge", 0.0)) and run.complement.shape[1] > 0
+    bmat, cond = _inverse_factor(run, sigma, ridged)
+    check = run.executor.score(run.source, bmat, run.chunk, 0, np.inf)
+    run.passes += 1
+    run.pass_seconds.append(check.seconds)
+    # floating-point margins (err on the side of more noise): the float q_j carry a relative
+    # error of order d eps sqrt(cond) (triangular solve), lambda_min one of d eps lambda_max
+    unit = float(np.finfo(float).eps) * (d + 2)
+    margin = max(_SAFETY, 16.0 * unit * float(np.sqrt(cond)))
+    scale = float(max(1.0, check.qmax / bound)) * (1.0 + margin)
+    if eta > 0:
+        lam_low = _floor_lower_bound(sigma, eta, exact_floor)
+        if lam_low <= 0:  # too ill-conditioned to resolve lambda_min: lift by the floor itself
+            sigma = _sym(sigma + eta * np.eye(d))
+            lam_low = max(_floor_lower_bound(sigma, eta, False), eta)
+        scale = max(scale, eta / lam_low * (1.0 + _SAFETY))
+    sigma = scale * sigma
+    value = _trace_upper(weight, sigma)
+    lower = lower_n * run.weight_scale * run.value_scale
+    gap = value / lower - 1.0 if lower > 0 else np.inf
+    if run.status == "optimal" and gap > run.tol:
+        run.status = "optimal_inaccurate"
+        run.message = (f"certified relative gap {gap:.3g} > tol {run.tol:.3g} after the "
+                       "verification pass")
+    if run.status != "optimal" and not run.message.startswith("certified"):
+        run.message = (f"certified relative gap {gap:.3g} (tol {run.tol:.3g}) after {run.passes} "
+                       f"passes: {run.message}; the covariance is feasible but not certified "
+                       "optimal to tol (remedy: raise max_passes)")
+    elapsed = time.perf_counter() - run.started
+    median_pass = float(np.median(run.pass_seconds)) if run.pass_seconds else 0.0
+    extra = {
+        "lower": lower, "upper": value, "gap": gap, "tol": run.tol,
+        "support": 0, "working_set": 0, "floor_block": 0, "ridge": 0.0,
+        **details,
+        "floor_rank": int(np.sum(linalg.eigvalsh(sigma) <= eta * (1 + 1e-6))) if eta > 0 else 0,
+        "rank": run.rank,
+        "newton_seconds": run.newton_seconds,
+        "pass_seconds": float(np.sum(run.pass_seconds)),
+        "pass_median_seconds": median_pass,
+        "pass_equivalents": elapsed / median_pass if median_pass > 0 else float(run.passes),
+        "verification_ratio": check.qmax / bound,
+        "scales": {"data": run.data_scale, "value": run.value_scale, "weight": run.weight_scale},
+        "log": run.log,
+    }
     stats = SolverStats(
-        solver=SOLVER_NAME,
-        version=f"numpy {np.__version__}, scipy {scipy.__version__}",
-        setup_time=0.0,
-        solve_time=elapsed,
-        iterations=newton,
-        passes=passes,
+        solver=SOLVER_NAME, version=f"numpy {np.__version__}, scipy {scipy.__version__}",
+        setup_time=0.0, solve_time=elapsed, iterations=run.newton_iterations, passes=run.passes,
         extra=extra,
     )
-    raw = {"mu": best["mu"], "support_indices": best["idx"], "floor_basis": best["E"],
-           "floor_weights": best["pi"], "pmat": pmat_b, "minv": minv_b}
-    return Solution(covariance=sig, value=value, dual=dual, status=status, stats=stats,
-                    raw_duals=raw)
+    best = run.best
+    raw: dict[str, Any] = {}
+    if best is not None:
+        raw = {"mu": best.mu, "support_indices": best.indices, "floor_basis": best.floor_basis,
+               "floor_weights": best.floor_weights, "whiten": best.geometry.whiten,
+               "unwhiten": best.geometry.unwhiten}
+    return Solution(covariance=sigma, value=value, dual=_scaled_dual(run, dual_n),
+                    status=run.status, stats=stats, raw_duals=raw, message=run.message)
 
 
-def _factored_dual(
-    best: dict[str, Any],
-    weight: FloatArray,
-    qb: float,
-    eta: float,
-    t: float,
-    span: FloatArray,
-    comp: FloatArray,
-) -> FactoredDual:
-    """Map the reduced-dual weights to the factored dual of MATH.md §6.3 / §12.2."""
-    ev = best["ev"]
-    pmat = best["pmat"]
-    mu = best["mu"]
-    on = mu > 0
-    idx = best["idx"][on]
-    vec = best["vec"][on]
-    lam = (t / qb) ** 2 * mu[on]
-    # Sigma_mu^{+} s = pmat A^{-1/2} pmat^T s ; u = (q/T) Sigma_mu^{+} s
-    ninv = pmat @ ((ev.vecs * ev.a**-0.5) @ ev.vecs.T) @ pmat.T
-    ninv = 0.5 * (ninv + ninv.T)
-    u = (qb / t) * (vec @ ninv)
-    d = weight.shape[0]
-    if best["floor"]:
-        e = best["E"]
-        if e.shape[1]:
-            pw, pv = linalg.eigh(0.5 * (best["pi"] + best["pi"].T))
+def _scaled_dual(run: _Run, dual: FactoredDual) -> FactoredDual:
+    """The factored dual of the normalised program in the caller's units."""
+    return Normalisation(run.data_scale, run.bound, run.weight_scale).dual(dual)
+
+
+def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
+    """Map the reduced-dual weights to the factored dual (normalised units, q = 1)."""
+    point = cand.point
+    t = point.root_trace
+    whiten = cand.geometry.whiten
+    on = cand.mu > 0
+    lam = t * t * cand.mu[on]
+    # Sigma_mu^{+} s = P A^{-1/2} P^T s ; u = (q/T) Sigma_mu^{+} s
+    ninv = _sym(whiten @ ((point.eigvecs * point.eigvals**-0.5) @ point.eigvecs.T) @ whiten.T)
+    u = (cand.vectors[on] @ ninv) / t
+    d = run.dim
+    weight = run.weight
+    span, comp = run.span, run.complement
+    if cand.floor_mode:
+        basis = cand.floor_basis
+        if basis.shape[1]:
+            pw, pv = linalg.eigh(_sym(cand.floor_weights))
             half = pv * np.sqrt(np.clip(pw, 0.0, None))
-            g = np.sqrt(qb * eta) * (ninv @ e @ half)
+            g = np.sqrt(run.eta) * (ninv @ basis @ half)
         else:
             g = np.zeros((d, 0))
     elif comp.shape[1]:
@@ -882,10 +910,9 @@ def _factored_dual(
         wu = comp.T @ weight @ span  # (d-r, r)
         corr = comp @ (wu @ linalg.solve(wr, span.T, assume_a="pos"))
         u = u + u @ corr.T
-        schur = comp.T @ weight @ comp - wu @ linalg.solve(wr, wu.T, assume_a="pos")
-        schur = 0.5 * (schur + schur.T)
+        schur = _sym(comp.T @ weight @ comp - wu @ linalg.solve(wr, wu.T, assume_a="pos"))
         sw, sv = linalg.eigh(schur)
         g = comp @ (sv * np.sqrt(np.clip(sw, 0.0, None)))
     else:
         g = np.zeros((d, 0))
-    return FactoredDual(support=idx, multipliers=lam, directions=u, floor_factor=g)
+    return FactoredDual(support=cand.indices[on], multipliers=lam, directions=u, floor_factor=g)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -240,6 +241,24 @@ def _attempts(problem: CovarianceProgram, solver: str) -> list[tuple[str, str]]:
     return [("structured", "primal"), ("clarabel", "inverse")]
 
 
+#: A fallback of ``solver="auto"`` may take this many times the structured solver's time ...
+FALLBACK_TIME_FACTOR = 100.0
+#: ... but at least this many seconds (solver time, cvxpy's compilation excluded) ...
+FALLBACK_MIN_SECONDS = 2.0
+#: ... and at most this many.
+FALLBACK_MAX_SECONDS = 60.0
+
+
+def _better(new: CovarianceCertificate, old: CovarianceCertificate | None) -> bool:
+    """The best certified VALUE wins: a certified design over an uncertified one, then the
+    smaller certified upper bound (the value of the repaired, strictly feasible covariance)."""
+    if old is None:
+        return True
+    if new.certified != old.certified:
+        return new.certified
+    return new.upper < old.upper
+
+
 def design_covariance(
     sensitivity: Any,
     budgets: Any,
@@ -269,8 +288,10 @@ def design_covariance(
         eta: require Sigma >= eta I.
     solver : str, default "auto"
         ``"auto"`` (the structured solver; if its certificate does not close, Clarabel and then
-        SCS as second opinions, keeping the best certified result), ``"structured"`` or any
-        backend of :func:`solvers.cvx.available_backends`.
+        SCS as second opinions, each under a time budget of ``FALLBACK_TIME_FACTOR`` times the
+        structured solve (between ``FALLBACK_MIN_SECONDS`` and ``FALLBACK_MAX_SECONDS``),
+        keeping the best certified value), ``"structured"`` or any backend of
+        :func:`solvers.cvx.available_backends`.
     tol : float, default 1e-6
         Relative gap required for certification.
     rigorous : bool, default False
@@ -305,18 +326,28 @@ def design_covariance(
     best: tuple[CovarianceCertificate, Solution] | None = None
     errors: list[str] = []
     solve_tol = max(1e-10, min(1e-8, tol / 100))
+    auto = solver.lower() == "auto" if isinstance(solver, str) else False
+    budget: float | None = None
     for method, form in _attempts(problem, solver):
+        options: dict[str, Any] = {}
+        if budget is not None and method != "structured":
+            options["time_limit"] = budget
+        started = time.perf_counter()
         try:
-            sol = solve(problem, method=method, form=form, tol=solve_tol)
+            sol = solve(problem, method=method, form=form, tol=solve_tol, **options)
         except SolverError as exc:
-            errors.append(str(exc))
+            errors.append(f"{method}: {exc}")
             continue
         except InvalidParameterError:
-            if solver.lower() != "auto":
+            if not auto or method == "structured":  # bad data, not a solver's failure
                 raise
             continue
+        finally:
+            if auto and budget is None:  # the first (structured) attempt sets the budget
+                budget = min(FALLBACK_MAX_SECONDS, max(
+                    FALLBACK_MIN_SECONDS, FALLBACK_TIME_FACTOR * (time.perf_counter() - started)))
         cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
-        if best is None or cert.gap < best[0].gap:
+        if _better(cert, best[0] if best is not None else None):
             best = (cert, sol)
         if cert.certified:
             break
@@ -333,8 +364,9 @@ def design_covariance(
         message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
     else:
         status = "optimal_inaccurate"
+        why = f" (solver {sol.stats.solver}: {sol.status}; {sol.message})" if sol.message else ""
         message = (
-            f"design not certified to tol={tol:g}: {cert.message}; the covariance is private "
+            f"design not certified to tol={tol:g}: {cert.message}{why}; the covariance is private "
             f"(re-checked) but may be suboptimal by up to a factor {1 + cert.gap:.6g}"
         )
         warnings.warn(message, AccuracyWarning, stacklevel=2)

@@ -1,0 +1,363 @@
+r"""The restricted reduced dual: maximise :math:`T` on a working set by damped Newton.
+
+For weights :math:`\mu \ge 0` on whitened atoms :math:`y_i` (rows of ``atoms``) and a PSD block
+:math:`\Pi` on whitened floor directions :math:`b_a` (columns of ``floor_atoms``) with
+:math:`\sum_i\mu_i + \operatorname{tr}\Pi = 1`, let
+:math:`A = \sum_i \mu_i y_iy_i^\top + B\Pi B^\top` and :math:`T = \operatorname{tr}A^{1/2}`.
+:math:`T` is concave with :math:`\partial T/\partial\mu_i = q_i/2`, :math:`q_i = y_i^\top
+A^{-1/2}y_i`, and its Hessian follows from the Daleckii–Krein formula (the reduced dual of the
+optimal Gaussian covariance for the ideal denoiser, Theorem 3). :func:`inner_solve` maximises
+:math:`T` with an active set on :math:`\mu` and a log-det barrier on :math:`\Pi` driven to
+zero. Used by :mod:`solvers.structured`, which grows the working set from full passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import lapack
+
+from certificates.errors import SolverError
+
+__all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inner_solve"]
+
+SOLVER_NAME = "dpopt-structured"
+#: eigh of the assembled A is trusted when a_min > _EIGH_RESOLVED a_max (else SVD of its factor).
+_EIGH_RESOLVED = 1e-12
+#: The working set must keep a_min > _RANK_RTOL a_max (singular values resolved to ~1e-3).
+_RANK_RTOL = 1e-26
+FloatArray = NDArray[np.float64]
+
+
+@dataclass
+class Restricted:
+    """Working-set state in whitened coordinates (``y = P^T s``, weight = identity)."""
+
+    atoms: FloatArray  # (k, p) whitened vector atoms y = P^T s
+    mu: FloatArray  # (k,)
+    floor_atoms: FloatArray  # (p, kE) = sqrt(q eta) P^T E, whitened floor directions
+    floor_weights: FloatArray  # (kE, kE) PSD weight block Pi of the floor
+    floor_rotation: FloatArray  # (kE0, kE) accumulated rotation/elimination of E
+    barrier: float = 0.0  # weight of the barrier on log det Pi
+
+
+@dataclass
+class RestrictedPoint:
+    eigvals: FloatArray  # a: eigenvalues of A(mu, Pi)
+    eigvecs: FloatArray  # V
+    root_trace: float  # T = tr A^{1/2}
+    scores: FloatArray  # q_i of the working-set atoms
+    floor_proj: FloatArray  # V^T floor_atoms
+    floor_scores: FloatArray  # Q_floor: the floor block's "q" matrix (kE, kE)
+
+
+def _assemble(state: Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
+    amat = (state.atoms.T * mu) @ state.atoms
+    if pi.shape[0]:
+        amat += state.floor_atoms @ pi @ state.floor_atoms.T
+    return 0.5 * (amat + amat.T)
+
+
+def _factor_spectrum(
+    state: Restricted, mu: FloatArray, pi: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Eigen-decomposition of A from the SVD of its factor ``F`` (``A = F^T F``): the small
+    eigenvalues come with a relative error of order ``u sqrt(a_max / a)`` instead of
+    ``u a_max / a`` (ill-conditioned W, nearly degenerate sets)."""
+    rows = [state.atoms * np.sqrt(np.clip(mu, 0.0, None))[:, None]]
+    if pi.shape[0]:
+        pw, pv = np.linalg.eigh(0.5 * (pi + pi.T))
+        rows.append((state.floor_atoms @ (pv * np.sqrt(np.clip(pw, 0.0, None)))).T)
+    factor = np.concatenate(rows)
+    p = factor.shape[1]
+    _, sv, vt = np.linalg.svd(factor, full_matrices=True)
+    a = np.zeros(p)
+    a[: sv.size] = sv * sv
+    order = np.argsort(a)
+    return a[order], vt.T[:, order]
+
+
+def _spectrum(state: Restricted, mu: FloatArray, pi: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Eigen-decomposition of A: ``eigh`` of the assembled matrix when it resolves the
+    spectrum, else from the SVD of the factor (:func:`_factor_spectrum`)."""
+    a, v = np.linalg.eigh(_assemble(state, mu, pi))
+    if a[0] > _EIGH_RESOLVED * a[-1]:
+        return a, v
+    return _factor_spectrum(state, mu, pi)
+
+
+def _trace_sqrt(state: Restricted, mu: FloatArray, pi: FloatArray) -> tuple[float, float]:
+    """T = tr A^{1/2} and the condition ratio a_min / a_max."""
+    eig = np.linalg.eigvalsh(_assemble(state, mu, pi))
+    if not eig[0] > _EIGH_RESOLVED * eig[-1]:
+        eig, _ = _factor_spectrum(state, mu, pi)
+    return float(np.sum(np.sqrt(np.clip(eig, 0.0, None)))), float(eig[0] / max(eig[-1], 1e-300))
+
+
+def evaluate(state: Restricted) -> RestrictedPoint:
+    a, v = _spectrum(state, state.mu, state.floor_weights)
+    if not a[0] > _RANK_RTOL * a[-1]:
+        raise SolverError(
+            f"{SOLVER_NAME}: the working set lost full rank (cond > {1 / _RANK_RTOL:.0e}); "
+            "remedy: pass a larger working_set or use solver='clarabel'"
+        )
+    a4 = a**-0.25
+    zs = (state.atoms @ v) * a4
+    q = np.einsum("ij,ij->i", zs, zs)
+    gf = v.T @ state.floor_atoms
+    gs = gf * a4[:, None]
+    qf = gs.T @ gs
+    return RestrictedPoint(a, v, float(np.sum(np.sqrt(a))), q, gf, 0.5 * (qf + qf.T))
+
+
+def _hessian_factor(
+    z: FloatArray, gf: FloatArray, a: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Rows X with ``-Hessian = X X^T`` (Daleckii–Krein), vectors first, then svec(Pi) entries."""
+    p = a.shape[0]
+    rt = np.sqrt(a)
+    i0, i1 = np.triu_indices(p)
+    gam = 1.0 / (rt[i0] * rt[i1] * (rt[i0] + rt[i1]))
+    w = np.sqrt(np.where(i0 == i1, 0.5 * gam, gam))
+    xv = z[:, i0] * z[:, i1] * w
+    n_floor = gf.shape[1]
+    if n_floor == 0:
+        return xv, np.empty((0, xv.shape[1]))
+    e0, e1 = np.triu_indices(n_floor)
+    # (g_a g_b^T + g_b g_a^T)/sqrt2 for a < b; g_a g_a^T for a = b, entries (c, e) of the p-pairs
+    sym = gf[i0][:, e0] * gf[i1][:, e1] + gf[i0][:, e1] * gf[i1][:, e0]
+    scale = np.where(e0 == e1, 0.5, 1.0 / np.sqrt(2.0))
+    rows_floor = (sym * scale).T * w
+    return xv, rows_floor
+
+
+def _svec(mat: FloatArray) -> FloatArray:
+    i0, i1 = np.triu_indices(mat.shape[0])
+    return np.where(i0 == i1, 1.0, np.sqrt(2.0)) * mat[i0, i1]
+
+
+def _smat(vec: FloatArray, n: int) -> FloatArray:
+    i0, i1 = np.triu_indices(n)
+    out = np.zeros((n, n))
+    vals = np.where(i0 == i1, 1.0, 1.0 / np.sqrt(2.0)) * vec
+    out[i0, i1] = vals
+    out[i1, i0] = vals
+    return out
+
+
+def _psd_step_limit(pi: FloatArray, step_pi: FloatArray) -> float:
+    """Largest alpha with ``pi + alpha * step_pi`` PSD (pi positive definite)."""
+    w, v = np.linalg.eigh(pi)
+    h = v / np.sqrt(w)
+    x = h.T @ step_pi @ h
+    m = float(np.linalg.eigvalsh(0.5 * (x + x.T))[0])
+    return np.inf if m >= 0 else -1.0 / m
+
+
+def _cho(mat: FloatArray, tau: float) -> FloatArray:
+    """Lower Cholesky factor (LAPACK potrf, little overhead), larger ridge if the first fails."""
+    c, info = lapack.dpotrf(mat, lower=1, clean=0)
+    if info != 0:
+        c, info = lapack.dpotrf(mat + 1e3 * tau * np.eye(mat.shape[0]), lower=1, clean=0)
+        if info != 0:
+            raise SolverError(
+                f"{SOLVER_NAME}: the Newton system is not positive definite (degenerate working "
+                "set); remedy: rescale the vectors"
+            )
+    return np.asarray(c)
+
+
+def _cho_solve(c: FloatArray, rhs: FloatArray) -> FloatArray:
+    x, info = lapack.dpotrs(c, rhs, lower=1)
+    if info != 0:  # pragma: no cover - only on invalid arguments
+        raise SolverError(f"{SOLVER_NAME}: potrs failed (info {info})")
+    return np.asarray(x)
+
+
+def _rotate_floor(state: Restricted, point: RestrictedPoint) -> None:
+    """Rotate the floor basis to the eigenbasis of Pi (Pi becomes diagonal); updates ``point``."""
+    w, qv = np.linalg.eigh(0.5 * (state.floor_weights + state.floor_weights.T))
+    state.floor_weights = np.diag(w)
+    state.floor_atoms = state.floor_atoms @ qv
+    state.floor_rotation = state.floor_rotation @ qv
+    point.floor_proj = point.floor_proj @ qv
+    point.floor_scores = qv.T @ point.floor_scores @ qv
+
+
+def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
+    """Damped Newton for max T on the working set (MATH.md §11.5).
+
+    Vector weights are handled by an active set (ratio test, atoms enter when ``q_i > T``); the
+    floor block ``Pi`` by a log-det barrier ``tb * log det Pi`` driven to zero (its Hessian is
+    diagonal in Pi's eigenbasis), so the range of ``Pi`` can rotate freely. Stops when the
+    restricted KKT gap ``max(q_i, lambda_max(Q_floor))/T - 1`` and the barrier gap
+    ``2 tb kE / T`` are both below ``tol``.
+    """
+    point = evaluate(state)
+    it = 0
+    stall = 0
+    for it in range(1, max_iter + 1):
+        t = point.root_trace
+        n_floor = state.floor_weights.shape[0]
+        if n_floor:
+            _rotate_floor(state, point)
+        floor_diag = np.diag(state.floor_weights).copy() if n_floor else np.zeros(0)
+        floor_score_max = float(np.linalg.eigvalsh(point.floor_scores)[-1]) if n_floor else -np.inf
+        kkt_vectors = float(point.scores.max()) / t - 1.0
+        kkt = max(kkt_vectors, floor_score_max / t - 1.0)
+        if n_floor and it == 1:
+            # (re)start the barrier at a weight matched to the current KKT error and lift the
+            # floor weights that fell far below their central value 2 tb / (2 nu - Qf_aa)
+            state.barrier = 0.1 * max(kkt, tol) * t / n_floor
+            slack = t + 2.0 * state.barrier * n_floor - np.diag(point.floor_scores)
+            central = np.where(
+                slack > 0, 2.0 * state.barrier / np.maximum(slack, 1e-300), floor_diag
+            )
+            lift = np.maximum(floor_diag, np.minimum(0.5 * central, float(floor_diag.max())))
+            if np.any(lift > floor_diag):
+                state.floor_weights = np.diag(lift)
+                total = float(state.mu.sum() + lift.sum())
+                state.mu, state.floor_weights = state.mu / total, state.floor_weights / total
+                point = evaluate(state)
+                _rotate_floor(state, point)
+                t = point.root_trace
+                floor_diag = np.diag(state.floor_weights).copy()
+                floor_score_max = float(np.linalg.eigvalsh(point.floor_scores)[-1])
+                kkt_vectors = float(point.scores.max()) / t - 1.0
+                kkt = max(kkt_vectors, floor_score_max / t - 1.0)
+        if n_floor:
+            # path following: shrink the barrier only at a (nearly) central point, where
+            # pi_a (T + 2 tb kE - Qf_aa) = 2 tb for every floor direction a
+            slack_diag = t + 2.0 * state.barrier * n_floor - np.diag(point.floor_scores)
+            cen = floor_diag * slack_diag / (2.0 * state.barrier)
+            off = point.floor_scores - np.diag(np.diag(point.floor_scores))
+            centred = (
+                bool(np.all((cen > 0.25) & (cen < 4.0)))
+                and float(point.scores.max()) <= t + 3.0 * state.barrier * n_floor + tol * t
+                and float(np.max(np.abs(off))) <= 2.0 * max(2.0 * state.barrier * n_floor, tol * t)
+            )
+            if centred and 2.0 * state.barrier * n_floor / t > 0.5 * tol:
+                state.barrier = max(0.03 * state.barrier, 0.2 * tol * t / n_floor)
+        bar_gap = 2.0 * state.barrier * n_floor / t if n_floor else 0.0
+        if kkt <= tol and bar_gap <= tol:
+            break
+        # 2 nu at the barrier optimum
+        t_central = t + 2.0 * state.barrier * n_floor if n_floor else t
+        free = (state.mu > 0) | (point.scores > t_central * (1.0 + 1e-14))
+        z = state.atoms @ point.eigvecs
+        e0, e1 = np.triu_indices(n_floor)
+        grad = np.concatenate([0.5 * point.scores, 0.5 * _svec(point.floor_scores)])
+        if n_floor:
+            grad[state.mu.size :] += np.where(e0 == e1, state.barrier / floor_diag[e0], 0.0)
+        barrier_hess = state.barrier / (floor_diag[e0] * floor_diag[e1]) if n_floor else np.zeros(0)
+        simplex_floor = (e0 == e1).astype(float)
+        cand = np.flatnonzero(free)
+        rows_vec, rows_floor = _hessian_factor(z[cand], point.floor_proj, point.eigvals)
+        rows = np.concatenate([rows_vec, rows_floor]) if rows_floor.shape[0] else rows_vec
+        # -Hessian on every candidate coordinate, formed once per iteration
+        neg_hessian = rows @ rows.T
+        n_cand = cand.size
+        tau = 1e-13 * max(float(np.max(np.diag(neg_hessian))), 1e-300) + 1e-300
+        neg_hessian[np.diag_indices_from(neg_hessian)] += tau
+        grad_floor = grad[state.mu.size :]
+        # block elimination of the floor block (shared by every active-set re-solve): the Schur
+        # complement of a subset of vector atoms is the principal submatrix of the full one
+        if n_floor:
+            neg_hessian[n_cand:, n_cand:][np.diag_indices(barrier_hess.size)] += barrier_hess
+            chol_floor = _cho(neg_hessian[n_cand:, n_cand:], tau)
+            k_vf = neg_hessian[:n_cand, n_cand:]
+            y = _cho_solve(chol_floor, np.ascontiguousarray(k_vf.T))
+            wf1 = _cho_solve(chol_floor, grad_floor)
+            wf2 = _cho_solve(chol_floor, simplex_floor)
+            schur = neg_hessian[:n_cand, :n_cand] - k_vf @ y
+            rv1 = grad[cand] - k_vf @ wf1
+            rv2 = 1.0 - k_vf @ wf2
+        else:
+            schur = neg_hessian
+            rv1 = grad[cand]
+            rv2 = np.ones(n_cand)
+        for _ in range(state.mu.size + 1):
+            idx = np.flatnonzero(free)
+            sub = np.searchsorted(cand, idx)
+            if sub.size:
+                chol_s = _cho(schur[np.ix_(sub, sub)], tau)
+                av1 = _cho_solve(chol_s, rv1[sub])
+                av2 = _cho_solve(chol_s, rv2[sub])
+            else:
+                av1 = av2 = np.zeros(0)
+            if n_floor:
+                a1 = np.concatenate([av1, wf1 - y[:, sub] @ av1])
+                a2 = np.concatenate([av2, wf2 - y[:, sub] @ av2])
+            else:
+                a1, a2 = av1, av2
+            g = np.concatenate([grad[idx], grad_floor])
+            kap = np.concatenate([np.ones(idx.size), simplex_floor])
+            nu = float(kap @ a1) / float(kap @ a2)
+            step = a1 - nu * a2
+            step_v = step[: idx.size]
+            bad = (state.mu[idx] <= 0) & (step_v < 0)
+            if not np.any(bad):
+                break
+            free[idx[bad]] = False
+        delta_v = np.zeros_like(state.mu)
+        delta_v[idx] = step_v
+        delta_f = step[idx.size :]
+        slope = float(g @ step)
+        # ratio tests: vector weights stay >= 0, the floor block stays positive definite
+        neg = delta_v < 0
+        alpha_v = float(np.min(-state.mu[neg] / delta_v[neg])) if np.any(neg) else np.inf
+        step_pi = _smat(delta_f, n_floor) if n_floor else np.zeros((0, 0))
+        alpha_f = _psd_step_limit(state.floor_weights, step_pi) if n_floor else np.inf
+        alpha = min(1.0, alpha_v, 0.99 * alpha_f)
+        merit0 = t + (state.barrier * float(np.sum(np.log(floor_diag))) if n_floor else 0.0)
+        accepted = False
+        for _ in range(60):
+            mu_new = state.mu + alpha * delta_v
+            if alpha == alpha_v:
+                ratio = -state.mu / np.where(neg, delta_v, -1.0)
+                mu_new[neg & (ratio <= alpha * (1 + 1e-12))] = 0.0
+            mu_new = np.clip(mu_new, 0.0, None)
+            pi_new = state.floor_weights + alpha * step_pi
+            t_new, cond = _trace_sqrt(state, mu_new, pi_new)
+            merit = t_new
+            if n_floor:
+                lp = np.linalg.eigvalsh(pi_new)
+                merit = t_new + state.barrier * float(np.sum(np.log(np.maximum(lp, 1e-300))))
+            # near the optimum the predicted increase (~slope/2) drowns in the rounding of T:
+            # then the Newton step is accepted as it stands (quadratic convergence region)
+            tiny = slope <= 1e-11 * abs(merit0)
+            armijo = merit >= merit0 + 1e-4 * alpha * slope - 4e-16 * abs(merit0)
+            if cond > _RANK_RTOL * 10 and (tiny or armijo):
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            stall += 1
+            break
+        total = float(mu_new.sum() + np.trace(pi_new))
+        state.mu = mu_new / total
+        state.floor_weights = pi_new / total
+        if n_floor:
+            eliminate_floor(state)
+        point = evaluate(state)
+        if t_new <= t * (1 + 1e-15) and (not n_floor or bar_gap <= tol):
+            stall += 1
+            if stall > 8:
+                break
+        else:
+            stall = 0
+    return point, it
+
+
+def eliminate_floor(state: Restricted) -> None:
+    """Rotate the floor block to Pi's eigenbasis and drop directions whose weight vanished."""
+    w, qv = np.linalg.eigh(0.5 * (state.floor_weights + state.floor_weights.T))
+    keep = w > 1e-15 * max(float(w[-1]), 1e-300)
+    if np.all(keep):
+        return
+    qv = qv[:, keep]
+    state.floor_weights = np.diag(w[keep])
+    state.floor_atoms = state.floor_atoms @ qv
+    state.floor_rotation = state.floor_rotation @ qv
