@@ -153,21 +153,38 @@ def _log_2sinh_half(d: Arr) -> Arr:
     return np.asarray(0.5 * d + np.log(-np.expm1(-d)))
 
 
-def _log_diff_ndtr(lo: Arr, hi: Arr) -> Arr:
-    """log(Phi(hi) - Phi(lo)) for lo < hi, elementwise, without cancellation."""
+def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
+    """log(Phi(hi) - Phi(lo)) for lo < hi, elementwise, without cancellation, and a bound on
+    its rounding error."""
     lo, hi = np.broadcast_arrays(np.asarray(lo, float), np.asarray(hi, float))
     flip = lo > 0.0  # use the symmetry Phi(b) - Phi(a) = Phi(-a) - Phi(-b)
     a = np.where(flip, -hi, lo)
     b = np.where(flip, -lo, hi)
     out = np.empty_like(a)
+    err = np.empty_like(a)
+    c = _ULPS * _U
     left = b <= 0.0  # both ends in the left half: ratio of log-CDFs
     if np.any(left):
         la, lb = log_ndtr(a[left]), log_ndtr(b[left])
-        out[left] = lb + np.log(-np.expm1(la - lb))
+        dif = la - lb
+        out[left] = lb + np.log(-np.expm1(dif))
+        # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is amplified
+        err[left] = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif))
     mid = ~left  # a <= 0 < b: Phi(b) - Phi(a) >= Phi(b) - 1/2 > 0, no cancellation
     if np.any(mid):
-        out[mid] = np.log(ndtr(b[mid]) - ndtr(a[mid]))
-    return out
+        diff = ndtr(b[mid]) - ndtr(a[mid])
+        out[mid] = np.log(diff)
+        err[mid] = c * (2.0 + 2.0 / diff)
+    return out, err
+
+
+def _to_split(lu: Arr, ll: Arr, tot_l: float, log_gap: float) -> NDArray[np.bool_]:
+    """Pieces to subdivide: those whose gap exceeds half their share of the target and is
+    within 1e-3 of the largest one (the dominant gaps first)."""
+    excess = np.exp(np.minimum(lu - tot_l, 700.0)) - np.exp(np.minimum(ll - tot_l, 700.0))
+    budget = math.expm1(log_gap) / max(lu.size, 1)
+    top = float(np.max(excess)) if excess.size else 0.0
+    return np.asarray((excess > 0.5 * budget) & (excess >= 1e-3 * top))
 
 
 def _decided(lo: float, hi: float, threshold: float | None) -> bool:
@@ -239,35 +256,40 @@ def _laplace_bounds(
     idx = np.arange(n - 1, dtype=np.intp)
     s0 = np.zeros(n - 1)
     width = np.diff(z)
-    done_u: list[Arr] = []
-    done_l: list[Arr] = []
-    total_pieces = 0
-    for _ in range(_MAX_ROUNDS):
 
-        def lf(s: Arr, idx: NDArray[np.intp] = idx) -> Arr:
+    def piece_bounds(idx: NDArray[np.intp], s0: Arr, width: Arr) -> tuple[Arr, Arr]:
+        def lf(s: Arr) -> Arr:
             return alpha * P.log_density(z, idx, s) + a1 * Q.log_density(z, idx, s)
 
         lu = _log_tanh_half(width) + np.logaddexp(lf(s0), lf(s0 + width)) - math.log(2.0)
         ll = _log_2sinh_half(width) + lf(s0 + 0.5 * width) - math.log(2.0)
-        allu = np.concatenate([*done_u, lu, tails])
-        alll = np.concatenate([*done_l, ll, tails])
-        tot_u, tot_l = float(logsumexp(allu)), float(logsumexp(alll))
-        count = total_pieces + idx.size
-        if tot_u - tot_l <= log_gap or count >= _MAX_PIECES or _decided(tot_l, tot_u, log_decide):
-            total_pieces = count
+        return lu, ll
+
+    lu, ll = piece_bounds(idx, s0, width)
+    tail_arr = np.array(tails)
+    for _ in range(_MAX_ROUNDS):
+        tot_u = logsumexp(np.concatenate([lu, tail_arr]))
+        tot_l = logsumexp(np.concatenate([ll, tail_arr]))
+        if tot_u - tot_l <= log_gap or idx.size >= _MAX_PIECES or _decided(
+            tot_l, tot_u, log_decide
+        ):
             break
-        # split the pieces carrying the gap; keep the others
-        excess = np.exp(lu - tot_l) - np.exp(ll - tot_l)
-        budget = math.expm1(log_gap) / max(count, 1)
-        split = excess > 0.5 * budget
-        done_u.append(lu[~split])
-        done_l.append(ll[~split])
-        total_pieces += int(np.count_nonzero(~split))
+        split = _to_split(lu, ll, tot_l, log_gap)
+        if not split.any():
+            break
         k = 4
-        idx = np.repeat(idx[split], k)
-        w = np.repeat(width[split] / k, k)
-        s0 = np.repeat(s0[split], k) + w * np.tile(np.arange(k), int(np.count_nonzero(split)))
-        width = w
+        ns = int(np.count_nonzero(split))
+        c_idx = np.repeat(idx[split], k)
+        c_w = np.repeat(width[split] / k, k)
+        c_s0 = np.repeat(s0[split], k) + c_w * np.tile(np.arange(k), ns)
+        c_lu, c_ll = piece_bounds(c_idx, c_s0, c_w)
+        keep = ~split
+        idx = np.concatenate([idx[keep], c_idx])
+        s0 = np.concatenate([s0[keep], c_s0])
+        width = np.concatenate([width[keep], c_w])
+        lu = np.concatenate([lu[keep], c_lu])
+        ll = np.concatenate([ll[keep], c_ll])
+    total_pieces = int(idx.size)
     slack = _laplace_slack(alpha, n, span, total_pieces + 2)
     return tot_l, tot_u, total_pieces, slack
 
@@ -301,7 +323,9 @@ class _GaussLaw:
     atoms: Arr
     lm: Arr
     cum: Arr  # cum[j] = mass of atoms[:j]
-    max_d: float = 0.0  # largest |t - atom| used so far (for the rounding slack)
+    max_d: float = 0.0  # largest |t - atom| used so far
+    last_err: Arr | None = None  # rounding bound of the last eval's log values, per point
+    last_slope_err: Arr | None = None  # and of its posterior-mean slopes
 
     @classmethod
     def build(cls, x: Arr, p: Arr) -> _GaussLaw:
@@ -322,6 +346,8 @@ class _GaussLaw:
         low = np.empty(t.size)
         up = np.empty(t.size)
         mu = np.empty(t.size)
+        err = np.empty(t.size)
+        serr = np.empty(t.size)
         x, lm, cum = self.atoms, self.lm, self.cum
         n = x.size
         blk = 256
@@ -350,8 +376,16 @@ class _GaussLaw:
                     rem = np.logaddexp(rem, math.log(tail_mass) - 0.5 * dr * dr)
             low[i : i + blk] = lw
             up[i : i + blk] = np.logaddexp(lw, rem)
+            # rounding: exponents lm - d^2/2 carry absolute error <= c u (|e| + 1500); in the
+            # log-sum-exp only the dominant ones matter (sum_k w_k |e_k - mx| <= n / e), so the
+            # value errs by <= c u (|mx| + n + 1500); the slope by that times max |d| + 1
+            e_val = _ULPS * _U * (np.abs(mx) + np.abs(lw) + (j1 - j0) + 1500.0)
+            err[i : i + blk] = e_val
+            serr[i : i + blk] = e_val * (float(np.max(np.abs(d))) + 1.0)
         inv = np.empty_like(order)
         inv[order] = np.arange(order.size)
+        self.last_err = err[inv]
+        self.last_slope_err = serr[inv]
         return low[inv], up[inv], mu[inv]
 
 
@@ -364,8 +398,17 @@ def _gauss_piece_bounds(
     pts, inv = np.unique(np.concatenate([t0, t1, m]), return_inverse=True)
     inv = np.ravel(inv)
     pl, pu, mup_all = (v[inv] for v in P.eval(pts))
+    assert P.last_err is not None and P.last_slope_err is not None
+    ep, sp = P.last_err[inv], P.last_slope_err[inv]
     ql, qu, muq_all = (v[inv] for v in Q.eval(pts))
+    assert Q.last_err is not None and Q.last_slope_err is not None
+    eq, sq = Q.last_err[inv], Q.last_slope_err[inv]
     k = t0.size
+    # rounding of the inputs of each piece: values at the three points, tangent slopes at the
+    # middle (a chord's slope error, val_err / eta, moves the line by at most val_err)
+    val_err = np.maximum.reduce([ep[:k], ep[k : 2 * k], ep[2 * k :], eq[:k], eq[k : 2 * k],
+                                 eq[2 * k :]])
+    slope_err = np.maximum(sp[2 * k :], sq[2 * k :])
     p0, p1, pm, mup = pu[:k], pu[k : 2 * k], pl[2 * k :], mup_all[2 * k :]
     q0, q1, qm, muq = qu[:k], qu[k : 2 * k], ql[2 * k :], muq_all[2 * k :]
     a1 = 1.0 - alpha
@@ -375,9 +418,45 @@ def _gauss_piece_bounds(
     lu = alpha * (p1 - p0) / (2.0 * eta) + a1 * muq
     cl = alpha * pm + a1 * (h2 + 0.5 * (q0 + q1))
     ll = alpha * mup + a1 * (q1 - q0) / (2.0 * eta)
-    up = cu + 0.5 * lu * lu + _log_diff_ndtr(-eta - lu, eta - lu)
-    low = cl + 0.5 * ll * ll + _log_diff_ndtr(-eta - ll, eta - ll)
-    return np.asarray(up), np.asarray(low)
+    du, eu = _log_diff_ndtr(-eta - lu, eta - lu)
+    dl, el = _log_diff_ndtr(-eta - ll, eta - ll)
+    up = cu + 0.5 * lu * lu + du
+    low = cl + 0.5 * ll * ll + dl
+    # input errors scaled by the powers (|alpha| + |1 - alpha| <= 2 alpha): values and chords
+    # move the exponent by <= 2 val_err, a tangent slope error by <= eta times it on the piece
+    # (the computed lambda is the exact slope of a line within that distance), plus the
+    # rounding of this assembly; the pieces' end points and middles are exact floats, so the
+    # pieces tile the line up to slivers of width <= 4 u |t| (covered by the last term)
+    a2 = 2.0 * alpha
+    c = _ULPS * _U
+    slack_u = a2 * (2.0 * val_err + slope_err * eta) + eu + c * (
+        np.abs(cu) + 0.5 * lu * lu + np.abs(du) + 1.0
+    )
+    slack_l = a2 * (2.0 * val_err + slope_err * eta) + el + c * (
+        np.abs(cl) + 0.5 * ll * ll + np.abs(dl) + 1.0
+    )
+    return np.asarray(up + slack_u), np.asarray(low - slack_l)
+
+
+def _gauss_slivers(t0: Arr, t1: Arr, P: _GaussLaw, Q: _GaussLaw, alpha: float) -> float:
+    """log of a bound on the integral over the gaps/overlaps left where a piece's float middle
+    and half-width do not reproduce its end points exactly (-inf when they all do).
+
+    A sliver of width delta next to an end point t lies within delta of it; there
+    p^a q^(1-a) <= exp(a log p_up(t) + (1-a) log q_low(t) + 2 a delta dmax) (log-densities are
+    Lipschitz with constant max |x - t|)."""
+    m = 0.5 * (t0 + t1)
+    eta = 0.5 * (t1 - t0)
+    bad = (m - eta != t0) | (m + eta != t1)
+    if not bad.any():
+        return float("-inf")
+    ends = np.concatenate([t0[bad], t1[bad]])
+    _, pu, _ = P.eval(ends)
+    ql, _, _ = Q.eval(ends)
+    delta = 4.0 * _U * (np.abs(ends) + 1.0)
+    dmax = max(P.max_d, Q.max_d) + 1.0
+    lf = alpha * pu + (1.0 - alpha) * ql + 2.0 * alpha * delta * dmax - _LOG_SQRT_2PI
+    return logsumexp(np.log(delta) + lf) + 1e-12
 
 
 def _gauss_tails(
@@ -399,9 +478,40 @@ def _gauss_tails(
     lam_l_l = alpha * muP[0] + a1 * (Q.atoms[0] - lo)
     lam_u = np.array([lam_u_l, lam_u_r])
     lam_l = np.array([lam_l_l, lam_l_r])
-    up = cu + 0.5 * lam_u**2 + log_ndtr(-lam_u)
-    low = cl + 0.5 * lam_l**2 + log_ndtr(-lam_l)
-    return np.asarray(up), np.asarray(low)
+    ln_u, ln_l = log_ndtr(-lam_u), log_ndtr(-lam_l)
+    up = cu + 0.5 * lam_u**2 + ln_u
+    low = cl + 0.5 * lam_l**2 + ln_l
+    assert P.last_err is not None and Q.last_err is not None
+    assert P.last_slope_err is not None and Q.last_slope_err is not None
+    c = _ULPS * _U
+    dmag = abs(lo) + abs(hi) + float(np.max(np.abs(P.atoms))) + float(np.max(np.abs(Q.atoms)))
+    e_in = 2.0 * alpha * (np.maximum(P.last_err, Q.last_err) + np.maximum(
+        P.last_slope_err, Q.last_slope_err) * (1.0 + np.abs(lam_u) + np.abs(lam_l)))
+    e_in = e_in + 2.0 * alpha * c * dmag * (1.0 + np.abs(lam_u) + np.abs(lam_l))
+    su = e_in + c * (np.abs(cu) + lam_u**2 + np.abs(ln_u) + 1.0)
+    sl = e_in + c * (np.abs(cl) + lam_l**2 + np.abs(ln_l) + 1.0)
+    return np.asarray(up + su), np.asarray(low - sl)
+
+
+def _gauss_grid(atoms: Arr, lo: float, hi: float, reach: float) -> tuple[Arr, Arr]:
+    """Initial pieces: steps of 1/2 within ``reach`` of the atoms (and to lo, hi), one piece
+    across every wider gap between atom clusters (refined later only if it matters)."""
+    cut = np.nonzero(np.diff(atoms) > 2.0 * reach)[0]
+    # end points on the grid of multiples of 1/2, so that every split into quarters keeps the
+    # middles and half-widths exact floats (the pieces then tile the line exactly)
+    starts = np.floor(2.0 * np.concatenate([[lo], atoms[cut + 1] - reach])) / 2.0
+    ends = np.ceil(2.0 * np.concatenate([atoms[cut] + reach, [hi]])) / 2.0
+    left: list[Arr] = []
+    right: list[Arr] = []
+    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        n = max(2, round((b - a) / 0.5))
+        e = a + 0.5 * np.arange(n + 1)
+        left.append(e[:-1])
+        right.append(e[1:])
+        if k + 1 < starts.size:  # the gap to the next cluster
+            left.append(np.array([b]))
+            right.append(np.array([starts[k + 1]]))
+    return np.concatenate(left), np.concatenate(right)
 
 
 def _gauss_bounds(
@@ -418,45 +528,45 @@ def _gauss_bounds(
     result = (0.0, 0.0, 0, 0.0)
     for _ in range(6):
         lo, hi = zmin - tail, zmax + tail
-        n0 = max(8, math.ceil((hi - lo) / 0.5))
-        edges = np.linspace(lo, hi, n0 + 1)
-        t0, t1 = edges[:-1], edges[1:]
+        t0, t1 = _gauss_grid(np.union1d(P.atoms, Q.atoms), lo, hi, tail)
+        lo, hi = float(t0[0]), float(t1[-1])
         tu, tl = _gauss_tails(lo, hi, P, Q, alpha)
-        done_u: list[Arr] = []
-        done_l: list[Arr] = []
-        total_pieces = 0
+        lu, ll = _gauss_piece_bounds(t0, t1, P, Q, alpha)
         for _round in range(_MAX_ROUNDS):
-            lu, ll = _gauss_piece_bounds(t0, t1, P, Q, alpha)
-            tot_u = logsumexp(np.concatenate([*done_u, lu, tu]))
-            tot_l = logsumexp(np.concatenate([*done_l, ll, tl]))
-            count = total_pieces + t0.size
+            tot_u = logsumexp(np.concatenate([lu, tu]))
+            tot_l = logsumexp(np.concatenate([ll, tl]))
             if (
                 tot_u - tot_l <= log_gap
-                or count >= _MAX_PIECES
+                or t0.size >= _MAX_PIECES
                 or _decided(tot_l, tot_u, log_decide)
             ):
-                total_pieces = count
                 break
-            excess = np.exp(lu - tot_l) - np.exp(ll - tot_l)
-            budget = math.expm1(log_gap) / max(count, 1)
-            split = excess > 0.5 * budget
-            done_u.append(lu[~split])
-            done_l.append(ll[~split])
-            total_pieces += int(np.count_nonzero(~split))
+            split = _to_split(lu, ll, tot_l, log_gap)
+            if not split.any():
+                break
             k = 4
             a, w = t0[split], (t1[split] - t0[split]) / k
-            starts = np.repeat(a, k) + np.repeat(w, k) * np.tile(np.arange(k), a.size)
-            t0, t1 = starts, starts + np.repeat(w, k)
-        tail_excess = math.exp(logsumexp(tu) - tot_l) - math.exp(logsumexp(tl) - tot_l)
-        dmax = max(P.max_d, Q.max_d, 1.0)
-        mag = 0.5 * dmax * dmax + 760.0 + abs(lo) + abs(hi)
-        d_logp = _ULPS * _U * (x.size + y.size + 4) * (mag + 1.0)
-        # value errors of the log-densities, plus the slope error (posterior mean, relative
-        # error <= d_logp, magnitude <= dmax) times the half-width of a piece (<= 0.25)
-        slack = float(
-            (2.0 * alpha + 1.0) * d_logp * (1.0 + dmax)
-            + _ULPS * _U * (alpha * mag + total_pieces + 16.0)
+            c0 = np.repeat(a, k) + np.repeat(w, k) * np.tile(np.arange(k), a.size)
+            c1 = np.concatenate([c0[1:], [0.0]])
+            c1[k - 1 :: k] = t1[split]  # children share end points exactly
+            c_lu, c_ll = _gauss_piece_bounds(c0, c1, P, Q, alpha)
+            keep = ~split
+            t0 = np.concatenate([t0[keep], c0])
+            t1 = np.concatenate([t1[keep], c1])
+            lu = np.concatenate([lu[keep], c_lu])
+            ll = np.concatenate([ll[keep], c_ll])
+        total_pieces = int(t0.size)
+        sliver = _gauss_slivers(t0, t1, P, Q, alpha)
+        if sliver > float("-inf"):
+            tot_u = float(np.logaddexp(tot_u, sliver))
+            # overlaps may have been counted twice in the lower bound
+            tot_l = tot_l + math.log(-math.expm1(min(sliver - tot_l, -1e-300)))
+        tail_excess = math.exp(min(logsumexp(tu) - tot_l, 700.0)) - math.exp(
+            min(logsumexp(tl) - tot_l, 700.0)
         )
+        # every piece already carries its own rounding slack; what is left is the final sum of
+        # the pieces (relative error <= count u) and its log
+        slack = float(_ULPS * _U * (total_pieces + 16.0 + abs(tot_u)))
         result = (tot_l, tot_u, total_pieces, slack)
         if (
             tail_excess <= 0.25 * math.expm1(log_gap)

@@ -76,7 +76,8 @@ class TightCalibration:
     noise : str
     alpha, epsilon, tol : float
     alpha_w_scale : float
-        The α-Wasserstein scale the search started from (a sufficient, faster bound).
+        The scale the search started from: the α-Wasserstein scale (a sufficient, faster
+        bound) unless ``start`` was given.
     binding_pair : (prior, s_i, s_j)
         The pair with the largest divergence at ``refuted_scale`` (or at ``scale``).
     certificate : MixtureCertificate or None
@@ -303,8 +304,10 @@ def calibrate_tight(
             alpha_w_scale=0.0, binding_pair=(first[0], first[1], first[2]), certificate=None,
             tight=True, evaluations=0, law_pairs=(),
         )
-    aw = _start_scale(scenario, noise, a, eps)
-    hi = aw if start is None else as_scalar("start", start, low=0.0)
+    aw = _start_scale(scenario, noise, a, eps) if start is None else as_scalar(
+        "start", start, low=0.0
+    )
+    hi = aw
     search = _Search(pairs, noise, a, eps)
     gap = 0.2 * tl * eps
     step = 1.0 + 0.25 * tl
