@@ -9,6 +9,9 @@ Imports nothing from ``dpopt`` or ``solvers`` and never trusts a solver's status
   files, re-checked from scratch on load (:func:`parse_certificate`: the unverified parse).
 - :func:`check_coupling` certifies an optimal-transport coupling used by Rényi Pufferfish
   calibration (exact marginals, log-domain average cost).
+- :func:`divergence_bounds` proves two-sided bounds on the Rényi divergence of two noisy discrete
+  laws (Laplace / Gaussian noise, 1-D); :func:`check_calibration` and
+  :func:`verify_mixture_file` check a tight Pufferfish calibration and its JSON file.
 """
 
 from certificates.coupling import (
@@ -26,6 +29,14 @@ from certificates.io import (
     write_certificate,
 )
 from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
+from certificates.renyi_mixture import (
+    DivergenceBounds,
+    MixtureCertificate,
+    check_calibration,
+    divergence_bounds,
+    verify_mixture_file,
+    write_mixture_certificate,
+)
 
 __all__ = [
     "ArrayVectors",
@@ -33,15 +44,21 @@ __all__ = [
     "CouplingCertificate",
     "CovarianceCertificate",
     "CovarianceProgram",
+    "DivergenceBounds",
     "FactoredDual",
+    "MixtureCertificate",
     "VectorSource",
     "check",
+    "check_calibration",
     "check_coupling",
+    "divergence_bounds",
     "log_average",
     "parse_certificate",
     "primal_ratio",
     "read_certificate",
     "round_to_marginals",
     "verify_file",
+    "verify_mixture_file",
     "write_certificate",
+    "write_mixture_certificate",
 ]

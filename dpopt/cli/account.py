@@ -249,6 +249,8 @@ def add_calibrate_parser(sub: Any) -> None:
             "example (CSV with header 'group,value'):\n"
             "  dpopt calibrate pufferfish data.csv --secret group --query value --alpha 2 "
             "--epsilon 1 --noise laplace\n"
+            "  dpopt calibrate pufferfish data.csv --secret group --query value --alpha 2 "
+            "--epsilon 1 --tight --certificate tight.json\n"
         ),
     )
     pf.add_argument("data", metavar="CSV", help="CSV file with a header row")
@@ -273,6 +275,20 @@ def add_calibrate_parser(sub: Any) -> None:
         default="exact",
         help="Laplace cost: exact Rényi moment (default, tightest), likelihood-ratio bound, or "
         "the paper's form (reproduction only)",
+    )
+    pf.add_argument(
+        "--tight",
+        action="store_true",
+        help="also compute the least private scale within --tol, proven by two-sided bounds on "
+        "the true divergence (1-D query; Laplace or Gaussian)",
+    )
+    pf.add_argument(
+        "--tol", type=_positive, default=0.01, help="relative tolerance of --tight (default 0.01)"
+    )
+    pf.add_argument(
+        "--certificate",
+        metavar="FILE",
+        help="with --tight: write the JSON certificate there (never overwrites)",
     )
     pf.add_argument("--json", action="store_true", help="print JSON instead of text")
     pf.set_defaults(handler=_cmd_calibrate_pufferfish)
@@ -488,6 +504,9 @@ def _cmd_calibrate_pufferfish(args: argparse.Namespace, ctx: Context) -> int:
             epsilon=args.epsilon,
             noise=args.noise,
             form=args.cost_form,
+            tight=args.tight,
+            tol=args.tol,
+            certificate=args.certificate,
         )
     lines = result.pop("lines")
     result = {"command": "calibrate pufferfish", "data": str(args.data), **result}

@@ -5,11 +5,13 @@ empirical conditional law :math:`P_s` of the query is formed
 (:meth:`dpopt.pufferfish.Scenario.from_dataframe`); the noise scale is the least one whose
 optimal-transport condition :math:`\\min_\\pi \\sum \\pi_{kl} M_\\alpha(x_k - y_l) \\le
 e^{(\\alpha-1)\\varepsilon}` holds for every pair of secrets (MATH.md §2.2, §3), compared with the
-:math:`W_\\infty` baseline (MATH.md §2.4).
+:math:`W_\\infty` baseline (MATH.md §2.4). With ``--tight`` the least scale itself is found within a
+tolerance and proven (:func:`dpopt.pufferfish.calibrate_tight`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,9 @@ def calibrate_csv(
     epsilon: float,
     noise: str,
     form: str,
+    tight: bool = False,
+    tol: float = 0.01,
+    certificate: str | None = None,
 ) -> dict[str, Any]:
     """Calibrate from the CSV at ``path``; returns a JSON-ready dict (and ``lines`` for text)."""
     import pandas as pd
@@ -82,7 +87,7 @@ def calibrate_csv(
         "coupling certificates: " + ("all hold" if cal.certified else "NOT CERTIFIED"),
         "note: the laws are empirical estimates from the CSV; the guarantee is about them.",
     ]
-    return {
+    out: dict[str, Any] = {
         "secret": secret,
         "query": query,
         "prior": prior,
@@ -98,4 +103,45 @@ def calibrate_csv(
         "w_inf": float(base.w_inf),
         "pairs": pairs,
         "lines": lines,
+    }
+    if certificate is not None and not tight:
+        raise UsageError("--certificate needs --tight")
+    if tight:
+        out |= _tight(scenario, pf, alpha, epsilon, noise, tol, certificate, lines)
+    return out
+
+
+def _tight(
+    scenario: Any,
+    pf: Any,
+    alpha: float,
+    epsilon: float,
+    noise: str,
+    tol: float,
+    certificate: str | None,
+    lines: list[str],
+) -> dict[str, Any]:
+    """The tight calibration's fields (and text lines); writes the certificate if asked."""
+    if scenario.dim != 1:
+        raise UsageError("--tight needs a single --query column (a 1-D query)")
+    if not 0.0 < tol < 0.5:
+        raise InvalidParameterError("--tol", tol, "must be in (0, 0.5)")
+    if certificate is not None and os.path.exists(certificate):
+        raise InvalidParameterError("--certificate", certificate, "exists; not overwritten")
+    tc = pf.calibrate_tight(scenario, alpha, epsilon, noise, tol)
+    digest = tc.write_certificate(certificate) if certificate is not None else None
+    refuted = "" if tc.refuted_scale is None else f"; {tc.refuted_scale:.10g} proven NOT private"
+    lines.insert(
+        1,
+        f"tight scale: {tc.scale:.10g}   (proven private{refuted}; "
+        f"{tc.gain:.3g}x less than the transport bound)",
+    )
+    if digest is not None:
+        lines.insert(2, f"certificate written to {certificate} (sha256 {digest[:16]}...)")
+    return {
+        "tight_scale": float(tc.scale),
+        "tight_refuted_scale": None if tc.refuted_scale is None else float(tc.refuted_scale),
+        "tight_within_tol": bool(tc.tight),
+        "tol": float(tol),
+        "tight_certificate": certificate,
     }

@@ -28,7 +28,10 @@ For every scenario, :math:`\varepsilon` in :data:`EPSILONS` and :math:`\alpha` i
 - baselines from :math:`W_\infty` (MATH.md §2.4): ``b_winf = W_inf/eps`` (Song et al.),
   ``b_winf_rpp`` (Laplace RDP calibration at shift :math:`W_\infty`), ``sigma_winf``
   :math:`=\sqrt{\alpha W_\infty^2/(2\varepsilon)}` (Pierquin et al.);
-- noise power: ``power_laplace`` :math:`= 2 b_{exact}^2`, ``power_gauss`` :math:`= \sigma^2`.
+- noise power: ``power_laplace`` :math:`= 2 b_{exact}^2`, ``power_gauss`` :math:`= \sigma^2`;
+- tight scales (optional, :func:`dpopt.pufferfish.calibrate_tight`): ``b_tight`` and
+  ``sigma_tight``, the least scales whose true divergence is at most ε, proven within 1 %
+  (a proven private scale, with :math:`0.99\times` it proven not private).
 
 At :math:`\alpha = \infty` every Laplace cost reduces to :math:`b = W_\infty/\varepsilon`.
 """
@@ -52,11 +55,11 @@ from dpopt.pufferfish import (
     audit,
     calibrate_gaussian,
     calibrate_laplace,
+    calibrate_tight,
     rpp_winf_gaussian,
     rpp_winf_laplace,
     winf_laplace,
 )
-from dpopt.pufferfish.audit import minimal_scale_1d
 from solvers.transport import quantile_coupling
 
 __all__ = [
@@ -207,6 +210,7 @@ def rpp_sweep(
     epsilons: Sequence[float] = EPSILONS,
     alphas: Sequence[float] = ALPHAS,
     progress: bool = False,
+    tight: str = "none",
 ) -> pd.DataFrame:
     """Calibrate every mechanism and baseline of the module docstring over an (ε, α) grid.
 
@@ -219,21 +223,32 @@ def rpp_sweep(
         Values > 1; ``inf`` allowed (pure Pufferfish).
     progress : bool
         Show a tqdm progress bar.
+    tight : {"none", "curves", "all"}
+        Where to add the tight scales ``b_tight`` / ``sigma_tight``: nowhere, on the two curves
+        the figures draw (every ε at the α nearest 2, every α at the ε nearest 1), or everywhere
+        (NaN where not computed).
 
     Returns
     -------
     pandas.DataFrame
         One row per (ε, α) with columns ``scenario, epsilon, alpha, w_inf, w_1, w_2, b_exact,
         b_lr, b_paper, b_winf, b_winf_rpp, sigma, sigma_winf, power_laplace, power_gauss``
-        (Gaussian columns are NaN at α = ∞). Every scale is the certified output of
-        :func:`dpopt.pufferfish.calibrate` or of a :mod:`dpopt.pufferfish` baseline.
+        (Gaussian columns are NaN at α = ∞), plus ``b_tight, sigma_tight`` unless
+        ``tight="none"``. Every scale is the certified output of
+        :func:`dpopt.pufferfish.calibrate`, :func:`dpopt.pufferfish.calibrate_tight` or of a
+        :mod:`dpopt.pufferfish` baseline.
     """
+    if tight not in ("none", "curves", "all"):
+        raise InvalidParameterError("tight", tight, "must be 'none', 'curves' or 'all'")
     eps_arr = as_float_array("epsilons", list(epsilons), ndim=1, low=0.0)
     alpha_arr = as_float_array("alphas", list(alphas), ndim=1, low=1.0, allow_inf=True)
     scenario = build_scenario(spec)
     w_inf, w_1, w_2 = _wasserstein(scenario)
     rows: list[dict[str, Any]] = []
     grid = [(float(e), float(a)) for e in eps_arr for a in alpha_arr]
+    fin = alpha_arr[np.isfinite(alpha_arr)]
+    alpha_curve = float(fin[np.argmin(np.abs(np.log(fin / 2.0)))]) if fin.size else None
+    eps_curve = float(eps_arr[np.argmin(np.abs(np.log(eps_arr)))])
     for eps, alpha in tqdm(grid, desc=spec.key, disable=not progress, leave=False):
         b_winf = winf_laplace(scenario, eps).scale
         row: dict[str, Any] = {
@@ -253,11 +268,24 @@ def rpp_sweep(
                 "sigma": calibrate_gaussian(scenario, alpha, eps).scale,
                 "sigma_winf": rpp_winf_gaussian(scenario, alpha, eps).scale,
             }
+        if tight == "all" or (tight == "curves" and (alpha == alpha_curve or eps == eps_curve)):
+            row |= _tight_row(scenario, alpha, eps)
+        elif tight != "none":
+            row |= {"b_tight": np.nan, "sigma_tight": np.nan}
         rows.append(row)
     table = pd.DataFrame(rows)
     table["power_laplace"] = 2.0 * table["b_exact"] ** 2
     table["power_gauss"] = table["sigma"] ** 2
     return table
+
+
+def _tight_row(scenario: Scenario, alpha: float, eps: float) -> dict[str, float]:
+    """Tight Laplace and Gaussian scales at one (α, ε) (σ is NaN at α = ∞)."""
+    out = {"b_tight": calibrate_tight(scenario, alpha, eps, "laplace").scale}
+    out["sigma_tight"] = (
+        np.nan if np.isinf(alpha) else calibrate_tight(scenario, alpha, eps, "gaussian").scale
+    )
+    return out
 
 
 def summary_ratios(
@@ -268,6 +296,8 @@ def summary_ratios(
     Columns: ``laplace_vs_winf_rpp`` = b_exact / b_winf_rpp, ``laplace_vs_winf`` = b_exact /
     (W∞/ε), ``paper_vs_winf`` = b_paper / (W∞/ε), ``gauss_var_vs_winf`` = σ² / σ_W∞², and
     ``gauss_vs_laplace_power`` = σ² / (2 b_exact²). Values below 1 mean α-W needs less noise.
+    With tight columns in the tables: ``tight_vs_alpha_w_laplace`` = b_tight / b_exact and
+    ``tight_vs_alpha_w_gauss`` = σ_tight / σ (below 1: the tight calibration needs less noise).
     """
     frame = tables if isinstance(tables, pd.DataFrame) else pd.concat(list(tables))
     sel = frame[np.isclose(frame["epsilon"], epsilon) & np.isclose(frame["alpha"], alpha)]
@@ -285,25 +315,29 @@ def summary_ratios(
             "gauss_vs_laplace_power": (sel["power_gauss"] / sel["power_laplace"]).to_numpy(),
         }
     )
+    if "b_tight" in sel.columns:
+        out["tight_vs_alpha_w_laplace"] = (sel["b_tight"] / sel["b_exact"]).to_numpy()
+        out["tight_vs_alpha_w_gauss"] = (sel["sigma_tight"] / sel["sigma"]).to_numpy()
     return out
 
 
 def tightness(
-    spec: RPPScenarioSpec, *, epsilon: float = 1.0, alpha: float = 2.0
+    spec: RPPScenarioSpec, *, epsilon: float = 1.0, alpha: float = 2.0, tol: float = 0.01
 ) -> pd.DataFrame:
-    """How conservative the α-W calibration is on a scenario: calibrated vs true minimal scale.
+    """How conservative the α-W calibration is on a scenario: α-W vs the certified least scale.
 
     For Laplace and Gaussian noise, compares the certified α-W scale (exact cost) with the
-    numerically least scale whose **true** :math:`D_\\alpha` (quadrature of the noisy output
-    laws, both orders) is at most ε (:func:`dpopt.pufferfish.audit.minimal_scale_1d`, a numerical
-    diagnostic, not a certificate), and with the W∞ RPP baseline.
+    tight scale of :func:`dpopt.pufferfish.calibrate_tight` (proven private, and
+    ``(1 - tol)`` times it proven *not* private, so the true least scale lies in between) and
+    with the W∞ RPP baseline.
 
     Returns
     -------
     pandas.DataFrame
         Two rows (``laplace``, ``gaussian``) with columns ``scenario, mechanism, epsilon, alpha,
-        calibrated, true_minimal, winf_rpp, true_divergence_at_calibrated, ratio`` where ``ratio``
-        = true_minimal / calibrated (1 would mean the sufficient condition is tight).
+        calibrated, tight, tight_refuted, winf_rpp, true_divergence_at_calibrated, ratio`` where
+        ``ratio`` = tight / calibrated (1 would mean the sufficient condition is tight) and
+        ``true_divergence_at_calibrated`` is a quadrature diagnostic (:func:`audit`).
     """
     eps = float(as_float_array("epsilon", [epsilon], ndim=1, low=0.0)[0])
     a = float(as_float_array("alpha", [alpha], ndim=1, low=1.0)[0])
@@ -316,14 +350,16 @@ def tightness(
         else:
             calibrated = calibrate_gaussian(scenario, a, eps).scale
             winf = rpp_winf_gaussian(scenario, a, eps).scale
-        true_min = minimal_scale_1d(scenario, mech, a, eps, upper=calibrated)
+        tc = calibrate_tight(scenario, a, eps, mech, tol, start=calibrated)
         rows.append(
             {
                 "scenario": spec.key, "mechanism": mech, "epsilon": eps, "alpha": a,
-                "calibrated": calibrated, "true_minimal": true_min, "winf_rpp": winf,
+                "calibrated": calibrated, "tight": tc.scale,
+                "tight_refuted": np.nan if tc.refuted_scale is None else tc.refuted_scale,
+                "winf_rpp": winf,
                 "true_divergence_at_calibrated": audit(scenario, mech, calibrated, a)
                 .max_divergence,
-                "ratio": true_min / calibrated,
+                "ratio": tc.scale / calibrated,
             }
         )  # fmt: skip
     return pd.DataFrame(rows)

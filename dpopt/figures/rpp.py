@@ -4,10 +4,12 @@ One PNG and one CSV per scenario of :data:`dpopt.experiments.rpp.SCENARIOS`, wri
 ``results/rpp/``; each figure carries its scenario as title. Panels:
 
 (a) Laplace scale against ε at α = 2: α-W with the exact, likelihood-ratio and paper costs
-    against the W∞ baselines (W∞/ε and the W∞-RPP calibration);
+    against the W∞ baselines (W∞/ε and the W∞-RPP calibration) and the tight scale (the least
+    private scale, proven within 1 %, :func:`dpopt.pufferfish.calibrate_tight`);
 (b) Laplace scale against α at ε = 1 (the α → 1 behaviour: exact cost shrinks, paper cost
-    blows up, MATH.md §2.5 / §10.3);
-(c) Gaussian σ against ε, α-W against the W∞ baseline :math:`\sqrt{\alpha W_\infty^2/(2ε)}`;
+    blows up, MATH.md §2.5 / §10.3), with the tight scale;
+(c) Gaussian σ against ε, α-W and tight against the W∞ baseline
+    :math:`\sqrt{\alpha W_\infty^2/(2ε)}`;
 (d) noise power ratio :math:`\sigma^2 / (2 b_{exact}^2)` against ε for each α (Gaussian better
     below 1, MATH.md §10.4).
 """
@@ -77,8 +79,10 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         ("b_paper", "α-W, paper cost exp(α|z|/b)", "-^"),
         ("b_winf_rpp", "W∞-RPP (Pierquin et al.)", "--"),
         ("b_winf", "W∞/ε (Song et al.)", ":"),
+        ("b_tight", "tight: least private scale (certified, 1 %)", "-D"),
     ]:
-        ax.plot(sub["epsilon"], sub[col], style, label=label, ms=4)
+        if col in sub.columns:
+            ax.plot(sub["epsilon"], sub[col], style, label=label, ms=4)
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Laplace scale b",
            title=f"(a) Laplace, α = {alpha_a:g}")
     ax.legend(fontsize=8)
@@ -90,9 +94,15 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         ("b_exact", "α-W, exact cost", "-o"),
         ("b_paper", "α-W, paper cost", "-^"),
         ("b_winf_rpp", "W∞-RPP", "--"),
+        ("b_tight", "tight (certified)", "-D"),
     ]:
-        ax.plot(fin["alpha"], fin[col], style, label=label, ms=4)
+        if col in fin.columns:
+            ax.plot(fin["alpha"], fin[col], style, label=label, ms=4)
     ax.axhline(w_inf / eps_b, color="k", ls=":", label="W∞/ε (α = ∞)")
+    pure = sub[np.isinf(sub["alpha"])]
+    if "b_tight" in sub.columns and not pure.empty and np.isfinite(pure["b_tight"]).all():
+        ax.axhline(float(pure["b_tight"].iloc[0]), color="k", ls="-.", lw=0.8,
+                   label="tight, α = ∞")
     ax.set(xscale="log", yscale="log", xlabel="α", ylabel="Laplace scale b",
            title=f"(b) Laplace vs α, ε = {eps_b:g}")
     ax.legend(fontsize=8)
@@ -105,6 +115,9 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         (line,) = ax.plot(sub["epsilon"], sub["sigma"], "-o", ms=4, label=f"α-W, α = {alpha:g}")
         ax.plot(sub["epsilon"], sub["sigma_winf"], "--", color=line.get_color(),
                 label=f"W∞ baseline, α = {alpha:g}")
+        if "sigma_tight" in sub.columns and np.isfinite(sub["sigma_tight"]).any():
+            ax.plot(sub["epsilon"], sub["sigma_tight"], ":D", color=line.get_color(), ms=3,
+                    label=f"tight (certified), α = {alpha:g}")
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Gaussian σ",
            title="(c) Gaussian noise")
     ax.legend(fontsize=8)
@@ -147,7 +160,8 @@ def rpp_figures(
     for spec in SCENARIOS.values():
         if spec.dataset != dataset:
             continue
-        table = rpp_sweep(spec, epsilons=epsilons, alphas=alphas, progress=progress)
+        table = rpp_sweep(spec, epsilons=epsilons, alphas=alphas, progress=progress,
+                          tight="curves")
         csv = out / f"{spec.key}.csv"
         table.to_csv(csv, index=False)
         written += [csv, plot_rpp_scenario(spec, table, out / f"{spec.key}.png")]
@@ -181,11 +195,11 @@ def rpp_tightness(
     out_dir: str | Path = "results", *, epsilon: float = 1.0, alpha: float = 2.0,
     keys: Sequence[str] | None = None,
 ) -> list[Path]:
-    """Registry entry ``rpp-tightness``: certified α-W scale vs the true minimal scale vs W∞-RPP.
+    """Registry entry ``rpp-tightness``: certified α-W scale vs the certified tight scale vs W∞.
 
     Writes ``results/rpp/tightness.csv`` and ``tightness.png`` (one group of bars per scenario,
-    Laplace and Gaussian panels, log scale). The true minimal scale is a numerical diagnostic
-    (quadrature + bisection), not a certified release scale.
+    Laplace and Gaussian panels, log scale). The tight scale is proven private and 0.99 times it
+    is proven not private (:func:`dpopt.pufferfish.calibrate_tight`).
     """
     from matplotlib.figure import Figure
     from tqdm import tqdm
@@ -205,7 +219,7 @@ def rpp_tightness(
         sub = table[table["mechanism"] == mech]
         x = np.arange(len(sub))
         for k, (col, label) in enumerate(
-            [("true_minimal", "true minimal (quadrature)"), ("calibrated", "α-W (certified)"),
+            [("tight", "tight: least scale (certified, 1 %)"), ("calibrated", "α-W (certified)"),
              ("winf_rpp", "W∞-RPP baseline")]
         ):  # fmt: skip
             ax.bar(x + (k - 1) * 0.27, sub[col], 0.27, label=label)

@@ -3,7 +3,8 @@
 Scenarios (:class:`Scenario`) hold the conditional laws of a query given each secret; costs
 (:class:`LaplaceCost`, :class:`GaussianCost`, :class:`ExponentialCost`) turn a shift into a Rényi
 moment bound; :func:`calibrate` finds the least scale through optimal couplings and certifies it;
-the :math:`W_\\infty` baselines and :func:`audit` (true divergences by quadrature) check them.
+the :math:`W_\\infty` baselines and :func:`audit` (true divergences by quadrature) check them;
+:func:`calibrate_tight` finds the least scale itself, within a tolerance, with proven bounds.
 """
 
 from dpopt.pufferfish.audit import (
@@ -37,6 +38,7 @@ from dpopt.pufferfish.costs import (
     make_cost,
 )
 from dpopt.pufferfish.scenario import PROB_TOL, DiscreteLaw, Scenario
+from dpopt.pufferfish.tight import TightCalibration, calibrate_tight
 
 __all__ = [
     "PROB_TOL",
@@ -51,11 +53,13 @@ __all__ = [
     "PairCalibration",
     "RenyiCost",
     "Scenario",
+    "TightCalibration",
     "audit",
     "calibrate",
     "calibrate_exponential",
     "calibrate_gaussian",
     "calibrate_laplace",
+    "calibrate_tight",
     "make_cost",
     "minimal_scale_1d",
     "mixture_renyi_divergence",

@@ -245,7 +245,8 @@ def minimal_scale_1d(
     :math:`r = b_1/b_2`), so bisection (Brent in log scale) on :func:`audit` finds it; the
     result is then multiplied by ``1 + margin`` and re-audited. This is a numerical answer
     (quadrature accurate to ~1e-10), not a certificate; prefer
-    :func:`dpopt.pufferfish.calibrate` for a certified scale.
+    :func:`dpopt.pufferfish.calibrate_tight` for the least scale with a proof (and
+    :func:`dpopt.pufferfish.calibrate` for the fast sufficient bound).
 
     Parameters
     ----------
