@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import lru_cache
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -67,6 +68,11 @@ def noise_multiplier_down(bound: float) -> float:
 
 
 def _pld(groups: Sequence[tuple[float, float, int]], discretization: float) -> Any:
+    return _pld_cached(tuple(groups), discretization)
+
+
+@lru_cache(maxsize=8)
+def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: float) -> Any:
     """PLD of the composition; ``groups`` are (bound q, Poisson rate p, count T)."""
     _, pldm = _library()
 

@@ -68,14 +68,23 @@ DEFAULT_ORDERS: tuple[float, ...] = tuple(
 _RDP_MARGIN = 1e-10
 
 
+def _log_expm1(x: np.ndarray) -> np.ndarray:
+    """log(e^x - 1) for x > 0, without overflow or cancellation."""
+    with np.errstate(divide="ignore"):
+        return np.where(x > 1.0, x + np.log(-np.expm1(-x)), np.log(np.expm1(np.minimum(x, 1.0))))
+
+
 def _log_a_int(p: float, q: float, alpha: int) -> float:
-    """log A_α for integer α >= 2 (all terms positive; log-sum-exp)."""
-    k = np.arange(alpha + 1, dtype=np.float64)
+    r"""log A_α for integer α >= 2, as log1p(A_α - 1) with
+    :math:`A_\alpha - 1 = \sum_{k\ge2}\binom{\alpha}{k}(1-p)^{\alpha-k}p^k(e^{(k^2-k)q/2}-1)`
+    (the binomial weights sum to 1): positive terms, no cancellation when A_α is close to 1."""
+    k = np.arange(2, alpha + 1, dtype=np.float64)
     log_binom = special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0) - special.gammaln(
         alpha - k + 1.0
     )
-    terms = log_binom + k * math.log(p) + (alpha - k) * math.log1p(-p) + (k * k - k) * (q / 2.0)
-    return float(special.logsumexp(terms))
+    terms = (log_binom + k * math.log(p) + (alpha - k) * math.log1p(-p)
+             + _log_expm1((k * k - k) * (q / 2.0)))
+    return float(np.logaddexp(0.0, special.logsumexp(terms)))
 
 
 def _cgf_int(p: float, q: float, alpha: int) -> float:
