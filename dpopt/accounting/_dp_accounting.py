@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import math
-from functools import lru_cache
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np

@@ -155,7 +155,8 @@ def test_rdp_without_subsampling_is_exact_line() -> None:
 
 @pytest.mark.parametrize(("p", "sigma", "eps"), [(0.1, 1.0, 0.5), (0.01, 0.7, 1.0),
                                                   (0.3, 2.0, 0.1)])
-def test_one_subsampled_step_never_below_exact_divergence(p: float, sigma: float, eps: float) -> None:
+def test_one_subsampled_step_never_below_exact_divergence(p: float, sigma: float,
+                                                          eps: float) -> None:
     run = GaussianSteps.from_noise_multiplier(sigma, 1, p)
     exact = exact_delta_one_step(p, sigma, eps)
     res = composed_delta(run, eps)
@@ -178,7 +179,7 @@ def test_poisson_against_prv_accountant(p: float, sigma: float, steps: int,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lower, estimate, upper = acc.compute_epsilon(delta=delta, num_self_compositions=steps)
+        lower, _estimate, upper = acc.compute_epsilon(delta=delta, num_self_compositions=steps)
     res = composed_epsilon(GaussianSteps.from_noise_multiplier(sigma, steps, p), delta)
     assert res.accountant == "pld"
     assert res.value >= lower  # never optimistic against prv's certified lower end
