@@ -63,7 +63,7 @@ def run_gain_table(run_steps: Sequence[int] = RUN_STEPS, *, epsilon: float = 1.0
     from dpopt.covariance.domains import Grid
     from dpopt.covariance.run_design import design_run, diffusion_run
 
-    domain = Grid([0.0, 0.0], [1.0, 1.0], (grid, grid))
+    domain = Grid(np.zeros(2), np.ones(2), (grid, grid))
     rng = np.random.default_rng(seed)
     data = domain.points[rng.choice(domain.size, min(data_size, domain.size), replace=False)]
     rows = []
