@@ -33,6 +33,9 @@ _T = TypeVar("_T")
 #: A PLD answer is used only for δ at or above this value: below it the library's floating-point
 #: resolution (FFT convolutions of probability masses) is not trustworthy.
 PLD_MIN_DELTA = 1e-12
+#: Largest number of loss-grid points one PLD may need; beyond it (tiny noise multipliers) the PLD
+#: is not built and the other accountants answer.
+PLD_MAX_POINTS = 4e6
 #: Relative and absolute slack on δ covering round-off in the library's FFT convolutions.
 _PLD_REL = 1e-6
 _PLD_ABS = 1e-14
@@ -102,10 +105,23 @@ def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: fl
     return _call("a privacy loss distribution", build)
 
 
+def pld_feasible(groups: Sequence[tuple[float, float, int]], discretization: float) -> bool:
+    """Whether every group's PLD fits in :data:`PLD_MAX_POINTS` grid points (the privacy loss of
+    a Gaussian with noise multiplier σ spans about (1 + 20σ)/σ² before truncation)."""
+    for q, p, count in groups:
+        sigma = 1.0 / math.sqrt(q)
+        if p == 1.0:
+            sigma /= math.sqrt(count)
+        if (1.0 + 20.0 * sigma) / (sigma * sigma) / discretization > PLD_MAX_POINTS:
+            return False
+    return True
+
+
 def pld_epsilon(groups: Sequence[tuple[float, float, int]], delta: float,
                 discretization: float) -> float:
-    """Pessimistic-PLD ε at δ (``inf`` when δ is below :data:`PLD_MIN_DELTA`)."""
-    if delta < PLD_MIN_DELTA:
+    """Pessimistic-PLD ε at δ (``inf`` when δ is below :data:`PLD_MIN_DELTA` or the PLD would
+    be too large to build)."""
+    if delta < PLD_MIN_DELTA or not pld_feasible(groups, discretization):
         return math.inf
     pld = _pld(groups, discretization)
     target = delta * (1.0 - _PLD_REL) - _PLD_ABS
@@ -117,7 +133,10 @@ def pld_epsilon(groups: Sequence[tuple[float, float, int]], delta: float,
 
 def pld_delta(groups: Sequence[tuple[float, float, int]], epsilon: float,
               discretization: float) -> float:
-    """Pessimistic-PLD δ at ε (rounded up by the round-off slack; at most 1)."""
+    """Pessimistic-PLD δ at ε (rounded up by the round-off slack; at most 1; 1 when the PLD
+    would be too large to build)."""
+    if not pld_feasible(groups, discretization):
+        return 1.0
     pld = _pld(groups, discretization)
     d = float(_call("δ from the PLD", lambda: pld.get_delta_for_epsilon(epsilon)))
     if math.isnan(d) or d < 0.0:

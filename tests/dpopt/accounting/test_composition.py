@@ -309,3 +309,10 @@ def test_default_orders_are_valid() -> None:
     assert all(a > 1 for a in DEFAULT_ORDERS)
     eps, order = rdp_epsilon_from_curve([2.0, 4.0], [0.0, 0.0], 1e-5)
     assert eps >= 0 and order in (2.0, 4.0)
+
+
+def test_tiny_noise_skips_the_pld_instead_of_exhausting_memory() -> None:
+    run = GaussianSteps(bound=1e4, steps=3, sampling_rate=1e-4)
+    res = composed_epsilon(run, 1e-5)
+    assert math.isinf(res.candidates["pld"]) and res.accountant == "rdp"
+    assert composed_delta(run, 1.0).candidates["pld"] == 1.0
