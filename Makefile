@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: help install run test test-slow lint bench bench-full figures fig1 fig-rpp-adult \
-	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser notebooks clean
+	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks clean
 
 help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
@@ -61,6 +61,9 @@ fig-rpp-tightness: $(STAMP)
 
 fig-denoiser: $(STAMP)
 	$(PY) -m dpopt.figures denoiser-covariance
+
+fig-dpsgd: $(STAMP)
+	$(PY) -m dpopt.figures dpsgd
 
 figures: $(STAMP)
 	$(PY) -m dpopt.figures all

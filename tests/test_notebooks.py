@@ -22,6 +22,7 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "dpopt.covariance.design", "dpopt.covariance.sensitivity", "dpopt.accounting.budgets",
     ),
     "gdp_tour.ipynb": ("dpopt.accounting.gdp",),
+    "run_design.ipynb": ("dpopt.covariance.run_design", "dpopt.accounting.schedule"),
 }
 
 

@@ -9,7 +9,12 @@
 the
   Gaussian mechanism in log form;
 - :mod:`~dpopt.accounting.renyi` — Rényi divergences of Gaussian and Laplace laws;
-- :mod:`~dpopt.accounting.mi_dp` — mutual-information DP of a binary secret.
+- :mod:`~dpopt.accounting.mi_dp` — mutual-information DP of a binary secret;
+- :mod:`~dpopt.accounting.composition` — many (subsampled) Gaussian releases: certified ε/δ by the
+  tighter of exact GDP composition, a pessimistic PLD and RDP, and the inverse;
+- :mod:`~dpopt.accounting.subsampled_rdp` — RDP of the subsampled Gaussian;
+- :mod:`~dpopt.accounting.schedule` — ``Schedule``: a total budget over T releases as a budget;
+- :mod:`~dpopt.accounting.dpsgd` — DP-SGD noise-multiplier calibration.
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ _EXPORTS: dict[str, str] = {
         "clt_mu_poisson", "clt_mu_uniform", "compose", "delta_for_epsilon", "epsilon_for_delta",
         "epsilon_for_log_delta", "gaussian_sigma", "log_delta_for_epsilon", "mu_for",
         "mu_for_log_delta", "rdp_to_dp_improved", "rdp_to_dp_mironov", "tradeoff",
+    )},
+    **{n: "dpopt.accounting.composition" for n in (
+        "AccountingResult", "GaussianSteps", "composed_delta", "composed_epsilon",
+        "largest_bound", "smallest_noise_multiplier",
+    )},
+    "Schedule": "dpopt.accounting.schedule",
+    "subsampled_gaussian_rdp": "dpopt.accounting.subsampled_rdp",
+    **{n: "dpopt.accounting.dpsgd" for n in (
+        "DpsgdCalibration", "dpsgd_noise_multiplier", "dpsgd_steps",
     )},
     **{n: "dpopt.accounting.renyi" for n in (
         "gaussian_log_moment", "gaussian_log_moment_mv", "kl_gaussian", "kl_laplace",

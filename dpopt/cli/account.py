@@ -7,7 +7,10 @@ account
     (ε, δ) curve and mutual information (MATH.md §4.1–4.4, §5.4).
     ``compose``   — exact GDP composition :math:`\\mu = \\sqrt{\\sum_i \\mu_i^2}` (MATH.md §5.2).
     ``subsample`` — the subsampled-Gaussian CLT (Poisson or uniform sampling, MATH.md §5.3); the
-    result is an APPROXIMATION, not a guarantee, and is labelled so.
+    result is an APPROXIMATION, not a guarantee, and is labelled so; the certified ε is printed
+    beside it.
+    ``dpsgd``     — the smallest certified DP-SGD noise multiplier (PLD / RDP), CLT beside it.
+    ``schedule``  — the per-release Mahalanobis bound for a total (ε, δ) over T releases.
 calibrate
     ``gaussian``   — σ of the Gaussian mechanism for (ε, δ) (Balle–Wang exact, MATH.md §4.2) or for
     any budget spec, given an ℓ2 sensitivity Δ: σ = Δ / √q.
@@ -59,6 +62,23 @@ def _positive(text: str) -> float:
     return x
 
 
+def _whole(text: str) -> int:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(x) or x != math.floor(x) or x < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
+    return int(x)
+
+
+def _rate(text: str) -> float:
+    x = _positive(text)
+    if x > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return x
+
+
 def _probability(text: str) -> float:
     x = _positive(text)
     if x >= 1:
@@ -107,7 +127,7 @@ def add_account_parser(sub: Any) -> None:
     acc = sub.add_parser(
         "account",
         parents=[COMMON],
-        help="convert between RDP, zCDP, GDP, (ε, δ) and MI; GDP composition and subsampling",
+        help="convert between RDP, zCDP, GDP, (ε, δ) and MI; composition, subsampling, DP-SGD",
         formatter_class=_F,
         description="Privacy accounting for Gaussian mechanisms.",
         epilog=(
@@ -117,6 +137,9 @@ def add_account_parser(sub: Any) -> None:
             "  dpopt account compose 0.5 1 2 --delta 1e-5\n"
             "  dpopt account subsample --sampling poisson --rate 0.0042667 --sigma 1.3 "
             "--steps 3516\n"
+            "  dpopt account dpsgd --dataset-size 60000 --batch-size 256 --epochs 60 "
+            "--epsilon 3 --delta 1e-5\n"
+            "  dpopt account schedule --epsilon 3 --delta 1e-5 --steps 1000 --rate 0.01\n"
         ),
     )
     asub = acc.add_subparsers(dest="account_command", metavar="SUBCOMMAND")
@@ -166,7 +189,7 @@ def add_account_parser(sub: Any) -> None:
             "  poisson: μ ≈ p sqrt(T (e^{1/σ²} - 1))\n"
             "  uniform: μ ≈ sqrt(2) p sqrt(T) sqrt(e^{1/σ²} Φ(1.5/σ) + 3 Φ(-0.5/σ) - 2)\n"
             "This is a central-limit APPROXIMATION, not a guarantee: it understates the privacy\n"
-            "loss in the tails (MATH.md §5.3). Use an RDP or PLD accountant for guarantees."
+            "loss in the tails. The certified ε (pessimistic PLD / RDP) is printed beside it."
         ),
         epilog=(
             "examples:\n"
@@ -185,10 +208,16 @@ def add_account_parser(sub: Any) -> None:
     subs.add_argument("--batch-size", type=int, help="batch size B (with --dataset-size: p = B/N)")
     subs.add_argument("--dataset-size", type=int, help="dataset size N")
     subs.add_argument("--sigma", type=_positive, required=True, help="noise multiplier σ")
-    subs.add_argument("--steps", type=_positive, help="number of steps T")
-    subs.add_argument("--epochs", type=_positive, help="epochs (T = epochs / p)")
+    subs.add_argument("--steps", type=_whole, help="number of steps T (a whole number)")
+    subs.add_argument("--epochs", type=_positive, help="epochs (T = ⌈epochs / p⌉, a whole number)")
+    subs.add_argument(
+        "--no-certified", action="store_true",
+        help="skip the certified ε(δ) (pessimistic PLD / RDP) printed beside the CLT",
+    )
     _report_options(subs)
     subs.set_defaults(handler=_cmd_subsample)
+
+    _add_many_releases_parsers(asub)
 
 
 def add_calibrate_parser(sub: Any) -> None:
@@ -415,9 +444,24 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
         rate = args.batch_size / args.dataset_size
     if (args.steps is None) == (args.epochs is None):
         raise UsageError("give exactly one of --steps and --epochs")
-    steps = float(args.steps) if args.steps is not None else float(args.epochs) / rate
+    if args.steps is not None:
+        steps = int(args.steps)
+    else:  # a whole number of steps: ⌈E / p⌉ in exact arithmetic
+        from fractions import Fraction
+
+        if args.rate is not None:
+            steps = max(math.ceil(Fraction(args.epochs) / Fraction(rate)), 1)
+        else:
+            dpsgd = need("dpopt.accounting.dpsgd", "account")
+            steps = dpsgd.dpsgd_steps(args.dataset_size, args.batch_size, args.epochs)
     fn = gdp.clt_mu_poisson if args.sampling == "poisson" else gdp.clt_mu_uniform
-    mu = float(fn(rate, args.sigma, steps))
+    import warnings
+
+    from dpopt.errors import ApproximationWarning
+
+    with warnings.catch_warnings():  # the output itself is labelled APPROXIMATE
+        warnings.simplefilter("ignore", ApproximationWarning)
+        mu = float(fn(rate, args.sigma, steps))
     result = {
         "command": "account subsample",
         "approximate": True,
@@ -428,13 +472,31 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
         "mu": mu,
         "report": report_dict(mu * mu, args, approximate=True),
     }
-    return _emit(
+    if not args.no_certified:
+        comp = need("dpopt.accounting.composition", "account")
+        run = comp.GaussianSteps.from_noise_multiplier(args.sigma, steps, rate, args.sampling)
+        with ctx.stage("certified accounting"):
+            result["certified"] = [
+                {"delta": d, "epsilon": r.value, "accountant": r.accountant,
+                 "candidates": r.candidates}
+                for d in (args.delta or DEFAULT_DELTAS)
+                for r in [comp.composed_epsilon(run, d)]
+            ]
+    rc = _emit(
         ctx,
         args,
         result,
-        f"Subsampled Gaussian ({args.sampling}, p={rate:.6g}, σ={args.sigma:g}, T={steps:.6g}): "
+        f"Subsampled Gaussian ({args.sampling}, p={rate:.6g}, σ={args.sigma:g}, T={steps}): "
         f"μ ≈ {format_float(mu)}",
     )
+    if not args.json and "certified" in result:
+        ctx.print("Certified (never optimistic; tightest of pessimistic PLD / RDP):")
+        for r in result["certified"]:
+            ctx.print(f"  δ={r['delta']:g}: ε <= {format_float(r['epsilon'])}   "
+                      f"[{r['accountant']}; "
+                      + ", ".join(f"{k} {format_float(v)}" for k, v in r["candidates"].items()
+                                  if math.isfinite(v)) + "]")
+    return rc
 
 
 def safe_sigma(sensitivity: float, bound: float) -> float:
@@ -520,3 +582,163 @@ def _cmd_calibrate_pufferfish(args: argparse.Namespace, ctx: Context) -> int:
         for line in lines:
             ctx.print(f"  {line}")
     return 0 if result["certified"] else 1
+
+
+# ----------------------------------------------------------------------------- many releases
+# ``account dpsgd`` and ``account schedule``: composed, subsampled Gaussian releases certified
+# by the tighter of a pessimistic PLD (dp-accounting) and RDP (exact GDP without subsampling).
+
+_MANY_EPILOG = (
+    "accountants (the tightest valid upper bound is reported, with its name):\n"
+    "  gdp-exact  no subsampling: T releases compose exactly to μ² = Σ q_t (exact curve)\n"
+    "  pld        pessimistic privacy loss distribution (Google's dp-accounting), δ >= 1e-12\n"
+    "  rdp        Rényi DP of the subsampled Gaussian (Mironov, Talwar & Zhang), any δ\n"
+)
+
+
+def _add_many_releases_parsers(asub: Any) -> None:
+    dp = asub.add_parser(
+        "dpsgd",
+        parents=[COMMON],
+        help="the smallest certified DP-SGD noise multiplier for (ε, δ)",
+        formatter_class=_F,
+        description=(
+            "Smallest noise multiplier σ (noise std / clipping norm) such that DP-SGD with\n"
+            "batches of B out of N records (Poisson rate p = B/N, or fixed batches without\n"
+            "replacement) over T = ⌈E·N/B⌉ steps (or exactly --steps) is certified (ε, δ)-DP.\n"
+            "Beside it: the central-limit (CLT) σ, labelled APPROXIMATE, and the certified ε of\n"
+            "that σ — how much the CLT understates the privacy loss."
+        ),
+        epilog=_MANY_EPILOG + "\nexamples:\n"
+        "  dpopt account dpsgd --dataset-size 60000 --batch-size 256 --epochs 60 "
+        "--epsilon 3 --delta 1e-5\n"
+        "  dpopt account dpsgd --dataset-size 50000 --batch-size 500 --steps 2000 "
+        "--epsilon 1 --delta 1e-5 --json\n",
+    )
+    dp.add_argument("--dataset-size", type=_whole, required=True, help="N (records)")
+    dp.add_argument("--batch-size", type=_whole, required=True, help="B (expected batch size)")
+    dp.add_argument("--epochs", type=_positive, help="E > 0: T = ⌈E·N/B⌉ steps")
+    dp.add_argument("--steps", type=_whole, help="exact whole number of steps T (instead)")
+    dp.add_argument("--epsilon", type=_positive, required=True, help="target ε > 0")
+    dp.add_argument("--delta", type=_probability, required=True, help="target δ in (0, 1)")
+    dp.add_argument(
+        "--sampling", choices=("poisson", "without_replacement"), default="poisson",
+        help="Poisson sampling (add/remove) or fixed batches without replacement (replace-one)",
+    )
+    dp.add_argument("--discretization", type=_positive, default=1e-4,
+                    help="PLD discretisation interval (default 1e-4; larger is faster, looser)")
+    dp.add_argument("--json", action="store_true", help="print JSON instead of text")
+    dp.set_defaults(handler=_cmd_dpsgd)
+
+    sc = asub.add_parser(
+        "schedule",
+        parents=[COMMON],
+        help="per-release Mahalanobis bound q for a total (ε, δ) over T (subsampled) releases",
+        formatter_class=_F,
+        description=(
+            "The largest per-release Mahalanobis bound q (sup_s s^T Σ^-1 s <= q) such that T\n"
+            "releases, each on a subsample of rate p, are certified (ε, δ)-DP in total; feed q\n"
+            "to the covariance designer (Python: Schedule(ApproxDP(ε, δ), steps=T,\n"
+            "sampling_rate=p) is a budget for design_covariance)."
+        ),
+        epilog=_MANY_EPILOG + "\nexamples:\n"
+        "  dpopt account schedule --epsilon 3 --delta 1e-5 --steps 1000 --rate 0.01\n"
+        "  dpopt account schedule --epsilon 1 --delta 1e-6 --steps 50       # exact, no sampling\n",
+    )
+    sc.add_argument("--epsilon", type=_nonneg, required=True, help="total ε >= 0")
+    sc.add_argument("--delta", type=_probability, required=True, help="total δ in (0, 1)")
+    sc.add_argument("--steps", type=_whole, required=True, help="number of releases T")
+    sc.add_argument("--rate", type=_rate, default=1.0, help="sampling rate p in (0, 1] (1)")
+    sc.add_argument(
+        "--sampling", choices=("poisson", "without_replacement"), default="poisson",
+        help="Poisson sampling (add/remove) or fixed batches without replacement (replace-one)",
+    )
+    sc.add_argument("--discretization", type=_positive, default=1e-4,
+                    help="PLD discretisation interval (default 1e-4)")
+    sc.add_argument("--json", action="store_true", help="print JSON instead of text")
+    sc.set_defaults(handler=_cmd_schedule)
+
+
+def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
+    from dpopt.cli.common import need
+
+    dpsgd = need("dpopt.accounting.dpsgd", "account")
+    if (args.steps is None) == (args.epochs is None):
+        raise UsageError("give exactly one of --epochs and --steps")
+    with ctx.stage("calibrating the noise multiplier"):
+        cal = dpsgd.dpsgd_noise_multiplier(
+            dataset_size=args.dataset_size, batch_size=args.batch_size, epochs=args.epochs,
+            steps=args.steps, epsilon=args.epsilon, delta=args.delta, sampling=args.sampling,
+            discretization=args.discretization,
+        )
+    result = {
+        "command": "account dpsgd",
+        "dataset_size": args.dataset_size,
+        "batch_size": args.batch_size,
+        "steps": cal.steps,
+        "sampling": cal.sampling,
+        "sampling_rate": cal.sampling_rate,
+        "epsilon": cal.epsilon,
+        "delta": cal.delta,
+        "noise_multiplier": cal.noise_multiplier,
+        "accountant": cal.accountant,
+        "certified_epsilon": cal.certified_epsilon,
+        "clt": {
+            "approximate": True,
+            "noise_multiplier": cal.clt_noise_multiplier,
+            "epsilon_claimed_at_certified_sigma": cal.clt_epsilon_at_certified,
+            "certified_epsilon_at_clt_sigma": cal.epsilon_at_clt_sigma,
+            "understatement": cal.clt_understatement,
+        },
+    }
+    if args.json:
+        ctx.print(dump_json(result))
+        return 0
+    f = format_float
+    ctx.print(
+        f"DP-SGD: N={args.dataset_size}, B={args.batch_size}, T={cal.steps} steps, "
+        f"{cal.sampling.replace('_', ' ')} sampling p={cal.sampling_rate:.6g}, "
+        f"target (ε, δ) = ({cal.epsilon:g}, {cal.delta:g})"
+    )
+    ctx.print(f"  noise multiplier σ     {cal.noise_multiplier:.6g}   "
+              f"(certified by {cal.accountant}: ε <= {f(cal.certified_epsilon)})")
+    if cal.sampling_rate < 1.0:
+        ctx.print(f"  CLT σ [APPROXIMATE]    {cal.clt_noise_multiplier:.6g}   (certified ε of this "
+                  f"σ: {f(cal.epsilon_at_clt_sigma)}; the CLT understates the loss by "
+                  f"{100 * cal.clt_understatement:.1f}%)")
+        ctx.print(f"  CLT ε at the certified σ [APPROXIMATE]  {f(cal.clt_epsilon_at_certified)}")
+    return 0
+
+
+def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
+    from dpopt.cli.common import need
+
+    comp = need("dpopt.accounting.composition", "account")
+    with ctx.stage("searching the per-release bound"):
+        q, how = comp.largest_bound(args.epsilon, args.delta, args.steps, args.rate,
+                                    args.sampling, discretization=args.discretization)
+        run = comp.GaussianSteps(q, args.steps, args.rate, args.sampling)
+        check = comp.composed_epsilon(run, args.delta, discretization=args.discretization)
+    sigma = 1.0 / math.sqrt(q)
+    result = {
+        "command": "account schedule",
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "steps": args.steps,
+        "sampling_rate": args.rate,
+        "sampling": args.sampling,
+        "mahalanobis_bound": q,
+        "noise_multiplier": sigma,
+        "accountant": how,
+        "certified_epsilon": check.value,
+        "candidates": check.candidates,
+    }
+    if args.json:
+        ctx.print(dump_json(result))
+        return 0
+    ctx.print(f"({args.epsilon:g}, {args.delta:g})-DP over {args.steps} releases"
+              + ("" if args.rate == 1.0 else f", sampling rate {args.rate:g}") + ":")
+    ctx.print(f"  per-release Mahalanobis bound q   {format_float(q)}   "
+              f"(noise multiplier 1/√q = {sigma:.6g})")
+    ctx.print(f"  certified by {how}: ε <= {format_float(check.value)}")
+    return 0

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_figures_parser,
         add_verify_parser,
     )
+    from dpopt.cli.run_design import add_design_run_parser
 
     parser = argparse.ArgumentParser(
         prog="dpopt",
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     add_demo_parser(sub)
     add_design_parser(sub)
+    add_design_run_parser(sub)
     add_verify_parser(sub)
     add_account_parser(sub)
     add_calibrate_parser(sub)

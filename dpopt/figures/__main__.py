@@ -40,6 +40,10 @@ FIGURES: dict[str, tuple[str, str]] = {
         "dpopt.figures.denoiser:denoiser_covariance_figure",
         "seed 002 ideal denoiser: optimal vs isotropic covariance, total variance vs ε",
     ),
+    "dpsgd": (
+        "dpopt.figures.dpsgd:dpsgd_figure",
+        "ε vs steps of a DP-SGD schedule (CLT, RDP, PLD) and the run-design gain (T releases)",
+    ),
 }
 
 

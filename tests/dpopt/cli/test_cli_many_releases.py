@@ -1,0 +1,99 @@
+"""``dpopt account dpsgd``, ``account schedule``, ``design-run`` and whole step counts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mpmath as mp
+import pytest
+
+from dpopt.cli import main
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    code, out, err = run([*argv, "--json", "-q"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_subsample_epochs_gives_whole_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["account", "subsample", "--dataset-size", "60000", "--batch-size", "256",
+                        "--sigma", "1.1", "--epochs", "60", "--no-certified", "-q"], capsys)
+    assert code == 0
+    assert "T=14063" in out and "14062.5" not in out
+
+
+def test_subsample_prints_certified_beside_clt(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["account", "subsample", "--rate", "0.05", "--sigma", "1.2", "--steps", "40",
+                    "--delta", "1e-5"], capsys)
+    cert = res["certified"][0]
+    clt_eps = res["report"]["epsilon_for_delta"][0]["epsilon"]
+    assert cert["accountant"] in ("pld", "rdp") and cert["epsilon"] >= clt_eps * 0.9
+
+
+def test_account_dpsgd_json(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["account", "dpsgd", "--dataset-size", "1000", "--batch-size", "50",
+                    "--steps", "100", "--epsilon", "2", "--delta", "1e-5",
+                    "--discretization", "1e-3"], capsys)
+    assert res["steps"] == 100 and res["sampling_rate"] == 0.05
+    assert res["certified_epsilon"] <= 2.0
+    assert res["clt"]["approximate"] is True
+    assert res["clt"]["noise_multiplier"] < res["noise_multiplier"]
+
+
+def test_account_dpsgd_text_labels_the_clt(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["account", "dpsgd", "--dataset-size", "1000", "--batch-size", "50",
+                        "--epochs", "2.5", "--epsilon", "2", "--delta", "1e-5",
+                        "--discretization", "1e-3", "-q"], capsys)
+    assert code == 0 and "T=50 steps" in out and "APPROXIMATE" in out
+
+
+def test_account_schedule_exact_without_sampling(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["account", "schedule", "--epsilon", "1", "--delta", "1e-6", "--steps",
+                    "10"], capsys)
+    assert res["accountant"] == "gdp-exact"
+    mp.mp.dps = 30
+    mu = mp.sqrt(10 * mp.mpf(res["mahalanobis_bound"]))
+    delta = mp.ncdf(mu / 2 - 1 / mu) - mp.e * mp.ncdf(-mu / 2 - 1 / mu)
+    assert float(delta) <= 1e-6
+    assert res["noise_multiplier"] == pytest.approx(1 / math.sqrt(res["mahalanobis_bound"]))
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "10", "--steps", "2.5",
+          "--epsilon", "1", "--delta", "1e-5"], "--steps"),
+        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "10", "--steps", "0",
+          "--epsilon", "1", "--delta", "1e-5"], "--steps"),
+        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "10", "--steps", "5",
+          "--epsilon", "1", "--delta", "1"], "--delta"),
+        (["account", "schedule", "--epsilon", "1", "--delta", "1e-5", "--steps", "5",
+          "--rate", "0"], "--rate"),
+        (["account", "subsample", "--rate", "0.1", "--sigma", "1", "--steps", "3.5"], "--steps"),
+        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "200", "--steps", "5",
+          "--epsilon", "1", "--delta", "1e-5"], "batch_size"),
+        (["design-run", "--steps", "2", "--budget", "midp:kappa=0.1"], "budget"),
+    ],
+)
+def test_bad_input_is_one_named_line(argv: list[str], needle: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert "Traceback" not in err and needle in err
+
+
+def test_design_run_json(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["design-run", "--steps", "4", "--domain", "grid:lo=0,hi=1,n=3,d=2",
+                    "--data-size", "5", "--budget", "gdp:mu=0.5"], capsys)
+    assert len(res["steps"]) == 4
+    assert sum(s["bound"] for s in res["steps"]) <= 0.25
+    assert res["total_error"] <= res["equal_split_error"] * (1 + 1e-9)
+    assert res["certified_lower"] <= res["total_error"]
