@@ -1,42 +1,62 @@
-r"""Coupling certificates for Rényi Pufferfish calibrations (MATH.md §2.2, §3.3).
+r"""Coupling certificates for Rényi Pufferfish calibrations.
 
 A claim "the noise scale :math:`b` gives :math:`(\alpha, \varepsilon)`-RPP for the secret pair
 :math:`(P, Q)`" is certified by a coupling :math:`\pi` of :math:`P` and :math:`Q` with
 
 .. math::
 
-    \log \sum_{ij} \pi_{ij} M_\alpha(x_i - y_j; b) \le (\alpha - 1)\varepsilon
-    \qquad \text{(RPP-OT, MATH.md §2.2)},
+    \log \sum_{ij} \pi_{ij} M_\alpha(x_i - y_j; b) \le (\alpha - 1)\varepsilon,
 
-because for *any* coupling :math:`\int (P*N)^\alpha (Q*N)^{1-\alpha} \le \sum \pi_{ij} M_\alpha`.
-Only two things need checking, and neither needs the solver that produced :math:`\pi`:
+because for *any* coupling :math:`\int (P*N)^\alpha (Q*N)^{1-\alpha} \le \sum \pi_{ij} M_\alpha`
+(joint convexity of :math:`(u, v) \mapsto u^\alpha v^{1-\alpha}`; Ding, Yang, Zhang,
+"α-Wasserstein Mechanism for Rényi Pufferfish Privacy"). Nothing here trusts the solver that
+produced :math:`\pi`; every step is exact or rounded to the side of *more* noise:
 
-1. :math:`\pi` is a coupling: :math:`\pi \ge 0`, row sums :math:`p`, column sums :math:`q`. Sums
-   within ``exact_tol`` (default 1e-12, floating-point round-off) count as exact; sums within
-   ``marginal_tol`` (default 1e-9) are repaired to exact marginals by the rounding of Altschuler,
-   Weed and Rigollet (2017, Alg. 2: shrink rows, shrink columns, add the outer product of the
-   deficits divided by their mass), and the *repaired* plan is the one scored; larger errors fail.
-2. Its log-domain value :math:`\operatorname{logsumexp}(\log\pi + \log C)` is at most the
-   threshold (``aggregate="mean"``), or, for :math:`\alpha=\infty`, the largest log-cost on the
-   support is (``aggregate="max"``).
+1. **The laws.** Probabilities are binary floating-point fractions, so they are exact rationals.
+   The law the claim is about is :math:`\hat p_i = p_i / \sum_k p_k` with the sum taken exactly
+   (Python integers), likewise :math:`\hat q`; no atom is ever dropped, however small.
+2. **The plan.** Masses are exact rationals: either :class:`ExactMasses` (integer numerators over
+   one integer denominator, as produced by :mod:`solvers.transport`) or floats (taken exactly as
+   the binary fractions they are). The plan is normalised by its own exact total :math:`W`.
+3. **Residual accounting.** With exact integer arithmetic the certificate computes the excess
+   :math:`E = \sum_i (r_i/W - \hat p_i)^+ + \sum_j (c_j/W - \hat q_j)^+` of the plan's marginals
+   over the laws. Shrinking the rows and then the columns with excess (which only removes mass)
+   and adding back a plan of total mass at most :math:`E` between the rows and columns left short
+   gives an *exact* coupling :math:`\pi^*` (Altschuler, Weed, Rigollet, Algorithm 2). The rows
+   left short lie in :math:`R_d` = {rows short of :math:`\hat p`} ∪ {rows meeting a column with
+   excess}, the columns in :math:`C_d` likewise, so with :math:`C_{\max} = \max_{R_d\times C_d}
+   C_{ij}`
+
+   .. math:: \sum \pi^*_{ij} C_{ij} - 1 \le \sum_k \frac{w_k}{W}(C_k - 1)^+ + E\,(C_{\max}-1)^+ .
+
+   When :math:`E = 0` (an exact coupling) the bound is the exact value
+   :math:`\sum_k \pi_k (C_k - 1)`, evaluated with each mass rounded outwards. Plans whose excess
+   exceeds ``marginal_tol`` are not couplings and fail.
+4. **The value** :math:`\log(1 + S)` is computed with relative precision (``log1p`` of a sum of
+   positive terms, in log domain when large) and then rounded up by a bound on the floating-point
+   error, so the certified value is never below the true one (the log-costs themselves are the
+   caller's: the calibration evaluates them afresh and keeps a relative margin of 1e-11).
+   For :math:`\alpha = \infty` (``aggregate="max"``) the value is the largest log-cost on the
+   support of :math:`\pi^*` (including :math:`C_{\max}` when :math:`E > 0`).
 
 Optionally, potentials :math:`u, v` with :math:`u_i + v_j \le e^{\log C_{ij} - s}` (after an
 explicit repair :math:`u \leftarrow u - \max(0, \max_{ij}(u_i + v_j - e^{\log C_{ij}-s}))`) give
-the lower bound :math:`e^{s}(p^\top u + q^\top v) \le \min_\pi \sum \pi C`, hence an optimality
-gap for the plan. The log-costs are evaluated by a caller-supplied function (the model's cost),
-never taken from the solver. This module imports numpy and scipy only.
+the lower bound :math:`e^{s}(\hat p^\top u + \hat q^\top v) \le \min_\pi \sum \pi C`, hence an
+optimality gap. This module imports numpy and scipy only.
 
 References
 ----------
 1. Altschuler, Weed, Rigollet, "Near-linear time approximation algorithms for optimal transport
    via Sinkhorn iteration", NeurIPS 2017, Algorithm 2.
+2. Ding, Yang, Zhang, "α-Wasserstein Mechanism for Rényi Pufferfish Privacy".
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -46,12 +66,91 @@ from scipy.special import logsumexp
 from certificates.errors import CertificateError, InvalidParameterError
 from certificates.validate import as_float_array, as_scalar
 
-__all__ = ["CouplingCertificate", "check_coupling", "log_average", "round_to_marginals"]
+__all__ = [
+    "CouplingCertificate",
+    "ExactMasses",
+    "check_coupling",
+    "dyadic_integers",
+    "log_average",
+    "log_value_upper",
+    "perturbation_penalty",
+    "relative_deviation",
+    "round_to_marginals",
+]
 
 LogCost = Callable[[NDArray[np.intp], NDArray[np.intp]], NDArray[np.float64]]
 
-#: Largest number of pieces the exact marginal repair may add.
+#: Largest number of (row, column) pairs the residual accounting (or the approximate repair of
+#: :func:`round_to_marginals`) may evaluate.
 MAX_REPAIR_PIECES = 2_000_000
+
+_EPS = float(np.finfo(np.float64).eps)
+_TINY = 5e-324
+
+
+def dyadic_integers(values: Sequence[float] | NDArray[np.float64]) -> tuple[list[int], int]:
+    r"""Integers :math:`N_i` and an exponent :math:`K` with ``values[i]`` :math:`= N_i 2^{-K}`.
+
+    Every finite double is a binary fraction, so this is exact (Python integers have no size
+    limit; masses near 1e-300 simply give integers of ~1100 bits).
+
+    Examples
+    --------
+    >>> dyadic_integers([0.5, 0.25, 0.75])
+    ([2, 1, 3], 2)
+    """
+    ratios = [float(v).as_integer_ratio() for v in np.asarray(values, dtype=np.float64).ravel()]
+    if not ratios:
+        return [], 0
+    k = max(d.bit_length() - 1 for _, d in ratios)
+    return [num << (k - (den.bit_length() - 1)) for num, den in ratios], k
+
+
+def _round(num: int, den: int, direction: int) -> float:
+    """``num / den`` rounded to nearest (0), up (+1) or down (-1); num >= 0, den > 0."""
+    f = num / den  # CPython's int true division is correctly rounded
+    if direction == 0 or num == 0:
+        return f
+    a, b = f.as_integer_ratio()
+    if direction > 0 and a * den < num * b:
+        return math.nextafter(f, math.inf)
+    if direction < 0 and a * den > num * b:
+        return math.nextafter(f, 0.0)
+    return f
+
+
+@dataclass(frozen=True)
+class ExactMasses:
+    r"""Exact plan masses :math:`\pi_k = N_k / D` (non-negative integers over one integer).
+
+    Attributes
+    ----------
+    numerators : tuple of int
+        :math:`N_k \ge 0`, one per support piece.
+    denominator : int
+        :math:`D > 0`.
+    """
+
+    numerators: tuple[int, ...]
+    denominator: int
+
+    def __post_init__(self) -> None:
+        nums = tuple(self.numerators)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in nums):
+            raise InvalidParameterError("numerators", "...", "must be non-negative Python ints")
+        den = self.denominator
+        if not isinstance(den, int) or isinstance(den, bool) or den <= 0:
+            raise InvalidParameterError("denominator", den, "must be a positive Python int")
+        object.__setattr__(self, "numerators", nums)
+
+    def rounded(self, direction: int = 0) -> NDArray[np.float64]:
+        """Masses as floats rounded to nearest (0), upwards (+1) or downwards (-1)."""
+        d = self.denominator
+        return np.array([_round(v, d, direction) for v in self.numerators], dtype=np.float64)
+
+    def fraction(self, k: int) -> Fraction:
+        """The exact mass of piece ``k``."""
+        return Fraction(self.numerators[k], self.denominator)
 
 
 @dataclass(frozen=True)
@@ -61,26 +160,33 @@ class CouplingCertificate:
     Attributes
     ----------
     log_value : float
-        :math:`\log\sum\pi_{ij}C_{ij}` (``mean``) or :math:`\max_{\operatorname{supp}\pi}\log C`
-        (``max``) of the checked (possibly repaired) plan.
+        Upper bound on :math:`\log\sum\pi^*_{ij}C_{ij}` (``mean``) or
+        :math:`\max_{\operatorname{supp}\pi^*}\log C` (``max``) for an exact coupling
+        :math:`\pi^*` built from the plan (see the module docstring).
     threshold : float
         The bound the value must not exceed, e.g. :math:`(\alpha-1)\varepsilon`.
     aggregate : str
         ``"mean"`` or ``"max"``.
     marginal_error : float
-        Largest absolute marginal error of the plan as given.
+        Largest absolute error of the (normalised) plan's marginals against the exact laws.
     repaired : bool
-        Whether the plan was rounded to exact marginals before scoring.
+        Whether a residual (:math:`E > 0`) had to be accounted for.
+    residual_mass : float
+        :math:`E` rounded up (0 for an exact coupling).
+    residual_log_cost : float
+        :math:`\log C_{\max}` over the pairs the residual could meet (``-inf`` when :math:`E=0`).
+    relative_deviation : float
+        :math:`\delta`: largest relative deviation of the plan's marginals from the laws.
     log_lower : float or None
-        Certified lower bound on :math:`\log\min_\pi\sum\pi C` from the potentials (``-inf`` if
-        the bound is not positive; ``None`` without potentials).
+        Lower bound on :math:`\log\min_\pi\sum\pi C` from the potentials (``-inf`` if the bound
+        is not positive; ``None`` without potentials).
     gap : float or None
-        ``log_value - log_lower`` (log-scale optimality gap).
+        ``log_value - log_lower``.
     certified : bool
-        The plan is a coupling (exact after repair) and ``log_value <= threshold``.
+        The plan is (within ``marginal_tol``) a coupling and ``log_value <= threshold``.
     message : str
     rows, cols, mass : ndarray
-        The plan that was scored.
+        The pieces with positive mass that were scored (masses rounded to nearest).
     """
 
     log_value: float
@@ -95,6 +201,9 @@ class CouplingCertificate:
     rows: NDArray[np.intp]
     cols: NDArray[np.intp]
     mass: NDArray[np.float64]
+    residual_mass: float = 0.0
+    residual_log_cost: float = float("-inf")
+    relative_deviation: float = 0.0
 
     @property
     def margin(self) -> float:
@@ -109,6 +218,7 @@ def log_average(log_cost: NDArray[np.float64], mass: NDArray[np.float64]) -> flo
     :math:`\operatorname{log1p}\big(\sum_k w_k - 1 + \sum_k w_k\,\operatorname{expm1}(c_k)\big)`
     with one exactly rounded ``math.fsum`` (so thresholds :math:`(\alpha-1)\varepsilon` near 0
     are compared without the ~1e-16 absolute error of a log-sum-exp); otherwise by log-sum-exp.
+    (A plain floating-point evaluation; :func:`check_coupling` uses its own rigorous bound.)
     """
     if mass.size == 0:
         return float("-inf")
@@ -117,6 +227,64 @@ def log_average(log_cost: NDArray[np.float64], mass: NDArray[np.float64]) -> flo
         excess = math.fsum(terms.tolist())
         return float(np.log1p(excess)) if excess > -1.0 else float("-inf")
     return float(logsumexp(log_cost, b=mass))
+
+
+def _log_expm1(c: NDArray[np.float64]) -> NDArray[np.float64]:
+    """log(e^c - 1) for c > 0 without overflow."""
+    with np.errstate(divide="ignore"):
+        return np.where(c > 30.0, c + np.log1p(-np.exp(-c)), np.log(np.expm1(np.minimum(c, 30.0))))
+
+
+def log_value_upper(
+    lc: NDArray[np.float64],
+    mass_up: NDArray[np.float64],
+    mass_down: NDArray[np.float64],
+    residual: float = 0.0,
+    residual_log_cost: float = float("-inf"),
+) -> float:
+    r"""Rigorous upper bound on :math:`\log(1 + S)`,
+    :math:`S = \sum_k \pi_k (e^{c_k}-1) + E (e^{c_{\max}}-1)^+`, for exact masses
+    :math:`\pi_k \in [` ``mass_down``, ``mass_up`` :math:`]` summing to 1 when :math:`E = 0`.
+
+    With :math:`E > 0` negative terms are dropped (see the module docstring). Terms are summed
+    by ``math.fsum`` (each product has relative error at most :math:`2u`) when no log-cost
+    exceeds 700, else in log domain with an absolute error bound on the log-sum-exp; the result
+    is then moved up by that bound.
+    """
+    if np.isnan(lc).any() or np.isnan(residual_log_cost):
+        raise InvalidParameterError("log_cost", "NaN", "must not be NaN")
+    if np.isposinf(lc).any() or (residual > 0.0 and np.isposinf(residual_log_cost)):
+        return float("inf")
+    pos = lc > 0.0
+    neg = ~pos
+    lpos = lc[pos]
+    wpos = mass_up[pos]
+    res_term = residual > 0.0 and residual_log_cost > 0.0
+    s_neg = 0.0
+    if residual == 0.0 and neg.any():
+        s_neg = math.fsum((mass_down[neg] * -np.expm1(lc[neg])).tolist())
+        s_neg *= 1.0 - 4.0 * _EPS  # each product rounded: shrink (a smaller s_neg is safe)
+    k = int(pos.sum()) + int(res_term) + 16
+    top = max(float(np.max(lpos)) if lpos.size else 0.0, residual_log_cost if res_term else 0.0)
+    if top < 700.0:
+        terms = (wpos * np.expm1(lpos)).tolist()
+        if res_term:
+            terms.append(residual * math.expm1(residual_log_cost))
+        s_pos = math.fsum(terms) * (1.0 + 4.0 * _EPS) + k * _TINY
+        s = s_pos - s_neg
+        if s <= -1.0:
+            return float("-inf")
+        v = math.log1p(s)
+        return math.nextafter(v + 4.0 * _EPS * abs(v), math.inf)
+    with np.errstate(divide="ignore"):
+        logs = np.log(wpos) + _log_expm1(lpos)
+    if res_term:
+        extra = float(_log_expm1(np.array([residual_log_cost]))[0])
+        logs = np.append(logs, math.log(residual) + extra)
+    log_s = float(logsumexp(logs))
+    bound = k * _EPS * max(1.0, float(np.max(np.abs(logs[np.isfinite(logs)]))))
+    v = log_s + math.log1p(max(0.0, 1.0 - s_neg) * math.exp(-log_s))
+    return math.nextafter(v + bound + 4.0 * _EPS * abs(v), math.inf)
 
 
 def _marginals(
@@ -139,7 +307,8 @@ def round_to_marginals(
 
     Rows are scaled by :math:`\min(1, p_i/r_i)`, then columns by :math:`\min(1, q_j/c_j)`; the
     deficits :math:`e_r = p - r'`, :math:`e_c = q - c'` are non-negative with equal mass and
-    :math:`e_r e_c^\top / \|e_r\|_1` is added. Requires :math:`\sum p = \sum q`.
+    :math:`e_r e_c^\top / \|e_r\|_1` is added. Requires :math:`\sum p = \sum q`. Floating-point
+    (marginals exact up to round-off); :func:`check_coupling` does its own exact accounting.
     """
     n, m = p.size, q.size
     r, _ = _marginals(n, m, rows, cols, mass)
@@ -177,6 +346,87 @@ def _as_log_cost(log_cost: Any, n: int, m: int) -> LogCost:
     return lambda i, j: arr[i, j]
 
 
+def _eval_cost(cost: LogCost, i: NDArray[np.intp], j: NDArray[np.intp]) -> NDArray[np.float64]:
+    lc = np.asarray(cost(i, j), dtype=np.float64).ravel()
+    if lc.shape != i.shape or np.isnan(lc).any():
+        raise InvalidParameterError("log_cost", lc.shape, "must return one non-NaN value per piece")
+    return lc
+
+
+def _fail(
+    thr: float, aggregate: str, err: float, msg: str,
+    ri: NDArray[np.intp], ci: NDArray[np.intp], w: NDArray[np.float64],
+) -> CouplingCertificate:
+    return CouplingCertificate(
+        log_value=float("inf"), threshold=thr, aggregate=aggregate, marginal_error=err,
+        repaired=False, log_lower=None, gap=None, certified=False, message=msg,
+        rows=ri, cols=ci, mass=w,
+    )
+
+
+#: Largest relative deviation of a plan's marginals from the laws that is certified by the
+#: perturbation bound (see :func:`perturbation_penalty`).
+REL_TOL = 1e-6
+
+
+def perturbation_penalty(alpha: float, delta: float, aggregate: str = "mean") -> float:
+    r"""Extra log value paid when the plan couples laws :math:`P', Q'` within relative
+    :math:`\delta` of :math:`P, Q` atom by atom (:math:`(1-\delta)p'_i \le p_i \le
+    (1+\delta)p'_i`, likewise :math:`q`).
+
+    The mixtures then satisfy the same pointwise bounds, so for :math:`\alpha > 1`
+    :math:`\int p^\alpha q^{1-\alpha} \le (1+\delta)^\alpha(1-\delta)^{1-\alpha}
+    \int p'^\alpha q'^{1-\alpha}` in both orders: the log value grows by at most
+    :math:`\alpha\log(1+\delta) - (\alpha-1)\log(1-\delta)`. For :math:`D_\infty`
+    (``aggregate="max"`` or ``alpha = inf``) by :math:`\log(1+\delta) - \log(1-\delta)`.
+    Rounded up.
+    """
+    if delta == 0.0:
+        return 0.0
+    if not delta < 1.0:
+        return float("inf")
+    if aggregate == "max" or math.isinf(alpha):
+        pen = math.log1p(delta) - math.log1p(-delta)
+    else:
+        pen = alpha * math.log1p(delta) - (alpha - 1.0) * math.log1p(-delta)
+    return math.nextafter(pen * (1.0 + 8.0 * _EPS), math.inf)
+
+
+def _relative_deviation(excess: list[int], big: list[int], total: int) -> float:
+    """max_i |excess_i| / (big_i * total), rounded up (inf where an empty atom gets mass)."""
+    worst = 0.0
+    for e, b in zip(excess, big, strict=True):
+        if e == 0:
+            continue
+        if b == 0:
+            return float("inf")
+        worst = max(worst, _round(abs(e), b * total, 1))
+    return worst
+
+
+def relative_deviation(
+    p: Any, q: Any, rows: Any, cols: Any, mass: Any, exact: ExactMasses | None = None
+) -> float:
+    r"""Exact :math:`\delta = \max` over atoms of :math:`|r_i/W - \hat p_i| / \hat p_i` and
+    :math:`|c_j/W - \hat q_j| / \hat q_j` for a plan (rows, cols, masses), rounded up."""
+    pw = np.asarray(p, dtype=np.float64)
+    qw = np.asarray(q, dtype=np.float64)
+    nums = list(exact.numerators) if exact is not None else dyadic_integers(mass)[0]
+    big_p, _ = dyadic_integers(pw)
+    big_q, _ = dyadic_integers(qw)
+    tp, tq, total = sum(big_p), sum(big_q), sum(nums)
+    if total == 0:
+        return float("inf")
+    row_sum = [0] * pw.size
+    col_sum = [0] * qw.size
+    for i, j, v in zip(np.asarray(rows).tolist(), np.asarray(cols).tolist(), nums, strict=True):
+        row_sum[i] += v
+        col_sum[j] += v
+    ex_r = [row_sum[i] * tp - big_p[i] * total for i in range(pw.size)]
+    ex_c = [col_sum[j] * tq - big_q[j] * total for j in range(qw.size)]
+    return max(_relative_deviation(ex_r, big_p, total), _relative_deviation(ex_c, big_q, total))
+
+
 def check_coupling(
     p: Any,
     q: Any,
@@ -188,21 +438,23 @@ def check_coupling(
     *,
     aggregate: str = "mean",
     marginal_tol: float = 1e-9,
-    exact_tol: float = 1e-12,
+    exact: ExactMasses | None = None,
     potentials: tuple[Any, Any, float] | None = None,
+    alpha: float | None = None,
 ) -> CouplingCertificate:
     r"""Check a transport plan against a cost threshold, independently of the solver.
 
     Parameters
     ----------
     p : array_like, shape (n,)
-        Probabilities of :math:`P` (the law the claim is about).
+        Probabilities of :math:`P`; the law is :math:`p / \sum p` with the sum taken exactly.
     q : array_like, shape (m,)
         Probabilities of :math:`Q`.
     rows, cols : array_like of int, shape (k,)
         Support of the plan.
     mass : array_like, shape (k,)
-        Plan masses (must be :math:`\ge 0`).
+        Plan masses (:math:`\ge 0`; used exactly as the binary fractions they are unless
+        ``exact`` is given).
     log_cost : callable or array_like (n, m)
         ``log_cost(i, j)`` returns :math:`\log C_{ij}` for index arrays (or a full matrix).
     threshold : float
@@ -210,32 +462,48 @@ def check_coupling(
     aggregate : {"mean", "max"}
         ``"mean"``: :math:`\log\sum\pi C \le` threshold; ``"max"``: every support piece.
     marginal_tol : float, default 1e-9
-        Marginal errors up to this are repaired exactly (see the module docstring).
-    exact_tol : float, default 1e-12
-        Marginal errors up to this count as floating-point exact (no repair): the round-off of
-        cumulative sums over ~1e4 atoms, and solver debris below 1e-15 per entry.
+        Largest residual mass :math:`E` that is accounted for (times the largest cost it could
+        meet); a plan further from a coupling fails.
+    exact : ExactMasses, optional
+        Exact masses (one per piece); then ``mass`` is only used for display.
     potentials : (u, v, shift), optional
         Dual potentials for the costs :math:`e^{\log C - s}`; the full ``(n, m)`` cost is evaluated.
+    alpha : float, optional
+        The Rényi order the threshold is for. When given, a plan whose marginals are within a
+        relative :data:`REL_TOL` of the laws atom by atom may also be certified as an exact
+        coupling of its own marginals plus :func:`perturbation_penalty` (the better of this
+        and the residual bound is used). This keeps a floating-point discrepancy of ~1e-17
+        between two atoms' masses from being charged at the cost of a far pair.
 
     Returns
     -------
     CouplingCertificate
-        ``certified`` is False (with a message) when the plan is not a coupling or the value exceeds
-        the threshold; malformed inputs raise.
+        ``certified`` is False (with a message) when the plan is not a coupling or the value
+        exceeds the threshold; malformed inputs raise.
 
     Raises
     ------
     InvalidParameterError
-        For malformed arrays, indices out of range or negative masses.
+        For malformed arrays, indices out of range, negative masses or a NaN cost.
+
+    Examples
+    --------
+    >>> c = check_coupling([.5, .5], [.5, .5], [0, 1], [1, 0], [.5, .5],
+    ...                    lambda i, j: abs(i - j) * 1.0, 1.0)
+    >>> c.certified, round(c.log_value, 12)
+    (True, 1.0)
     """
     pw = as_float_array("p", p, ndim=1, low=0.0, low_open=False)
     qw = as_float_array("q", q, ndim=1, low=0.0, low_open=False)
     n, m = pw.size, qw.size
-    if abs(pw.sum() - qw.sum()) > marginal_tol:
+    if not (pw.sum() > 0.0 and qw.sum() > 0.0):
+        raise InvalidParameterError("p", p, "p and q must have positive total mass")
+    if abs(pw.sum() - qw.sum()) > max(marginal_tol, 1e-9):
         raise InvalidParameterError("q", q, f"total mass must equal that of p ({pw.sum()!r})")
     ri = np.asarray(rows)
     ci = np.asarray(cols)
-    if not (np.issubdtype(ri.dtype, np.integer) and np.issubdtype(ci.dtype, np.integer)):
+    integral = np.issubdtype(ri.dtype, np.integer) and np.issubdtype(ci.dtype, np.integer)
+    if ri.size and not integral:
         raise InvalidParameterError("rows", rows, "rows and cols must be integer index arrays")
     ri = ri.astype(np.intp).ravel()
     ci = ci.astype(np.intp).ravel()
@@ -249,29 +517,95 @@ def check_coupling(
     thr = as_scalar("threshold", threshold, allow_inf=False)
     tol = as_scalar("marginal_tol", marginal_tol, low=0.0, low_open=False)
     cost = _as_log_cost(log_cost, n, m)
-
-    r, c = _marginals(n, m, ri, ci, w)
-    err = float(max(np.max(np.abs(r - pw)), np.max(np.abs(c - qw))))
-    repaired = False
-    if err > tol:
-        return CouplingCertificate(
-            log_value=float("inf"), threshold=thr, aggregate=aggregate, marginal_error=err,
-            repaired=False, log_lower=None, gap=None, certified=False,
-            message=f"not a coupling: marginal error {err:.3g} > tolerance {tol:.3g}",
-            rows=ri, cols=ci, mass=w,
-        )
-    if err > exact_tol:
-        ri, ci, w = round_to_marginals(pw, qw, ri, ci, w)
-        repaired = True
-    keep = w > 0.0
-    ri, ci, w = ri[keep], ci[keep], w[keep]
-    lc = np.asarray(cost(ri, ci), dtype=np.float64).ravel()
-    if lc.shape != w.shape or np.isnan(lc).any():
-        raise InvalidParameterError("log_cost", lc.shape, "must return one non-NaN value per piece")
-    if aggregate == "mean":
-        value = log_average(lc, w)
+    if exact is not None:
+        if not isinstance(exact, ExactMasses):
+            raise InvalidParameterError("exact", exact, "must be an ExactMasses")
+        if len(exact.numerators) != w.size:
+            raise InvalidParameterError("exact", len(exact.numerators), "one numerator per piece")
+        nums = list(exact.numerators)  # the plan is normalised by its own total below
     else:
-        value = float(np.max(lc)) if w.size else float("-inf")
+        nums, _ = dyadic_integers(w)
+
+    # exact marginals: the plan normalised by its total W against p / TP and q / TQ
+    big_p, _ = dyadic_integers(pw)
+    big_q, _ = dyadic_integers(qw)
+    tp, tq = sum(big_p), sum(big_q)
+    total = sum(nums)
+    if total == 0:
+        return _fail(thr, aggregate, 1.0, "not a coupling: the plan has no mass", ri, ci, w)
+    row_sum = [0] * n
+    col_sum = [0] * m
+    for i, j, v in zip(ri.tolist(), ci.tolist(), nums, strict=True):
+        row_sum[i] += v
+        col_sum[j] += v
+    ex_r = [row_sum[i] * tp - big_p[i] * total for i in range(n)]  # over total * tp
+    ex_c = [col_sum[j] * tq - big_q[j] * total for j in range(m)]  # over total * tq
+    excess = Fraction(sum(e for e in ex_r if e > 0), total * tp) + Fraction(
+        sum(e for e in ex_c if e > 0), total * tq
+    )
+    err = max(
+        _round(max(abs(e) for e in ex_r), total * tp, 1),
+        _round(max(abs(e) for e in ex_c), total * tq, 1),
+    )
+    resid = _round(excess.numerator, excess.denominator, 1)
+    delta = max(_relative_deviation(ex_r, big_p, total), _relative_deviation(ex_c, big_q, total))
+    abs_ok = excess <= tol
+    rel_ok = alpha is not None and excess > 0 and delta <= REL_TOL
+    if not (abs_ok or rel_ok):
+        return _fail(
+            thr, aggregate, err,
+            f"not a coupling: marginal excess {resid:.3g} > tolerance {tol:.3g}", ri, ci, w,
+        )
+    res_lc = float("-inf")
+    if abs_ok and excess > 0:
+        short_r = {i for i in range(n) if ex_r[i] < 0}
+        short_c = {j for j in range(m) if ex_c[j] < 0}
+        for i, j in zip(ri.tolist(), ci.tolist(), strict=True):
+            if ex_c[j] > 0:
+                short_r.add(i)
+            if ex_r[i] > 0:
+                short_c.add(j)
+        if len(short_r) * len(short_c) > MAX_REPAIR_PIECES:
+            abs_ok = False
+        else:
+            ii, jj = np.meshgrid(
+                np.array(sorted(short_r), dtype=np.intp),
+                np.array(sorted(short_c), dtype=np.intp),
+                indexing="ij",
+            )
+            res_lc = float(np.max(_eval_cost(cost, ii.ravel(), jj.ravel())))
+    if not (abs_ok or rel_ok):
+        return _fail(
+            thr, aggregate, err,
+            f"residual {resid:.3g} spread over too many pairs; re-solve more accurately",
+            ri, ci, w,
+        )
+
+    keep = np.array([v > 0 for v in nums], dtype=bool)
+    kept = [v for v in nums if v > 0]
+    ri, ci = ri[keep], ci[keep]
+    w_up = np.array([_round(v, total, 1) for v in kept], dtype=np.float64)
+    w_dn = np.array([_round(v, total, -1) for v in kept], dtype=np.float64)
+    w_near = np.array([_round(v, total, 0) for v in kept], dtype=np.float64)
+    lc = _eval_cost(cost, ri, ci)
+    top = float(np.max(lc)) if lc.size else float("-inf")
+    value = float("inf")
+    how = ""
+    if abs_ok:
+        if aggregate == "mean":
+            value = log_value_upper(lc, w_up, w_dn, resid, res_lc)
+        else:
+            value = max(top, res_lc)
+        if excess > 0:
+            how = f" (residual mass {resid:.3g} charged at log cost {res_lc:.6g})"
+    penalty = 0.0
+    if rel_ok and alpha is not None:
+        penalty = perturbation_penalty(alpha, delta, aggregate)
+        own = log_value_upper(lc, w_up, w_dn) if aggregate == "mean" else top
+        v_rel = math.nextafter(own + penalty, math.inf)
+        if v_rel < value:
+            value = v_rel
+            how = f" (marginals within relative {delta:.3g}: penalty {penalty:.3g})"
 
     log_lower: float | None = None
     gap: float | None = None
@@ -282,23 +616,23 @@ def check_coupling(
         if u.size != n or v.size != m:
             raise InvalidParameterError("potentials", (u.shape, v.shape), f"must be ({n},), ({m},)")
         ii, jj = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
-        full = np.asarray(cost(ii.ravel(), jj.ravel()), dtype=np.float64).reshape(n, m)
-        scaled = np.exp(np.minimum(full - shift, 700.0))
+        full = _eval_cost(cost, ii.ravel().astype(np.intp), jj.ravel().astype(np.intp))
+        scaled = np.exp(np.minimum(full.reshape(n, m) - shift, 700.0))
         viol = max(0.0, float(np.max(u[:, None] + v[None, :] - scaled)))
-        lower = float(pw @ (u - viol) + qw @ v)
+        lower = float((pw / pw.sum()) @ (u - viol) + (qw / qw.sum()) @ v)
         log_lower = float(np.log(lower)) + shift if lower > 0 else float("-inf")
         gap = value - log_lower
 
-    ok = value <= thr
+    ok = bool(value <= thr)
     msg = (
         f"coupling certified: log value {value:.12g} <= threshold {thr:.12g}"
         if ok
         else f"cost condition fails: log value {value:.12g} > threshold {thr:.12g}"
     )
-    if repaired:
-        msg += f" (marginals repaired from error {err:.3g})"
+    msg += how
     return CouplingCertificate(
         log_value=value, threshold=thr, aggregate=aggregate, marginal_error=err,
-        repaired=repaired, log_lower=log_lower, gap=gap, certified=ok, message=msg,
-        rows=ri, cols=ci, mass=w,
+        repaired=bool(excess > 0), log_lower=log_lower, gap=gap, certified=ok, message=msg,
+        rows=ri, cols=ci, mass=w_near, residual_mass=resid, residual_log_cost=res_lc,
+        relative_deviation=delta,
     )

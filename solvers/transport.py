@@ -40,14 +40,18 @@ References
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
+from certificates.coupling import ExactMasses, dyadic_integers
 from certificates.errors import InvalidParameterError, SolverError
 from certificates.validate import as_float_array, as_scalar
 from solvers._types import SolverStats, map_cvxpy_status
@@ -59,6 +63,7 @@ __all__ = [
     "coupling_lp_dual",
     "coupling_lp_primal",
     "emd_coupling",
+    "exact_coupling",
     "lp_coupling",
     "quantile_coupling",
 ]
@@ -71,11 +76,9 @@ __all__ = [
 LOG_CAP = 12.0
 #: Largest cost fed to an LP solver.
 COST_CAP = float(np.exp(LOG_CAP))
-#: LP plan entries below this are floating-point debris of the solver (dropped; the marginals stay
-#: exact within ~1e-15 per atom, inside the certificate's stated tolerance).
-PLAN_FLOOR = 1e-15
-#: Default absolute tolerance for the total masses and for snapping equal cumulative sums.
-MASS_TOL = 1e-12
+#: Default tolerance on the total masses of the laws (input validation only: every coupling
+#: returned here has exact marginals, see :attr:`Coupling.exact`).
+MASS_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,13 @@ class Coupling:
     potential_shift : float
         The shift :math:`s` with :math:`\tilde C \le e^{\log C - s}`.
     stats : SolverStats
+    exact : ExactMasses or None
+        The exact masses (integer numerators over one denominator): the plan is then an exact
+        coupling of :math:`p/\sum p` and :math:`q/\sum q`; ``mass`` is this rounded to nearest.
+    alternative : Coupling or None
+        A second candidate, an exact coupling of laws within a tiny relative distance of
+        :math:`p, q` (the LP solver's own plan, or the snapped quantile coupling), to be priced
+        by :func:`certificates.coupling.perturbation_penalty`; ``None`` if there is none.
     """
 
     rows: NDArray[np.intp]
@@ -112,6 +122,19 @@ class Coupling:
     col_potential: NDArray[np.float64] | None = None
     potential_shift: float = 0.0
     stats: SolverStats = field(default_factory=lambda: SolverStats(solver="none"))
+    exact: ExactMasses | None = None
+    alternative: Coupling | None = None
+
+    def mass_bounds(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Floats ``(lower, upper)`` enclosing the exact masses (``(mass, mass)`` if inexact)."""
+        cached = self.__dict__.get("_bounds")
+        if cached is None:
+            if self.exact is None:
+                cached = (self.mass, self.mass)
+            else:
+                cached = (self.exact.rounded(-1), self.exact.rounded(1))
+            object.__setattr__(self, "_bounds", cached)
+        return cached  # type: ignore[no-any-return]
 
     def dense(self) -> NDArray[np.float64]:
         """The plan as a dense ``(n, m)`` array."""
@@ -139,30 +162,44 @@ def _check_law(name: str, weights: Any, tol: float) -> NDArray[np.float64]:
 
 
 def quantile_coupling(
-    x: Any, p: Any, y: Any, q: Any, *, mass_tol: float = MASS_TOL
+    x: Any, p: Any, y: Any, q: Any, *, mass_tol: float = MASS_TOL, snap: float = 0.0
 ) -> Coupling:
-    r"""The comonotone (quantile) coupling of two 1-D discrete laws.
+    r"""The comonotone (quantile) coupling of two 1-D discrete laws, in exact arithmetic.
 
-    Sorting both supports, piece :math:`k` carries the mass of the interval
-    :math:`(t_{k-1}, t_k]` of the merged cumulative distribution functions from the atom of
-    :math:`P` whose quantile range contains it to the atom of :math:`Q` likewise. The result is
-    optimal for every cost :math:`h(x - y)` with :math:`h` convex (MATH.md §3.2), and also a
+    With both supports sorted (stably), piece :math:`k` carries the mass of the interval
+    :math:`(t_{k-1}, t_k]` of the merged cumulative distribution functions of the laws
+    :math:`\hat p = p / \sum p` and :math:`\hat q = q / \sum q` from the atom of :math:`P` whose
+    quantile range contains it to the atom of :math:`Q` likewise. The result is optimal for
+    every cost :math:`h(x - y)` with :math:`h` convex (Santambrogio, Theorem 2.9), and it is a
     :math:`W_\infty`-optimal coupling.
+
+    The merge is exact: probabilities are binary fractions, so the cumulative sums are computed
+    as Python integers over a common power of two and compared by cross-multiplication
+    (:math:`C^P_i \sum q` against :math:`C^Q_j \sum p`). No atom is ever dropped (an atom of mass
+    1e-300 gets its piece), and no piece is created that only floating-point round-off would
+    produce. The exact masses are in ``Coupling.exact``; ``mass`` holds them rounded to nearest.
 
     Parameters
     ----------
     x : array_like, shape (n,)
         Support of :math:`P`.
     p : array_like, shape (n,)
-        Probabilities of :math:`P` (non-negative, summing to 1 within ``mass_tol``).
+        Probabilities of :math:`P` (non-negative, summing to 1 within ``mass_tol``; the law is
+        ``p / sum(p)`` with the sum taken exactly).
     y : array_like, shape (m,)
         Support of :math:`Q`.
     q : array_like, shape (m,)
         Probabilities of :math:`Q`.
-    mass_tol : float, default 1e-12
-        Cumulative sums of :math:`Q` within ``mass_tol`` of one of :math:`P` are snapped onto it, so
-        that masses meant to coincide do not create spurious pieces of mass ~1e-17 between far
-        atoms; the plan's marginals are then exact up to ``mass_tol`` per atom.
+    mass_tol : float, default 1e-9
+        Tolerance on the totals (input validation only; the coupling is exact).
+    snap : float, default 0
+        If positive, each interior cumulative sum of :math:`\hat q` that lies within ``snap``
+        times the smaller of its two adjacent atoms' masses of a cumulative sum of
+        :math:`\hat p` is moved onto it (exactly). The result is then an exact coupling of
+        :math:`\hat p` and a law :math:`q'` within relative ``2 * snap`` of :math:`\hat q` atom
+        by atom, which a certificate prices by the perturbation bound
+        (:func:`certificates.coupling.perturbation_penalty`) instead of transporting a sliver
+        of mass ~1e-17, left by decimal probabilities that do not sum exactly, to a far atom.
 
     Returns
     -------
@@ -179,51 +216,315 @@ def quantile_coupling(
     xs = as_float_array("x", x, ndim=1)
     ys = as_float_array("y", y, ndim=1)
     tol = as_scalar("mass_tol", mass_tol, low=0.0, high=1e-3)
-    pw = _check_law("p", p, max(tol, 1e-9))
-    qw = _check_law("q", q, max(tol, 1e-9))
+    pw = _check_law("p", p, max(tol, 1e-12))
+    qw = _check_law("q", q, max(tol, 1e-12))
     if xs.shape != pw.shape:
         raise InvalidParameterError("p", p, f"must have the shape of x {xs.shape}")
     if ys.shape != qw.shape:
         raise InvalidParameterError("q", q, f"must have the shape of y {ys.shape}")
     ox = np.argsort(xs, kind="stable")
     oy = np.argsort(ys, kind="stable")
-    cp_ = np.cumsum(pw[ox])
-    cq = np.cumsum(qw[oy])
-    # Snap each cumulative sum of Q onto a cumulative sum of P within tol (and the totals).
-    idx = np.clip(np.searchsorted(cp_, cq), 0, cp_.size - 1)
-    idx_lo = np.clip(idx - 1, 0, cp_.size - 1)
-    for cand in (idx, idx_lo):
-        close = np.abs(cp_[cand] - cq) <= tol
-        cq = np.where(close, cp_[cand], cq)
-    total = cp_[-1]
-    if abs(cq[-1] - total) > max(tol, 1e-9):
-        raise InvalidParameterError(
-            "q", q, f"total mass {cq[-1]!r} differs from that of p {total!r}"
-        )
-    cq[-1] = total
-    cq = np.minimum(np.maximum.accumulate(cq), total)
-    breaks = np.union1d(cp_, cq)
-    breaks = breaks[breaks > 0.0]
-    lower = np.concatenate(([0.0], breaks[:-1]))
-    mass = breaks - lower
-    keep = mass > 0.0
-    mass, mid = mass[keep], 0.5 * (breaks[keep] + lower[keep])
-    ri = np.clip(np.searchsorted(cp_, mid, side="left"), 0, cp_.size - 1)
-    ci = np.clip(np.searchsorted(cq, mid, side="left"), 0, cq.size - 1)
-    stats = SolverStats(solver="quantile", solve_time=time.perf_counter() - start)
+    big_p, _ = dyadic_integers(pw[ox])
+    big_q, _ = dyadic_integers(qw[oy])
+    tp, tq = sum(big_p), sum(big_q)
+    # cumulative sums over the common denominator tp * tq
+    cum_p = [c * tq for c in itertools.accumulate(big_p)]
+    cum_q = [c * tp for c in itertools.accumulate(big_q)]
+    if snap > 0.0:
+        _snap(cum_p, cum_q, [v * tp for v in big_q], Fraction(as_scalar("snap", snap, high=0.25)))
+    rows: list[int] = []
+    cols: list[int] = []
+    nums: list[int] = []
+    i = j = 0
+    prev = 0
+    n, m = len(cum_p), len(cum_q)
+    while i < n and j < m:
+        a, b = cum_p[i], cum_q[j]
+        t = a if a < b else b
+        if t > prev:
+            rows.append(i)
+            cols.append(j)
+            nums.append(t - prev)
+            prev = t
+        if a == t:
+            i += 1
+        if b == t:
+            j += 1
+    exact = ExactMasses(tuple(nums), tp * tq)
+    stats = SolverStats(solver="quantile-exact", solve_time=time.perf_counter() - start)
     return Coupling(
-        rows=ox[ri].astype(np.intp),
-        cols=oy[ci].astype(np.intp),
-        mass=mass,
+        rows=ox[np.array(rows, dtype=np.intp)].astype(np.intp),
+        cols=oy[np.array(cols, dtype=np.intp)].astype(np.intp),
+        mass=exact.rounded(0),
         shape=(xs.size, ys.size),
         method="quantile",
         stats=stats,
+        exact=exact,
     )
 
 
+# --------------------------------------------------------------------------- exact repair
+def _floor_scaled(w: float, total: int) -> int:
+    """floor(w * total) exactly for a float w >= 0."""
+    num, den = float(w).as_integer_ratio()
+    return (num * total) // den
+
+
+class _Forest:
+    """Union-find over the n + m nodes (rows 0..n-1, columns n..n+m-1)."""
+
+    def __init__(self, size: int) -> None:
+        self.parent = list(range(size))
+
+    def find(self, v: int) -> int:
+        root = v
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[v] != root:
+            self.parent[v], v = root, self.parent[v]
+        return root
+
+    def union(self, a: int, b: int) -> bool:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        self.parent[ra] = rb
+        return True
+
+
+def _tree_solve(
+    a: list[int], b: list[int], edges: list[tuple[int, int]], rank: NDArray[np.float64],
+    mass: NDArray[np.float64],
+) -> dict[tuple[int, int], int] | None:
+    """Exact masses on (a spanning forest of) the plan's support; None if that is infeasible.
+
+    The heaviest acyclic subset of the support is kept (Kruskal by mass), the other support
+    entries keep ``floor(mass * total)``; components whose targets do not balance are linked
+    by the cheapest admissible edges (Kruskal by rank); then each tree is solved exactly by
+    peeling leaves. This is what the network simplex computes on its basis, in exact arithmetic.
+    """
+    n, m = len(a), len(b)
+    total = sum(a)
+    res = [*a, *b]  # residual targets (columns as nodes n..n+m-1)
+    forest = _Forest(n + m)
+    tree: list[tuple[int, int]] = []
+    fixed: dict[tuple[int, int], int] = {}
+    order = sorted(range(len(edges)), key=lambda k: -mass[k])
+    for k in order:
+        i, j = edges[k]
+        if forest.union(i, n + j):
+            tree.append((i, j))
+        else:
+            v = _floor_scaled(float(mass[k]), total)
+            if v > 0:
+                fixed[(i, j)] = v
+                res[i] -= v
+                res[n + j] -= v
+    if any(v < 0 for v in res):
+        return None
+    # balance of each component: rows count +, columns -
+    bal: dict[int, int] = {}
+    for v in range(n + m):
+        r = forest.find(v)
+        bal[r] = bal.get(r, 0) + (res[v] if v < n else -res[v])
+    bad = {r for r, s in bal.items() if s != 0}
+    if bad:
+        rows_bad = np.array([i for i in range(n) if forest.find(i) in bad], dtype=np.intp)
+        cols_bad = np.array([j for j in range(m) if forest.find(n + j) in bad], dtype=np.intp)
+        if rows_bad.size == 0 or cols_bad.size == 0:
+            return None
+        sub = rank[np.ix_(rows_bad, cols_bad)]
+        flat = np.argsort(sub, axis=None, kind="stable")
+        roots = {forest.find(v) for v in bad}
+        left = len(roots)
+        for f in flat.tolist():
+            if left <= 1:
+                break
+            ii, jj = divmod(f, cols_bad.size)
+            if not np.isfinite(sub[ii, jj]):
+                return None
+            i, j = int(rows_bad[ii]), int(cols_bad[jj])
+            if forest.union(i, n + j):
+                tree.append((i, j))
+                left -= 1
+        if left > 1:
+            return None
+    # peel leaves of every tree
+    adj: dict[int, list[int]] = {}
+    for k, (i, j) in enumerate(tree):
+        adj.setdefault(i, []).append(k)
+        adj.setdefault(n + j, []).append(k)
+    degree = {v: len(ks) for v, ks in adj.items()}
+    alive = [True] * len(tree)
+    flow: dict[tuple[int, int], int] = {}
+    stack = [v for v, d in degree.items() if d == 1]
+    while stack:
+        v = stack.pop()
+        if degree[v] != 1:
+            continue
+        k = next(k for k in adj[v] if alive[k])
+        i, j = tree[k]
+        u = n + j if v == i else i
+        f = res[v]
+        if f < 0:
+            return None
+        alive[k] = False
+        degree[v] = 0
+        degree[u] -= 1
+        res[v] = 0
+        res[u] -= f
+        if f > 0:
+            flow[(i, j)] = flow.get((i, j), 0) + f
+        if degree[u] == 1:
+            stack.append(u)
+    if any(res):
+        return None
+    for key, v in fixed.items():
+        flow[key] = flow.get(key, 0) + v
+    return flow
+
+
+def _greedy_solve(
+    a: list[int], b: list[int], edges: list[tuple[int, int]], rank: NDArray[np.float64],
+    mass: NDArray[np.float64],
+) -> dict[tuple[int, int], int] | None:
+    """Fallback: floor the plan, shrink the most expensive pieces of rows and columns that
+    exceed their targets, then move the deficits along the cheapest admissible pairs."""
+    n, m = len(a), len(b)
+    total = sum(a)
+    flow: dict[tuple[int, int], int] = {}
+    for k, (i, j) in enumerate(edges):
+        v = _floor_scaled(float(mass[k]), total)
+        if v > 0:
+            flow[(i, j)] = flow.get((i, j), 0) + v
+    for axis, target in ((0, a), (1, b)):
+        by: dict[int, list[tuple[int, int]]] = {}
+        for key in flow:
+            by.setdefault(key[axis], []).append(key)
+        for node, keys in by.items():
+            over = sum(flow[kk] for kk in keys) - target[node]
+            for kk in sorted(keys, key=lambda e: -rank[e]):
+                if over <= 0:
+                    break
+                cut = min(over, flow[kk])
+                flow[kk] -= cut
+                over -= cut
+    flow = {kk: v for kk, v in flow.items() if v > 0}
+    dr = list(a)
+    dc = list(b)
+    for (i, j), v in flow.items():
+        dr[i] -= v
+        dc[j] -= v
+    ri = np.array([i for i in range(n) if dr[i] > 0], dtype=np.intp)
+    cj = np.array([j for j in range(m) if dc[j] > 0], dtype=np.intp)
+    if ri.size and cj.size:
+        sub = rank[np.ix_(ri, cj)]
+        for f in np.argsort(sub, axis=None, kind="stable").tolist():
+            ii, jj = divmod(f, cj.size)
+            i, j = int(ri[ii]), int(cj[jj])
+            move = min(dr[i], dc[j])
+            if move <= 0:
+                continue
+            if not np.isfinite(sub[ii, jj]):
+                return None
+            flow[(i, j)] = flow.get((i, j), 0) + move
+            dr[i] -= move
+            dc[j] -= move
+    if any(dr) or any(dc):
+        return None
+    return flow
+
+
+def exact_coupling(
+    p: Any, q: Any, rows: Any, cols: Any, mass: Any, rank: Any
+) -> tuple[NDArray[np.intp], NDArray[np.intp], ExactMasses] | None:
+    r"""An exact coupling of :math:`\hat p = p/\sum p` and :math:`\hat q = q/\sum q` from a
+    floating-point plan (an LP solver's output), in integer arithmetic.
+
+    LP solvers meet the marginals only up to absolute tolerances (HiGHS ~1e-7 by default,
+    POT ~1e-16 times the largest mass), which is meaningless for an atom of mass 1e-8 or
+    1e-300. This repair never drops an atom: it solves the marginal equations exactly on a
+    spanning forest of the plan's support (the basis of the simplex method), linking components
+    whose exact totals do not balance by the cheapest admissible edges; if that gives a negative
+    mass it falls back to flooring the plan, trimming the most expensive pieces of over-full rows
+    and columns, and moving the deficits along the cheapest admissible pairs.
+
+    Parameters
+    ----------
+    p, q : array_like, shapes (n,), (m,)
+        The laws (exactly normalised).
+    rows, cols, mass : array_like, shape (k,)
+        The floating-point plan (entries with ``mass > 0`` are its support).
+    rank : array_like, shape (n, m)
+        Costs used to choose links and trims (any increasing function of the cost, e.g. the
+        log-cost); ``+inf`` marks forbidden pairs.
+
+    Returns
+    -------
+    (rows, cols, ExactMasses) or None
+        ``None`` when no exact coupling avoiding the forbidden pairs was found.
+    """
+    pw = as_float_array("p", p, ndim=1, low=0.0, low_open=False)
+    qw = as_float_array("q", q, ndim=1, low=0.0, low_open=False)
+    rk = np.asarray(rank, dtype=np.float64)
+    ri = np.asarray(rows, dtype=np.intp).ravel()
+    ci = np.asarray(cols, dtype=np.intp).ravel()
+    w = np.asarray(mass, dtype=np.float64).ravel()
+    keep = (w > 0.0) & np.isfinite(rk[ri, ci])
+    ri, ci, w = ri[keep], ci[keep], w[keep]
+    big_p, _ = dyadic_integers(pw)
+    big_q, _ = dyadic_integers(qw)
+    tp, tq = sum(big_p), sum(big_q)
+    a = [v * tq for v in big_p]
+    b = [v * tp for v in big_q]
+    edges = list(zip(ri.tolist(), ci.tolist(), strict=True))
+    flow = _tree_solve(a, b, edges, rk, w)
+    if flow is None:
+        flow = _greedy_solve(a, b, edges, rk, w)
+    if flow is None:
+        return None
+    keys = sorted(k for k, v in flow.items() if v > 0)
+    return (
+        np.array([k[0] for k in keys], dtype=np.intp),
+        np.array([k[1] for k in keys], dtype=np.intp),
+        ExactMasses(tuple(flow[k] for k in keys), tp * tq),
+    )
+
+
+def _snap(cum_p: list[int], cum_q: list[int], q_mass: list[int], tol: Fraction) -> None:
+    """Move interior entries of ``cum_q`` onto the nearest entry of ``cum_p`` (in place) when
+    within ``tol`` times the smaller adjacent mass of ``q`` (all integers, exact)."""
+    num, den = tol.numerator, tol.denominator
+    for j in range(len(cum_q) - 1):
+        b = cum_q[j]
+        k = bisect.bisect_left(cum_p, b)
+        best = None
+        for cand in (k - 1, k):
+            if 0 <= cand < len(cum_p):
+                d = abs(cum_p[cand] - b)
+                if best is None or d < abs(best - b):
+                    best = cum_p[cand]
+        if best is None or best == b:
+            continue
+        lo = cum_q[j - 1] if j > 0 else 0
+        if abs(best - b) * den <= num * min(q_mass[j], q_mass[j + 1]) and lo < best < cum_q[j + 1]:
+            cum_q[j] = best
+
+
 def capped_costs(log_cost: NDArray[np.float64], shift: float) -> NDArray[np.float64]:
-    r"""Shifted, capped costs :math:`\min(e^{\log C - s}, e^{12}) \le e^{\log C - s}`."""
-    return np.minimum(np.exp(np.minimum(log_cost - shift, LOG_CAP)), COST_CAP)
+    r"""Shifted, capped costs fed to an LP solver, :math:`\tilde C \le e^{\log C - s}`.
+
+    :math:`\tilde C = e^{x}` for :math:`x = \log C - s \le 12`, and above the cap
+    :math:`\tilde C = e^{12}(1 + \log(1 + x - 12))`: still increasing in the cost (so the LP
+    prefers the cheaper of two pairs above the cap, e.g. where a tiny far atom should go) while
+    the largest entry stays within a few times :math:`e^{12}` (the network simplex works in
+    absolute precision ~1e-16 times the largest cost). Since :math:`1 + \log(1+t) \le e^t`,
+    :math:`\tilde C \le e^{\log C - s}`: potentials feasible for :math:`\tilde C` remain
+    feasible for the true shifted cost.
+    """
+    x = np.asarray(log_cost, dtype=np.float64) - shift
+    over = np.maximum(x - LOG_CAP, 0.0)
+    return np.where(x <= LOG_CAP, np.exp(np.minimum(x, LOG_CAP)), COST_CAP * (1.0 + np.log1p(over)))
 
 
 def _lp_inputs(
@@ -243,11 +544,20 @@ def _lp_inputs(
     return pw, qw, lc, s
 
 
-def _sparse(
-    plan: NDArray[np.float64], floor: float = 0.0
-) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-    rows, cols = np.nonzero(plan > floor)
-    return rows.astype(np.intp), cols.astype(np.intp)
+def _exactify(
+    pw: NDArray[np.float64], qw: NDArray[np.float64], lc: NDArray[np.float64],
+    plan: NDArray[np.float64], **fields: Any,
+) -> Coupling:
+    """An exact coupling from a solver's dense floating-point plan (see :func:`exact_coupling`)."""
+    rows, cols = np.nonzero(plan > 0.0)
+    out = exact_coupling(pw, qw, rows, cols, plan[rows, cols], lc)
+    if out is None:  # pragma: no cover - every pair is admissible here
+        raise SolverError("could not repair the LP plan to an exact coupling")
+    r, c, ex = out
+    raw = Coupling(rows=rows.astype(np.intp), cols=cols.astype(np.intp),
+                   mass=plan[rows, cols], shape=(pw.size, qw.size), **fields)
+    return Coupling(rows=r, cols=c, mass=ex.rounded(0), shape=(pw.size, qw.size), exact=ex,
+                    alternative=raw, **fields)
 
 
 def emd_coupling(
@@ -261,11 +571,13 @@ def emd_coupling(
     r"""Optimal coupling by the network simplex of POT ``ot.emd`` on capped costs.
 
     Solves :math:`\min_{\pi \ge 0,\ \pi 1 = p,\ \pi^\top 1 = q} \sum_{ij}\pi_{ij}\tilde C_{ij}`
-    with :math:`\tilde C = \min(\exp(\log C - s), e^{12})` (MATH.md §3.3). Re-score the
-    plan exactly with :meth:`Coupling.log_value`. The returned potentials are feasible for the
-    capped costs, hence for :math:`e^{\log C - s}`. When the plan uses capped entries, the LP is
-    re-solved with :math:`s` moved to the plan's exact log value (at most 6 solves) and the best
-    exactly re-scored plan is returned.
+    with the shifted, capped costs :math:`\tilde C` of :func:`capped_costs`. The solver's plan
+    is then made an *exact* coupling of :math:`p/\sum p` and :math:`q/\sum q` by
+    :func:`exact_coupling` (solver marginals are only accurate to an absolute tolerance) and
+    re-scored exactly in log domain. The returned potentials are feasible for the capped costs,
+    hence for :math:`e^{\log C - s}`. While the plan sits on capped entries or its log value is
+    far from :math:`s`, the LP is re-solved with :math:`s` moved to the plan's log value (at most
+    10 solves) and the best exactly re-scored plan is returned.
 
     Parameters
     ----------
@@ -283,7 +595,7 @@ def emd_coupling(
     Returns
     -------
     Coupling
-        ``status`` ``"optimal"`` or ``"iteration_limit"``.
+        ``status`` ``"optimal"`` or ``"iteration_limit"``; ``exact`` holds the exact masses.
 
     Raises
     ------
@@ -298,14 +610,17 @@ def _refined(solve: Any, lc: NDArray[np.float64], shift: float) -> Coupling:
     """Re-solve with the shift moved to the best plan's exact log value until they agree.
 
     The LP is accurate (absolute ~1e-16 * cap) only for shifted costs near 1: entries above the
-    cap cannot be ranked and entries far below it are indistinguishable. So while the plan sits
-    on capped entries or its exact log value is more than 2 away from the shift, re-solve with
-    the shift at the best value found (at most 10 solves); return the best exactly re-scored plan.
+    cap are only ranked coarsely and entries far below it are indistinguishable. So while the
+    plan sits on capped entries or its exact log value is more than 2 away from the shift,
+    re-solve with the shift at the best value found (at most 10 solves); return the best
+    exactly re-scored plan.
     """
     best: Coupling | None = None
     best_value = np.inf
     s = shift
+    tried: set[float] = set()
     for _ in range(10):
+        tried.add(s)
         c = solve(s)
         value = c.log_value(lc[c.rows, c.cols])
         if value < best_value:
@@ -313,7 +628,7 @@ def _refined(solve: Any, lc: NDArray[np.float64], shift: float) -> Coupling:
         capped = bool(np.any(lc[c.rows, c.cols] - s >= LOG_CAP))
         if (not capped and abs(value - s) <= 2.0) or not np.isfinite(best_value):
             break
-        if best_value == s:
+        if best_value in tried:
             break
         s = best_value
     if best is None:  # pragma: no cover - the loop runs at least once
@@ -339,22 +654,14 @@ def _emd_once(
     status = {1: "optimal", 2: "iteration_limit"}.get(code, "solver_error")
     if status == "solver_error":
         raise SolverError(f"POT ot.emd returned code {code} ({log.get('warning')}); check inputs")
-    plan = np.asarray(plan, dtype=np.float64)
-    rows, cols = _sparse(plan, floor=PLAN_FLOOR)
     stats = SolverStats(
         solver="pot.emd", version=str(ot.__version__), solve_time=time.perf_counter() - start
     )
-    return Coupling(
-        rows=rows,
-        cols=cols,
-        mass=plan[rows, cols],
-        shape=(pw.size, qw.size),
-        method="emd",
-        status=status,
+    return _exactify(
+        pw, qw, lc, np.asarray(plan, dtype=np.float64), method="emd", status=status,
         row_potential=np.asarray(log["u"], dtype=np.float64),
         col_potential=np.asarray(log["v"], dtype=np.float64),
-        potential_shift=s,
-        stats=stats,
+        potential_shift=s, stats=stats,
     )
 
 
@@ -443,23 +750,15 @@ def _lp_once(
         raise SolverError(f"cvxpy solver {name} returned status {prob.status!r} on the coupling "
                           "LP; try another solver or emd_coupling")
     plan = np.maximum(np.asarray(plan_var.value, dtype=np.float64), 0.0)
-    floor = PLAN_FLOOR if name == "HIGHS" else 1e-10
-    rows, cols = _sparse(plan, floor=floor)
     stats = SolverStats(
         solver=f"cvxpy-{name}", version=str(cp.__version__),
         solve_time=time.perf_counter() - start,
     )
-    return Coupling(
-        rows=rows,
-        cols=cols,
-        mass=plan[rows, cols],
-        shape=(pw.size, qw.size),
-        method="lp",
-        status=status,
+    return _exactify(
+        pw, qw, lc, plan, method="lp", status=status,
         row_potential=-np.asarray(rc.dual_value, dtype=np.float64).ravel(),
         col_potential=-np.asarray(cc.dual_value, dtype=np.float64).ravel(),
-        potential_shift=s,
-        stats=stats,
+        potential_shift=s, stats=stats,
     )
 
 
@@ -470,7 +769,10 @@ def bottleneck_coupling(p: Any, q: Any, distance: Any) -> tuple[float, Coupling]
 
     Bisection over the sorted distinct distances :math:`t`: a coupling supported on
     :math:`\{d_{ij} \le t\}` exists iff the LP with cost :math:`1[d_{ij} > t]` has value 0
-    (``ot.emd``; :math:`O(\log(nm))` LPs).
+    (``ot.emd``; :math:`O(\log(nm))` LPs). A level counts as feasible only when the LP's plan
+    can be repaired (:func:`exact_coupling`) to an *exact* coupling on :math:`\{d \le t\}`,
+    so a tiny atom the LP's tolerance ignores can never hide a long displacement; the
+    returned plan is exact (``Coupling.exact``).
 
     Parameters
     ----------
@@ -495,10 +797,11 @@ def bottleneck_coupling(p: Any, q: Any, distance: Any) -> tuple[float, Coupling]
     levels = np.unique(dist)
     pn, qn = pw / pw.sum(), qw / qw.sum()
 
-    def attempt(t: float) -> NDArray[np.float64] | None:
+    def attempt(t: float) -> tuple[NDArray[np.intp], NDArray[np.intp], ExactMasses] | None:
         plan = np.asarray(ot.emd(pn, qn, (dist > t).astype(np.float64)), dtype=np.float64)
-        leak = float(plan[dist > t].sum())
-        return plan if leak <= 1e-13 else None
+        rows, cols = np.nonzero(plan > 0.0)
+        rank = np.where(dist <= t, dist, np.inf)
+        return exact_coupling(pw, qw, rows, cols, plan[rows, cols], rank)
 
     lo, hi = 0, levels.size - 1
     best = attempt(float(levels[hi]))
@@ -506,15 +809,15 @@ def bottleneck_coupling(p: Any, q: Any, distance: Any) -> tuple[float, Coupling]
         raise SolverError("POT ot.emd failed to find any coupling; check the marginals")
     while lo < hi:
         mid = (lo + hi) // 2
-        plan = attempt(float(levels[mid]))
-        if plan is None:
+        found = attempt(float(levels[mid]))
+        if found is None:
             lo = mid + 1
         else:
-            hi, best = mid, plan
-    rows, cols = _sparse(np.where(dist <= levels[hi], best, 0.0))
-    mass = best[rows, cols]
+            hi, best = mid, found
+    rows, cols, exact = best
     w_inf = float(np.max(dist[rows, cols]))
     stats = SolverStats(solver="pot.emd-bisection", solve_time=time.perf_counter() - start)
     return w_inf, Coupling(
-        rows=rows, cols=cols, mass=mass, shape=(pw.size, qw.size), method="bottleneck", stats=stats
+        rows=rows, cols=cols, mass=exact.rounded(0), shape=(pw.size, qw.size),
+        method="bottleneck", stats=stats, exact=exact,
     )

@@ -72,7 +72,7 @@ def wasserstein_inf(scenario: Scenario, cost: RenyiCost | None = None) -> dict[A
     if not isinstance(scenario, Scenario):
         raise InvalidTypeError("scenario", scenario, "a Scenario")
     c = LaplaceCost(float("inf")) if cost is None else cost
-    meth = resolve_method("auto", scenario.dim)
+    meth = resolve_method("auto", scenario.dim, c)
     out: dict[Any, float] = {}
     for theta, si, sj, p_law, q_law in scenario.iter_pairs():
         out[(theta, si, sj)] = PairTransport(p_law, q_law, c, meth).w_inf()[0]

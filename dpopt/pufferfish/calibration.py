@@ -38,7 +38,7 @@ from scipy.optimize import brentq
 from certificates.coupling import CouplingCertificate, check_coupling
 from certificates.validate import as_scalar
 from dpopt.errors import CertificateError, InvalidParameterError, InvalidTypeError
-from dpopt.pufferfish._pairs import PairTransport, resolve_method, safe_log_cost
+from dpopt.pufferfish._pairs import CHECKED, PairTransport, resolve_method, safe_log_cost
 from dpopt.pufferfish.costs import (
     ExponentialCost,
     GaussianCost,
@@ -120,20 +120,28 @@ class Calibration:
 def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
     """Least scale of one pair and its :math:`W_\\infty`."""
     cost = pt.cost
+    level = cost.level(epsilon)
+    if cost.is_pure:
+        _, w_inf, pen = pt.pure_plan(level)
+        if w_inf == 0.0:
+            return 0.0, 0.0
+        # W_inf / eps exactly when pen = 0 (no margin needed: the check is a plain comparison)
+        return _nudge_up(w_inf / (level - pen), lambda s: w_inf / s + pen - level), w_inf
     w_inf, _ = pt.w_inf()
     if w_inf == 0.0:
         return 0.0, 0.0
-    level = cost.level(epsilon)
-    if cost.is_pure:
-        t_star = cost.profile_inverse(level)  # = epsilon: W_inf / eps exactly, no margin
-        return _nudge_up(w_inf / t_star, lambda s: w_inf / s - level), w_inf
     target = safe_level(level)
 
     def f(scale: float) -> float:
         return pt.log_value(scale, level) - target
 
     hi = w_inf / cost.profile_inverse(target)
-    hi = _nudge_up(hi, f)
+    for _ in range(2100):  # a custom cost may exceed its profile bound: grow until feasible
+        if f(hi) <= 0.0 or not np.isfinite(hi):
+            break
+        hi *= 2.0
+    if not (np.isfinite(hi) and f(hi) <= 0.0):
+        raise CertificateError(f"no feasible scale found for {cost.name} below {hi!r}")
     mean_diff = (pt.p_law.mean - pt.q_law.mean)[None, :]
     jensen = float(cost.distance(mean_diff)[0]) / cost.profile_inverse(target)
     lo = min(jensen * (1.0 - 1e-9), 0.5 * hi) if jensen > 0.0 else 0.5 * hi
@@ -178,7 +186,7 @@ def _certify_all(
     """Plan and independent certificate of every pair at ``scale`` (None if one fails)."""
     results: list[PairCalibration] = []
     for (theta, si, sj, pt), (s_pair, w_inf) in zip(transports, scales, strict=True):
-        plan = pt.w_inf()[1] if cost.is_pure else pt.coupling(scale, level)
+        plan = pt.pure_plan(level)[0] if cost.is_pure else pt.coupling(scale, level)
         x, y = pt.p_law.support, pt.q_law.support
 
         def lc(i: Any, j: Any, x: Any = x, y: Any = y) -> Any:
@@ -190,6 +198,7 @@ def _certify_all(
         cert = check_coupling(
             pt.p_law.probabilities, pt.q_law.probabilities, plan.rows, plan.cols, plan.mass,
             lc, level, aggregate="max" if cost.is_pure else "mean", potentials=pots,
+            exact=plan.exact, alpha=cost.alpha,
         )
         if not cert.certified:
             return None
@@ -240,7 +249,7 @@ def calibrate(
     if not isinstance(cost, RenyiCost):
         raise InvalidTypeError("cost", cost, "a LaplaceCost, GaussianCost or ExponentialCost")
     eps = as_scalar("epsilon", epsilon, low=0.0)
-    meth = resolve_method(method, scenario.dim)
+    meth = resolve_method(method, scenario.dim, cost)
     level = cost.level(eps)
 
     transports: list[tuple[Hashable, Hashable, Hashable, PairTransport]] = []
@@ -257,7 +266,7 @@ def calibrate(
         )
 
     results = _certify_all(transports, scales, cost, scale, level)
-    if results is None and meth != "quantile":
+    if results is None:
         # An LP re-solved at the released scale may be a hair less accurate for a non-binding
         # pair: raise the scale by tiny steps (never lowers privacy) before giving up.
         for k in range(20):
@@ -270,6 +279,9 @@ def calibrate(
             f"a coupling certificate fails at scale {scale!r} ({cost.name}); please report"
         )
     theta, si, sj, _ = transports[k_bind]
+    routes = set().union(*(pt.routes for *_, pt in transports))
+    if meth == CHECKED:  # report the route actually taken (the LP if any scale needed it)
+        meth = "emd" if "emd" in routes else "quantile"
     return Calibration(
         scale=scale, mechanism=cost.mechanism, cost=cost.name, alpha=cost.alpha, epsilon=eps,
         method=meth, binding_pair=(theta, si, sj), pairs=tuple(results), certified=True,

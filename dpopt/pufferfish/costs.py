@@ -43,7 +43,14 @@ from certificates.validate import as_psd_matrix, as_scalar
 from dpopt.accounting.renyi import gaussian_log_moment, laplace_log_moment
 from dpopt.errors import InvalidParameterError
 
-__all__ = ["ExponentialCost", "GaussianCost", "LaplaceCost", "RenyiCost", "make_cost"]
+__all__ = [
+    "ExponentialCost",
+    "GaussianCost",
+    "LaplaceCost",
+    "RenyiCost",
+    "is_declared_convex",
+    "make_cost",
+]
 
 
 #: Relative safety margin on log thresholds: calibrations solve for
@@ -70,6 +77,11 @@ class RenyiCost(ABC):
 
     #: ``"laplace"``, ``"gaussian"`` or ``"exponential"``.
     mechanism: ClassVar[str] = ""
+    #: Declared (and proved) property: :math:`z \mapsto C_\alpha(z; b)` is convex for every
+    #: scale, so the 1-D quantile coupling is optimal. Trusted only on the built-in classes
+    #: themselves (see :func:`is_declared_convex`); any other cost is checked numerically on the
+    #: shift grid of each pair before the quantile route is used.
+    convex_in_shift: ClassVar[bool] = False
 
     @property
     def name(self) -> str:
@@ -146,6 +158,7 @@ class LaplaceCost(RenyiCost):
 
     form: str = "exact"
     mechanism: ClassVar[str] = "laplace"
+    convex_in_shift: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", _alpha(self.alpha, allow_inf=True))
@@ -211,6 +224,7 @@ class GaussianCost(RenyiCost):
 
     covariance: Any = None
     mechanism: ClassVar[str] = "gaussian"
+    convex_in_shift: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", _alpha(self.alpha, allow_inf=False))
@@ -226,20 +240,34 @@ class GaussianCost(RenyiCost):
     def distance(self, diff: NDArray[np.float64]) -> NDArray[np.float64]:
         diff = np.asarray(diff, dtype=np.float64)
         if self.covariance is None:
-            return np.asarray(np.sqrt(np.sum(diff * diff, axis=-1)), dtype=np.float64)
+            return _scaled_norm(diff.reshape(-1, diff.shape[-1])).reshape(diff.shape[:-1])
         chol = self._chol  # type: ignore[attr-defined]
         if diff.shape[-1] != chol.shape[0]:
             raise InvalidParameterError(
                 "covariance", chol.shape, f"must match the query dimension {diff.shape[-1]}"
             )
-        y = solve_triangular(chol, diff.reshape(-1, chol.shape[0]).T, lower=True)
-        return np.asarray(np.sqrt(np.sum(y * y, axis=0)), dtype=np.float64)
+        flat = diff.reshape(-1, chol.shape[0])
+        # scale each row before the triangular solve, so that neither tiny nor huge shifts
+        # underflow or overflow (the solve is linear)
+        big = np.max(np.abs(flat), axis=1, keepdims=True)
+        unit = flat / np.where(big > 0.0, big, 1.0)
+        y = solve_triangular(chol, unit.T, lower=True).T
+        return (big[:, 0] * _scaled_norm(y)).reshape(diff.shape[:-1])
 
     def profile(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.asarray(gaussian_log_moment(self.alpha, np.asarray(t)), dtype=np.float64)
 
     def profile_inverse(self, level: float) -> float:
         return _sqrt_inverse(level, self.alpha, self.profile)
+
+
+def _scaled_norm(rows: NDArray[np.float64]) -> NDArray[np.float64]:
+    r"""Euclidean norm of each row without underflow or overflow: :math:`m\,\lVert v/m\rVert`
+    with :math:`m = \max_i |v_i|` (a shift of 1e-170 has norm 1e-170, not 0)."""
+    big = np.max(np.abs(rows), axis=1) if rows.shape[1] else np.zeros(rows.shape[0])
+    safe = np.where(big > 0.0, big, 1.0)
+    unit = rows / safe[:, None]
+    return np.asarray(big * np.sqrt(np.sum(unit * unit, axis=1)), dtype=np.float64)
 
 
 def _sqrt_inverse(level: float, a: float, g: Any) -> float:
@@ -269,6 +297,7 @@ class ExponentialCost(RenyiCost):
     norm: float = 2.0
     form: str = "ratio"
     mechanism: ClassVar[str] = "exponential"
+    convex_in_shift: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", _alpha(self.alpha, allow_inf=True))
@@ -295,6 +324,14 @@ class ExponentialCost(RenyiCost):
             return float(level)
         factor = self.alpha - 1.0 if self.form == "ratio" else self.alpha
         return _safe_div(level, factor, self.profile)
+
+
+def is_declared_convex(cost: RenyiCost) -> bool:
+    """True only for an instance of exactly :class:`LaplaceCost`, :class:`GaussianCost` or
+    :class:`ExponentialCost`: their costs are convex in the shift (Laplace exact moment: C¹ with
+    positive second derivative; exponentials of a norm; the Gaussian quadratic exponential). A
+    subclass may change the cost, so it is checked numerically instead."""
+    return type(cost) in (LaplaceCost, GaussianCost, ExponentialCost) and type(cost).convex_in_shift
 
 
 def make_cost(mechanism: str, alpha: float, **options: Any) -> RenyiCost:

@@ -68,10 +68,90 @@ def test_quantile_unsorted_input_and_marginals() -> None:
         assert (x[i1] - x[i2]) * (y[j1] - y[j2]) >= 0
 
 
-def test_quantile_snaps_equal_cumulative_sums() -> None:
-    # 0.1 + 0.2 != 0.3 in floating point: no spurious piece between far atoms
-    c = quantile_coupling([0, 1], [0.1 + 0.2, 0.7], [0, 1], [0.3, 0.7])
-    assert sorted(zip(c.rows.tolist(), c.cols.tolist(), strict=True)) == [(0, 0), (1, 1)]
+def _fraction_comonotone(x, p, y, q):
+    """Independent exact comonotone coupling: the quantile functions of the exactly normalised
+    laws evaluated on the merged breakpoints (Fractions, no integer scaling)."""
+    from fractions import Fraction
+
+    px = [Fraction(float(v)) for v in p]
+    qy = [Fraction(float(v)) for v in q]
+    tp, tq = sum(px), sum(qy)
+    ox, oy = np.argsort(x, kind="stable"), np.argsort(y, kind="stable")
+    cp = list(itertools.accumulate(px[i] / tp for i in ox))
+    cq = list(itertools.accumulate(qy[j] / tq for j in oy))
+    breaks = sorted(set(cp) | set(cq))
+    out = {}
+    prev = Fraction(0)
+    for t in breaks:
+        i = next(k for k, c in enumerate(cp) if c >= t)
+        j = next(k for k, c in enumerate(cq) if c >= t)
+        key = (int(ox[i]), int(oy[j]))
+        out[key] = out.get(key, Fraction(0)) + (t - prev)
+        prev = t
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def _exact_pieces(c):
+    from fractions import Fraction
+
+    assert c.exact is not None
+    return {
+        (int(i), int(j)): Fraction(v, c.exact.denominator)
+        for i, j, v in zip(c.rows, c.cols, c.exact.numerators, strict=True)
+    }
+
+
+def test_quantile_keeps_tiny_far_atom_exactly() -> None:
+    # issue 12: an atom of mass 1e-13 at 300 used to be merged away (cumulative sums within
+    # 1e-12 snapped), so the far piece vanished and the calibration under-noised
+    x, p = [0.0, 10.0], [0.5, 0.5]
+    y, q = [1.0, 11.0, 300.0], [0.5, 0.5 - 1e-13, 1e-13]
+    c = quantile_coupling(x, p, y, q)
+    pieces = _exact_pieces(c)
+    assert pieces == _fraction_comonotone(x, p, y, q)
+    assert (1, 2) in pieces and float(pieces[(1, 2)]) == pytest.approx(1e-13, rel=1e-3)
+    # P = delta_0 vs Q = {0: 1 - 1e-13, 100: 1e-13}: W_inf = 100, not 0
+    c = quantile_coupling([0.0], [1.0], [0.0, 100.0], [1 - 1e-13, 1e-13])
+    assert float(np.max(np.abs(np.array([0.0])[c.rows] - np.array([0.0, 100.0])[c.cols]))) == 100
+
+
+def test_quantile_binomial_no_roundoff_pieces() -> None:
+    # issue 12: ~1e-16 round-off pieces coupled far atoms and inflated W_inf
+    k = np.arange(101)
+    p, q = binom.pmf(k, 100, 0.1), binom.pmf(k, 100, 0.2)
+    c = quantile_coupling(k, p, k, q)
+    assert _exact_pieces(c) == _fraction_comonotone(k, p, k, q)
+    r, s = _marginals(c, 101, 101)
+    np.testing.assert_allclose(r, p / p.sum(), rtol=1e-14, atol=0)
+    np.testing.assert_allclose(s, q / q.sum(), rtol=1e-14, atol=0)
+
+
+def test_quantile_decimal_sliver_and_snap() -> None:
+    # 0.1 + 0.2 != 0.3: as exact binary fractions these laws differ by ~3e-17, so the exact
+    # coupling has that sliver; snap moves it onto P's cumulative sum (priced by a certificate's
+    # perturbation bound instead)
+    x, p, y, q = [0, 1], [0.1 + 0.2, 0.7], [0, 1], [0.3, 0.7]
+    exact = _exact_pieces(quantile_coupling(x, p, y, q))
+    assert exact == _fraction_comonotone(x, p, y, q)
+    assert (0, 1) in exact and float(exact[(0, 1)]) < 1e-16
+    snapped = quantile_coupling(x, p, y, q, snap=1e-9)
+    assert sorted(_exact_pieces(snapped)) == [(0, 0), (1, 1)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=12),
+    st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=12),
+    st.lists(st.floats(1e-300, 1.0), min_size=24, max_size=24),
+)
+def test_property_quantile_matches_fractions(xs, ys, ws) -> None:
+    # adversarial: duplicates, huge ranges, masses near 1e-300 (exact arithmetic throughout)
+    p = np.array(ws[: len(xs)])
+    q = np.array(ws[12 : 12 + len(ys)])
+    p, q = p / p.sum(), q / q.sum()
+    c = quantile_coupling(xs, p, ys, q)
+    assert _exact_pieces(c) == _fraction_comonotone(xs, p, ys, q)
+    assert len(c.rows) <= len(xs) + len(ys) - 1
 
 
 def _convex_log_costs(x, y, kind, scale):
@@ -132,7 +212,7 @@ def test_emd_capped_costs_do_not_collapse() -> None:
     # MATH.md §3.3 pitfall: costs spanning hundreds of orders of magnitude
     x = np.array([0.0, 1.0, 2.0, 40.0])
     y = np.array([0.5, 1.5, 30.0])
-    p, q = np.array([0.3, 0.3, 0.3, 0.1]), np.array([0.4, 0.5, 0.1])
+    p, q = np.array([0.25, 0.25, 0.25, 0.25]), np.array([0.375, 0.5, 0.125])
     lc = 5.0 * (x[:, None] - y[None, :]) ** 2  # up to ~8000 in log
     naive = np.exp(lc - lc.max())  # what the pitfall does
     assert np.count_nonzero(naive) < naive.size  # underflow happens
@@ -149,7 +229,24 @@ def test_emd_capped_costs_do_not_collapse() -> None:
     low = p @ ce.row_potential + q @ ce.col_potential
     assert low <= 0 or np.log(low) + ce.potential_shift <= best + 1e-9
     cap = capped_costs(lc, 1.0)
-    assert np.all(cap <= np.exp(np.minimum(lc - 1.0, 700))) and cap.max() <= np.exp(12.0)
+    assert np.all(cap <= np.exp(np.minimum(lc - 1.0, 700)))
+    assert cap.max() <= np.exp(12.0) * (1 + np.log1p(lc.max()))
+    # increasing above the cap: the LP can still rank two far pairs
+    assert np.all(np.diff(capped_costs(np.linspace(0, 5000, 200), 1.0)) > 0)
+
+
+def test_lp_routes_rank_costs_above_the_cap() -> None:
+    # issue 12: with every option for a tiny far atom above the e^12 cap, the LP could not tell
+    # which is cheaper (old emd: log value 12.21 where 8.87 is optimal)
+    x, y = np.array([0.0, 10.0, 100.0]), np.array([1.0, 11.0])
+    p, q = np.array([0.5 - 2.0**-30, 0.5, 2.0**-30]), np.array([0.5, 0.5])
+    lc = np.abs(x[:, None] - y[None, :]) / 3.0
+    cq = quantile_coupling(x, p, y, q)  # optimal: the cost is convex in the shift
+    best = cq.log_value(lc[cq.rows, cq.cols])
+    for solve in (emd_coupling, lp_coupling):
+        for shift in (0.0, 1.0):
+            c = solve(p, q, lc, shift=shift)
+            assert c.log_value(lc[c.rows, c.cols]) == pytest.approx(best, rel=1e-9)
 
 
 def test_lp_primal_dual_programs_agree() -> None:
