@@ -193,6 +193,9 @@ def test_earlier_description_format_still_verified(files: dict[str, Path],
     assert code == 0, out + err
     old["domain"] = "grid:lo=0,hi=1,n=5,d=2"
     code, out, _ = run(["verify", str(rewrite(files["eps1"], content, old))])
+    assert code == 1 and "are not the file's" in out
+    old["domain"] = "grid:lo=0,hi=2,n=4,d=2"
+    code, out, _ = run(["verify", str(rewrite(files["eps1"], content, old))])
     assert code == 1 and "do not match" in out
 
 
