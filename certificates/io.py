@@ -77,7 +77,8 @@ from certificates.errors import (
     InvalidParameterError,
     InvalidTypeError,
 )
-from certificates.problem import CovarianceProgram, FactoredDual, VectorSource
+from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
+from certificates.validate import as_vectors
 
 __all__ = [
     "CLAIM_MARGIN",
@@ -501,7 +502,7 @@ def parse_certificate(path: str | os.PathLike[str]) -> CertificateFile:
 def verify_certificate(
     cf: CertificateFile,
     *,
-    source: VectorSource | None = None,
+    source: VectorSource | NDArray[np.float64] | None = None,
     rigorous: bool | None = None,
     name: str = "certificate",
 ) -> CovarianceCertificate:
@@ -509,9 +510,11 @@ def verify_certificate(
     certificate. ``name`` labels the messages. Raises CertificateError when the claim fails."""
     where = f"{name} rejected"
     problem = cf.problem
+    if isinstance(source, np.ndarray):
+        source = ArrayVectors(as_vectors("source", source))
     if source is not None:
-        if not isinstance(source, VectorSource) or isinstance(source, np.ndarray):
-            raise InvalidTypeError("source", source, "a VectorSource")
+        if not isinstance(source, VectorSource):
+            raise InvalidTypeError("source", source, "a VectorSource or a (J, d) array")
         if (int(source.count), int(source.dim)) != (cf.count, cf.dim):
             raise CertificateError(
                 f"{where}: the given vectors ({source.count} x {source.dim}) are not the file's "

@@ -182,7 +182,7 @@ def test_every_field_edited_all_nudges(name: str, bases: dict[str, Base],
 _KINDS = ("factor", "nonfinite", "swap", "delete", "add", "huge", "claims", "sigma")
 
 
-@settings(max_examples=80, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_edits(bases: dict[str, Base], fast_dir: Path, data: st.DataObject) -> None:

@@ -201,11 +201,11 @@ def test_wrong_types_rejected(written, tmp_path: Path, where: tuple[str, ...], v
 
 def test_huge_arrays_and_deep_nesting_rejected(written, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     edited = _edited(written)
-    edited["problem"]["vectors"] = edited["problem"]["vectors"] * 25_000
+    edited["problem"]["vectors"] = edited["problem"]["vectors"] * 2_500
     with pytest.raises(CertificateError, match="rows, expected 4"):
         verify_file(_rewrite(tmp_path, edited))
     text = json.dumps(written[1]).replace('"versions": {', '"versions": {"x": '
-                                          + "[" * 200_000 + "]" * 200_000 + ", ", 1)
+                                          + "[" * 100_000 + "]" * 100_000 + ", ", 1)
     deep = tmp_path / "deep.json"
     deep.write_text(text)
     with pytest.raises(CertificateError, match=r"nested too deeply|versions"):

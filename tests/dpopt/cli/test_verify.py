@@ -180,6 +180,25 @@ def test_edited_description_fields_rejected(files: dict[str, Path]) -> None:
     assert code == 1 and "unexpected" in out
 
 
+@pytest.mark.parametrize("relation_key", ["relation", "adjacency"])
+def test_earlier_description_format_still_verified(files: dict[str, Path],
+                                                   relation_key: str) -> None:
+    """Files of earlier releases (tag /1, no embedded points; first releases spelt the relation
+    'adjacency': add-remove/replace) are still bound to their grid and budget."""
+    content, desc = load(files["eps1"])
+    old = {k: v for k, v in desc.items() if k not in ("domain_points", "header", "relation")}
+    old["tag"] = "dpopt-cli-design/1"
+    old[relation_key] = "add_remove" if relation_key == "relation" else "add-remove"
+    code, out, err = run(["verify", str(rewrite(files["eps1"], content, old))])
+    assert code == 0, out + err
+    old["domain"] = "grid:lo=0,hi=1,n=5,d=2"
+    code, out, _ = run(["verify", str(rewrite(files["eps1"], content, old))])
+    assert code == 1 and "are not the file's" in out
+    old["domain"] = "grid:lo=0,hi=2,n=4,d=2"
+    code, out, _ = run(["verify", str(rewrite(files["eps1"], content, old))])
+    assert code == 1 and "do not match" in out
+
+
 def test_free_text_description_is_not_presented_as_bound(files: dict[str, Path]) -> None:
     content, _ = load(files["eps1"])
     content["problem"]["vectors_description"] = "my favourite grid"

@@ -302,15 +302,15 @@ def test_relabelled_descriptions(name: str, bases: dict[str, Base], fast_dir: Pa
     assert seen["rejected"] > 0
 
 
-@pytest.mark.parametrize(
-    "name", ["grid-approx", pytest.param("replace-two", marks=pytest.mark.slow)])
+@pytest.mark.slow  # each edit is a full `dpopt verify`; the certificate layer sweeps every field
+@pytest.mark.parametrize("name", ["grid-approx", "replace-two"])
 def test_every_field_edited(name: str, bases: dict[str, Base], fast_dir: Path) -> None:
     base = bases[name]
     seen: Counter[str] = Counter()
     for family, label, edited in mu.edits(base.content, nudges=("up-9e-10", "down-1e-6")):
-        # every field, at the first two entries of each array (each edit is a full verify)
+        # every field, at the first entry of each array (each edit is a full verify)
         if label.startswith("versions") or any(
-            part.isdigit() and int(part) > 1 for part in label.split(":")[0].split("/")
+            part.isdigit() and int(part) > 0 for part in label.split(":")[0].split("/")
         ):
             continue
         result = _outcome(base, edited, fast_dir / "e.json", label)
@@ -326,7 +326,7 @@ def test_every_field_edited(name: str, bases: dict[str, Base], fast_dir: Path) -
 # ----------------------------------------------------------------------------- hypothesis
 
 
-@settings(max_examples=100, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_edits(bases: dict[str, Base], fast_dir: Path, data: st.DataObject) -> None:
