@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,3 +96,30 @@ def test_site_renders_in_chromium(tmp_path: Path) -> None:
     failures = check.check_site(site, CHROMIUM, shot, quick=True)
     assert failures == []
     assert shot.stat().st_size > 10_000   # a real picture, not a blank page
+
+
+#: team-internal vocabulary that must never reach a user (README, docs, notebooks)
+INTERNAL = re.compile(r"MATH\.md|§\s?\d|\b[Ss]eed 00\d")
+
+
+def _user_facing_files() -> list[Path]:
+    docs = ROOT / "docs"
+    return [ROOT / "README.md", *sorted(docs.rglob("*.md")), *sorted(docs.rglob("*.ipynb")),
+            *sorted((ROOT / "notebooks").glob("*.ipynb"))]
+
+
+def test_no_internal_references_in_user_facing_text() -> None:
+    found = {str(p.relative_to(ROOT)): INTERNAL.findall(p.read_text(encoding="utf-8"))
+             for p in _user_facing_files()}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_readme_is_a_front_page() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) <= 12 * 1024
+    assert "make run" in text and "make test" in text and ".venv/bin/dpopt" in text
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert "docs/assets/design.png" in local
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert missing == []
