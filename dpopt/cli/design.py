@@ -119,7 +119,31 @@ def _problem_options(p: argparse.ArgumentParser, *, demo: bool) -> None:
         help="where to write the design JSON" + (f" (default {DEMO_OUTPUT})" if demo else ""),
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw the design (noise ellipse against isotropic noise and the binding "
+        "sensitivity vectors) to FILE: .png, .svg or .pdf; needs matplotlib",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+
+
+def _save_plot(design: Any, path: Path) -> None:
+    """Draw ``design.plot()`` on a backend-free matplotlib Figure and save it to ``path``."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'dpopt[figures]'") from None
+    fig = Figure(figsize=(5.5, 6.0), layout="constrained")
+    design.plot(fig.add_subplot())
+    fig.savefig(path, dpi=100)
+
+
+def _check_plot_path(path: str, force: bool) -> Path:
+    out = _check_output(path, force)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--plot {path}: the file name must end in .png, .svg or .pdf")
+    return out
 
 
 def add_demo_parser(sub: Any) -> None:
@@ -348,8 +372,9 @@ def run_design(
     output: str | None,
     force: bool,
     rigorous: bool = False,
+    plot: str | None = None,
 ) -> dict[str, Any]:
-    """Design, certify and (optionally) write; return the JSON-ready summary."""
+    """Design, certify, (optionally) write and draw; return the JSON-ready summary."""
     import json
 
     from dpopt.cli.account import parse_budgets
@@ -360,6 +385,9 @@ def run_design(
     problem_mod = _need("certificates.problem", "design")
 
     out_path = _check_output(output, force) if output is not None else None
+    plot_path = _check_plot_path(plot, force) if plot is not None else None
+    if plot_path is not None and out_path is not None and plot_path.resolve() == out_path.resolve():
+        raise UsageError("--plot and the output file must differ")
     budget = parse_budgets(budget_specs, "design")
     q_budget = float(budget.mahalanobis_bound())
     replacement = meta["adjacency"] == "replace"
@@ -409,7 +437,11 @@ def run_design(
         "privacy": _report(delivered),
         "output": None,
         "sha256": None,
+        "plot": None,
     }
+    if plot_path is not None:
+        _save_plot(design, plot_path)
+        summary["plot"] = str(plot_path)
     if out_path is not None:
         dual = design.solution.dual
         if dual is None:
@@ -467,6 +499,8 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
         ctx.print("  covariance Σ:          " + ("\n" + " " * 25).join(rows))
     ctx.print("  privacy delivered (sensitivity sup of this Σ, safely rounded up):")
     _print_report(ctx, res["privacy"], indent="    ")
+    if res.get("plot"):
+        ctx.print(f"  drew the design to {res['plot']}")
     if res["output"]:
         ctx.print(
             f"  wrote {res['output']} (sha256 {res['sha256'][:16]}...); "
@@ -515,6 +549,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         solver=args.solver,
         output=output,
         force=args.force,
+        plot=args.plot,
     )
     title = (
         f"dpopt demo: ideal denoiser at g = {DEMO_QUERY} on the 5 x 5 grid in [0,1]^2, "
@@ -566,6 +601,7 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         output=args.output,
         force=args.force,
         rigorous=bool(args.rigorous),
+        plot=args.plot,
     )
     return _finish(ctx, args, res, f"dpopt design: domain {args.domain}")
 
