@@ -140,8 +140,9 @@ def plot_design(design: Design, ax: Axes | None = None, *, max_points: int = 200
         raise InvalidParameterError("max_points", max_points, "must be >= 1")
 
     cov = np.asarray(design.covariance, dtype=np.float64)
-    bound = float(design.bound)
-    vectors = design.problem.vectors
+    program = design.program
+    bound = float(program.bound)  # the bound on s^T Sigma^-1 s the vectors are held to
+    vectors = program.vectors
     source = vectors if isinstance(vectors, VectorSource) else ArrayVectors(np.asarray(vectors))
     points, mask = _sample(source, cov, bound, int(max_points), np.random.default_rng(seed))
 
@@ -156,7 +157,7 @@ def plot_design(design: Design, ax: Axes | None = None, *, max_points: int = 200
 
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 6.0), layout="constrained")
-    weight = design.problem.weight
+    weight = program.weight
     weight_trace = float(np.trace(weight)) if weight is not None else float(dim)
     iso_c = design.isotropic_value / weight_trace if weight_trace > 0 else 0.0
     boundary = _ellipse(projected_cov, bound)

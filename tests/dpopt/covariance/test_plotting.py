@@ -46,7 +46,7 @@ def _scatter(ax, label):  # type: ignore[no-untyped-def]
 
 def test_2d_ellipse_circle_and_binding_vectors(design_2d: dpopt.Design) -> None:
     ax = design_2d.plot(_axes())
-    cov, q = design_2d.covariance, design_2d.bound
+    cov, q = design_2d.covariance, design_2d.program.bound
     lines = _lines(ax)
     ellipse = next(v for k, v in lines.items() if k.startswith("optimal"))
     # every boundary point satisfies x^T Sigma^-1 x = q (independent inverse)
@@ -54,7 +54,7 @@ def test_2d_ellipse_circle_and_binding_vectors(design_2d: dpopt.Design) -> None:
     np.testing.assert_allclose(maha, q, rtol=1e-9)
     # the isotropic circle has radius max |s| (c = max|s|^2 / q, radius sqrt(q c))
     circle = next(v for k, v in lines.items() if k.startswith("isotropic"))
-    vectors = np.asarray(design_2d.problem.vectors)
+    vectors = np.asarray(design_2d.program.vectors)
     np.testing.assert_allclose(np.linalg.norm(circle, axis=1),
                                np.linalg.norm(vectors, axis=1).max(), rtol=1e-9)
     # binding dots: exactly the vectors (and mirrors) with s^T Sigma^-1 s >= q (1 - 1e-6)
@@ -73,7 +73,7 @@ def test_2d_ellipse_circle_and_binding_vectors(design_2d: dpopt.Design) -> None:
 
 def test_projection_for_d_above_2(design_4d: dpopt.Design) -> None:
     ax = design_4d.plot(_axes(), max_points=10_000)
-    cov, q = design_4d.covariance, design_4d.bound
+    cov, q = design_4d.covariance, design_4d.program.bound
     top = np.sort(np.linalg.eigvalsh(cov))[::-1][:2]
     ellipse = next(v for k, v in _lines(ax).items() if k.startswith("optimal"))
     radii = np.linalg.norm(ellipse, axis=1)
@@ -91,9 +91,9 @@ def test_projection_for_d_above_2(design_4d: dpopt.Design) -> None:
 
 
 def test_max_points_keeps_every_binding_vector(design_4d: dpopt.Design) -> None:
-    full = design_4d.problem.vectors
+    full = design_4d.program.vectors
     dense = np.asarray(full.dense())
-    n_binding = int(binding_mask(dense, design_4d.covariance, design_4d.bound).sum())
+    n_binding = int(binding_mask(dense, design_4d.covariance, design_4d.program.bound).sum())
     ax = design_4d.plot(_axes(), max_points=n_binding + 5)
     assert len(_scatter(ax, "binding")) == 2 * n_binding
     assert len(_scatter(ax, "sensitivity")) <= 2 * 5
@@ -117,3 +117,16 @@ def test_new_figure_when_no_axes(design_2d: dpopt.Design) -> None:
 def test_bad_max_points(design_2d: dpopt.Design, value: object, error: type) -> None:
     with pytest.raises(error, match="max_points"):
         design_2d.plot(_axes(), max_points=value)  # type: ignore[arg-type]
+
+
+def test_replacement_relation_draws_the_program_bound() -> None:
+    grid = dpopt.Grid(np.zeros(2), np.ones(2), (4, 4))
+    vectors = np.asarray(dpopt.add_remove_set(grid, query=[0.3, 0.6], sigma=0.4).dense())
+    design = dpopt.design_covariance(vectors, dpopt.GDP(mu=1.0), relation="replacement")
+    q = design.program.bound
+    assert q == pytest.approx(design.bound / 4, rel=1e-12)   # replacement: 4 x the add/remove sup
+    ax = design.plot(_axes())
+    ellipse = next(v for k, v in _lines(ax).items() if k.startswith("optimal"))
+    maha = np.einsum("ij,jk,ik->i", ellipse, np.linalg.inv(design.covariance), ellipse)
+    np.testing.assert_allclose(maha, q, rtol=1e-9)
+    assert len(_scatter(ax, "binding")) >= 2
