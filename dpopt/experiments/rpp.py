@@ -234,7 +234,7 @@ def rpp_sweep(
     w_inf, w_1, w_2 = _wasserstein(scenario)
     rows: list[dict[str, Any]] = []
     grid = [(float(e), float(a)) for e in eps_arr for a in alpha_arr]
-    for eps, alpha in tqdm(grid, desc=spec.key, disable=not progress, leave=False):
+    for eps, alpha in tqdm(grid, desc=spec.key, disable=None if progress else True, leave=False):
         b_winf = winf_laplace(scenario, eps).scale
         row: dict[str, Any] = {
             "scenario": spec.key, "epsilon": eps, "alpha": alpha,
