@@ -52,18 +52,19 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def add_renamed_option(parser: Any, new: str, old: str, *, dest: str,
+def add_renamed_option(parser: argparse.ArgumentParser, new: str, old: str, *, dest: str,
                        required: bool = False, **kwargs: Any) -> None:
     """Add option ``new`` and its hidden deprecated alias ``old``, both storing into ``dest``.
 
-    ``parser`` is an :class:`argparse.ArgumentParser` (or argument group). With
-    ``required=True`` exactly one of the two spellings must be given (a required mutually
+    With ``required=True`` exactly one of the two spellings must be given (a required mutually
     exclusive group, whose error message names only ``new``).
     """
-    target = parser.add_mutually_exclusive_group(required=True) if required else parser
+    target: argparse._ActionsContainer = (
+        parser.add_mutually_exclusive_group(required=True) if required else parser)
     target.add_argument(new, dest=dest, **kwargs)
-    target.add_argument(old, dest=dest, type=kwargs.get("type"), help=argparse.SUPPRESS,
-                        action=_DeprecatedAlias, new_name=new)
+    alias: dict[str, Any] = {"type": kwargs["type"]} if "type" in kwargs else {}
+    target.add_argument(old, dest=dest, help=argparse.SUPPRESS, action=_DeprecatedAlias,
+                        new_name=new, **alias)
 
 
 def estimate_pass_seconds(source: VectorSource, probe: int = 65536) -> float:
