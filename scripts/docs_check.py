@@ -6,7 +6,8 @@ pages in a headless Chromium with a fresh profile, and checks the rendered DOM:
 - the getting-started page shows its title, the set-up commands and the design picture;
 - every API reference page renders documented objects (the reference is not empty);
 - every notebook page carries its figures (inline PNG images);
-- the theory page and the command-line guide render.
+- the theory page and the command-line guide render;
+- no page carries team-internal references (checked in every HTML file of the site).
 
 It also saves a screenshot of the front page (``--screenshot``, default
 ``SITE/../docs-check.png``). Exit status 0 when every check passes, 1 otherwise, 2 when
@@ -110,6 +111,11 @@ def check_site(site: Path, chromium: str, shot: Path | None = None, *,
     every page: each page costs one Chromium start, several seconds on a loaded machine.
     """
     failures: list[str] = []
+    internal = re.compile(r"MATH\.md|§\s?\d|\b[Ss]eed 00\d")
+    for html in sorted(site.rglob("*.html")):
+        hits = internal.findall(html.read_text(encoding="utf-8", errors="replace"))
+        if hits:
+            failures.append(f"{html.relative_to(site)}: team-internal references {hits[:3]}")
     reference = REFERENCE_PAGES[:2] if quick else REFERENCE_PAGES
     notebooks = NOTEBOOK_PAGES[:1] if quick else NOTEBOOK_PAGES
     others = OTHER_PAGES[:0] if quick else OTHER_PAGES

@@ -123,3 +123,16 @@ def test_readme_is_a_front_page() -> None:
     assert "docs/assets/design.png" in local
     missing = [link for link in local if not (ROOT / link).exists()]
     assert missing == []
+
+
+def test_docstrings_render_as_markdown_without_team_notes() -> None:
+    pytest.importorskip("griffe")
+    rewrite = _load("griffe_docstrings").rewrite
+    text = ("Given :math:`s_j` and :func:`~certificates.covariance.check` it solves seed 002's\n"
+            "program (MATH.md §6), a bound (MATH.md §4.1: RDP a), done, MATH.md §1.1. Also §VI.\n"
+            "\n.. math::\n\n    \\min_\\Sigma x\n\nExample\n-------\n>>> 1\n1\n")
+    out = rewrite(text)
+    assert "`s_j`" in out and "`check`" in out and ":math:" not in out and ":func:" not in out
+    assert "the optimal-covariance paper's" in out and "(RDP a)" in out and "done." in out
+    assert "```\n\\min_\\Sigma x\n```" in out and "Examples\n--------\n>>> 1" in out
+    assert INTERNAL.findall(out) == [] and "§" not in out and "Section VI" in out
