@@ -21,9 +21,11 @@ SWEPT = [
     "dpopt/cli/options.py",
     "dpopt/covariance/denoiser.py",
     "dpopt/covariance/domains.py",
+    "dpopt/covariance/mahalanobis_sup.py",
     "dpopt/covariance/mechanisms.py",
     "dpopt/covariance/plotting.py",
     "dpopt/covariance/privacy.py",
+    "dpopt/covariance/pruning.py",
     "dpopt/covariance/sensitivity.py",
 ]
 INTERNAL = re.compile(r"MATH\.md|§\s?\d|\b[Ss]eed 00\d")
