@@ -101,11 +101,13 @@ def announce_large_design(ctx: Context, source: VectorSource, *, confirmed: bool
     count, dim = int(source.count), int(source.dim)
     if count <= ANNOUNCE_ABOVE:
         return
-    data_gb = count * dim * 8 / 1e9
+    data = count * dim * 8.0
+    size = next(f"{data / unit:.3g} {name}" for unit, name in
+                ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1.0, "bytes")) if data >= unit)
     per_pass = estimate_pass_seconds(source)
     low, high = (n * per_pass for n in PASSES_TYPICAL)
     ctx.warn(
-        f"large design: {count:.3g} sensitivity vectors in R^{dim} ({data_gb:.3g} GB of "
+        f"large design: {count:.3g} sensitivity vectors in R^{dim} ({size} of "
         f"vectors per pass, generated in chunks, never stored); one pass of generation takes "
         f"about {_human_seconds(per_pass)} here, a design needs {PASSES_TYPICAL[0]}-"
         f"{PASSES_TYPICAL[1]} passes: expect at least {_human_seconds(low)} to "
