@@ -5,7 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: help install run test test-slow lint bench bench-full figures fig1 fig-rpp-adult \
-	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks clean
+	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks docs \
+	docs-check docs-assets clean
 
 help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
@@ -13,12 +14,14 @@ help:
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
 	@echo "make figures    every reproduction figure under results/"
-	@echo "make notebooks  execute the notebooks"
+	@echo "make notebooks  execute the notebooks into docs/notebooks (the site's copies)"
+	@echo "make docs       build the documentation site into site/ (mkdocs --strict)"
+	@echo "make docs-check build the site and open it in headless Chromium"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,figures,notebooks]'
+	$(PY) -m pip install -q -e '.[dev,figures,notebooks,docs]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -71,5 +74,14 @@ figures: $(STAMP)
 notebooks: $(STAMP)
 	$(PY) scripts/run_notebooks.py
 
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-check: docs
+	$(PY) scripts/docs_check.py site
+
+docs-assets: $(STAMP)
+	$(PY) scripts/docs_assets.py
+
 clean:
-	rm -rf $(VENV) results .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) results site .pytest_cache .mypy_cache .ruff_cache

@@ -1,9 +1,14 @@
 """Execute every notebook under ``notebooks/`` (``make notebooks``).
 
-The committed notebooks carry no outputs. This script runs each one top to bottom with nbclient
-and writes the executed copy to ``results/notebooks/`` (never back into ``notebooks/``), so the
-repository stays output-free. ``--small`` sets ``DPOPT_NOTEBOOK_SMALL=1``, which the notebooks'
-parameter cell reads to shrink their grids (the test suite uses it).
+The notebooks under ``notebooks/`` are kept without outputs. This script runs each one top to
+bottom with nbclient and writes the executed copy, figures included, to ``docs/notebooks/`` (the
+documentation site renders those copies; ``--out`` chooses another folder). ``--small`` sets
+``DPOPT_NOTEBOOK_SMALL=1``, which the notebooks' parameter cell reads to shrink their grids (the
+test suite uses it).
+
+The kernel gets the inline matplotlib backend: ``MPLBACKEND`` is removed from the kernel's
+environment (a non-interactive backend such as ``Agg`` would make ``plt.show()`` draw nothing),
+and every notebook selects ``%matplotlib inline`` itself.
 
 Usage::
 
@@ -35,8 +40,8 @@ def execute_notebook(
 
     nb = nbformat.read(path, as_version=4)
     previous = os.environ.get("DPOPT_NOTEBOOK_SMALL")
+    backend = os.environ.pop("MPLBACKEND", None)  # the kernel must draw inline
     os.environ["DPOPT_NOTEBOOK_SMALL"] = "1" if small else "0"
-    os.environ.setdefault("MPLBACKEND", "Agg")
     try:
         client = NotebookClient(
             nb,
@@ -46,6 +51,8 @@ def execute_notebook(
         )
         client.execute()
     finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
         if previous is None:
             os.environ.pop("DPOPT_NOTEBOOK_SMALL", None)
         else:
@@ -63,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="notebook file names (default: all)")
     parser.add_argument("--small", action="store_true", help="small settings (as in the tests)")
     parser.add_argument("--timeout", type=int, default=600, help="per-cell timeout in seconds")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "notebooks")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "notebooks",
+                        help="folder for the executed copies (default: docs/notebooks)")
     args = parser.parse_args(argv)
     paths = sorted(NOTEBOOKS.glob("*.ipynb"))
     if args.names:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -49,10 +50,18 @@ def test_every_notebook_is_listed_and_committed_without_outputs() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(REQUIREMENTS))
-def test_notebook_executes(name: str, tmp_path: Path) -> None:
+def test_notebook_executes_with_its_figures(name: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Executed even with MPLBACKEND=Agg in the environment (as in CI), the copy has figures."""
     pytest.importorskip("nbclient")
     for module in REQUIREMENTS[name]:
         pytest.importorskip(module)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
     runner = _load_runner()
     # the kernel runs in a temporary folder: whatever the notebook writes stays out of the tree
-    runner.execute_notebook(NOTEBOOKS / name, small=True, timeout=120, workdir=tmp_path)
+    out = runner.execute_notebook(NOTEBOOKS / name, small=True, timeout=120,
+                                  out_dir=tmp_path / "executed", workdir=tmp_path)
+    executed = json.loads(Path(out).read_text())
+    outputs = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+    assert any("image/png" in o.get("data", {}) for o in outputs), f"{name}: no figure drawn"
+    assert os.environ["MPLBACKEND"] == "Agg"          # restored for the rest of the process

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -759,28 +760,20 @@ class PrivacyReport:
             raise InvalidTypeError("budget", budget, "a Budget")
         return bool(budget.admits(self.bound))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly summary: the bound, zCDP, GDP, a few RDP orders, ε at standard δ, MI.
+    def to_dict(self, *, alphas: Sequence[float] | None = None,
+                deltas: Sequence[float] | None = None,
+                epsilons: Sequence[float] | None = None) -> dict[str, Any]:
+        """The report as JSON-ready data, in the one shape every dpopt report uses.
 
-        An RDP value beyond the double range (q near 1e308) is given as ``None``.
+        Keys ``schema`` (``"dpopt.privacy-report/1"``), ``approximate``,
+        ``mahalanobis_bound``, ``zcdp_rho``, ``gdp_mu``, ``rdp`` (a list of
+        ``{"alpha", "epsilon"}``), ``epsilon_for_delta`` (``{"delta", "epsilon"}``),
+        ``delta_for_epsilon`` (``{"epsilon", "delta"}``) and ``mi_nats``; a value beyond
+        double precision is ``None``. See :mod:`dpopt.accounting.report_json`.
         """
-        orders = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
-        deltas = [1e-5, 1e-6, 1e-9]
-        eps = np.atleast_1d(np.asarray(self.epsilon(deltas)))
-        rdp: dict[str, float | None] = {}
-        for a in orders:  # None: alpha * q / 2 is beyond the largest double
-            try:
-                rdp[_fmt(a)] = float(self.rdp_epsilon(a))
-            except InvalidParameterError:
-                rdp[_fmt(a)] = None
-        return {
-            "mahalanobis_bound": self.bound,
-            "zcdp_rho": self.zcdp_rho,
-            "gdp_mu": self.gdp_mu,
-            "rdp_epsilon": rdp,
-            "epsilon_at_delta": {f"{d:g}": float(v) for d, v in zip(deltas, eps, strict=True)},
-            "mi_nats_binary_replacement": self.mi_nats,
-        }
+        from dpopt.accounting.report_json import report_dict
+
+        return report_dict(self, alphas=alphas, deltas=deltas, epsilons=epsilons)
 
     def describe(self) -> str:
         """One line: q, ρ, μ and ε at δ = 1e-6."""

@@ -4,18 +4,18 @@ account
     ``convert``   — a budget (or several: the strictest wins) as a Mahalanobis bound q, and the
     complete guarantee of a Gaussian mechanism with that Mahalanobis sensitivity: RDP
     :math:`\\varepsilon_\\alpha = \\alpha q/2`, zCDP :math:`q/2`, :math:`\\sqrt q`-GDP, the exact
-    (ε, δ) curve and mutual information (MATH.md §4.1–4.4, §5.4).
-    ``compose``   — exact GDP composition :math:`\\mu = \\sqrt{\\sum_i \\mu_i^2}` (MATH.md §5.2).
-    ``subsample`` — the subsampled-Gaussian CLT (Poisson or uniform sampling, MATH.md §5.3); the
+    (ε, δ) curve and mutual information.
+    ``compose``   — exact GDP composition :math:`\\mu = \\sqrt{\\sum_i \\mu_i^2}`.
+    ``subsample`` — the subsampled-Gaussian CLT (Poisson or uniform sampling); the
     result is an APPROXIMATION, not a guarantee, and is labelled so; the certified ε is printed
     beside it.
     ``dpsgd``     — the smallest certified DP-SGD noise multiplier (PLD / RDP), CLT beside it.
     ``schedule``  — the per-release Mahalanobis bound for a total (ε, δ) over T releases.
 calibrate
-    ``gaussian``   — σ of the Gaussian mechanism for (ε, δ) (Balle–Wang exact, MATH.md §4.2) or for
+    ``gaussian``   — σ of the Gaussian mechanism for (ε, δ) (Balle–Wang exact) or for
     any budget spec, given an ℓ2 sensitivity Δ: σ = Δ / √q.
     ``pufferfish`` — Rényi-Pufferfish calibration from a CSV with a secret column and a query
-    column (MATH.md §2–3), via :mod:`dpopt.pufferfish`.
+    column, via :mod:`dpopt.pufferfish`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from dpopt.cli.common import COMMON, UsageError, dump_json, format_float
+from dpopt.cli.options import add_renamed_option
 from dpopt.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def add_account_parser(sub: Any) -> None:
             "  dpopt account convert approx:epsilon=1,delta=1e-6\n"
             "  dpopt account convert rdp:alpha=8,epsilon=1 zcdp:rho=0.1 --delta 1e-5 --json\n"
             "  dpopt account compose 0.5 1 2 --delta 1e-5\n"
-            "  dpopt account subsample --sampling poisson --rate 0.0042667 --sigma 1.3 "
+            "  dpopt account subsample --sampling poisson --rate 0.0042667 --noise-multiplier 1.3 "
             "--steps 3516\n"
             "  dpopt account dpsgd --dataset-size 60000 --batch-size 256 --epochs 60 "
             "--epsilon 3 --delta 1e-5\n"
@@ -193,9 +194,9 @@ def add_account_parser(sub: Any) -> None:
         ),
         epilog=(
             "examples:\n"
-            "  dpopt account subsample --rate 0.0042667 --sigma 1.3 --steps 3516\n"
-            "  dpopt account subsample --dataset-size 60000 --batch-size 256 --sigma 1.1 "
-            "--epochs 60\n"
+            "  dpopt account subsample --rate 0.0042667 --noise-multiplier 1.3 --steps 3516\n"
+            "  dpopt account subsample --dataset-size 60000 --batch-size 256 "
+            "--noise-multiplier 1.1 --epochs 60\n"
         ),
     )
     subs.add_argument(
@@ -207,7 +208,9 @@ def add_account_parser(sub: Any) -> None:
     subs.add_argument("--rate", type=_probability, help="sampling rate p in (0, 1)")
     subs.add_argument("--batch-size", type=int, help="batch size B (with --dataset-size: p = B/N)")
     subs.add_argument("--dataset-size", type=int, help="dataset size N")
-    subs.add_argument("--sigma", type=_positive, required=True, help="noise multiplier σ")
+    add_renamed_option(subs, "--noise-multiplier", "--sigma", dest="sigma", required=True,
+                       type=_positive, metavar="σ",
+                       help="DP-SGD noise multiplier σ (noise std / clipping norm)")
     subs.add_argument("--steps", type=_whole, help="number of steps T (a whole number)")
     subs.add_argument("--epochs", type=_positive, help="epochs (T = ⌈epochs / p⌉, a whole number)")
     subs.add_argument(
@@ -246,7 +249,7 @@ def add_calibrate_parser(sub: Any) -> None:
         description=(
             "Smallest σ such that adding N(0, σ² I) to a query of ℓ2 sensitivity Δ meets the\n"
             "budget: σ = Δ / sqrt(q) with q the budget's Mahalanobis bound. For (ε, δ) this is\n"
-            "the exact analytic Gaussian mechanism of Balle & Wang (2018), MATH.md §4.2."
+            "the exact analytic Gaussian mechanism of Balle and Wang (2018)."
         ),
         epilog=BUDGET_HELP + "\nexamples:\n"
         "  dpopt calibrate gaussian --epsilon 1 --delta 1e-5 --sensitivity 1    # σ = 3.73063\n"
@@ -272,7 +275,7 @@ def add_calibrate_parser(sub: Any) -> None:
             "Calibrate additive noise for (α, ε)-Rényi Pufferfish privacy. The CSV rows are\n"
             "samples (x = query value, s = secret); each secret value s_i defines the conditional\n"
             "law P_i of the query. Every pair of secrets must satisfy D_α(P_i*N || P_j*N) <= ε;\n"
-            "the scale is found from an optimal-transport coupling of P_i and P_j (MATH.md §2-3)."
+            "the scale is found from an optimal-transport coupling of P_i and P_j."
         ),
         epilog=(
             "example (CSV with header 'group,value'):\n"
@@ -342,17 +345,10 @@ def report_dict(
             raise InvalidParameterError("alpha", a, "must be > 1")
     deltas = list(args.delta or DEFAULT_DELTAS)
     epsilons = list(args.epsilon or DEFAULT_EPSILONS)
-    out: dict[str, Any] = {
-        "approximate": approximate,
-        "mahalanobis_bound": float(bound),
-        "zcdp_rho": float(rep.zcdp_rho),
-        "gdp_mu": float(rep.gdp_mu),
-        "rdp": [{"alpha": a, "epsilon": float(rep.rdp_epsilon(a))} for a in alphas],
-        "epsilon_for_delta": [{"delta": d, "epsilon": float(rep.epsilon(d))} for d in deltas],
-        "delta_for_epsilon": [{"epsilon": e, "delta": float(rep.delta(e))} for e in epsilons],
-        "mi_nats": float(rep.mi_nats),
-    }
-    return out
+    from dpopt.accounting.report_json import report_dict
+
+    return report_dict(rep, alphas=alphas, deltas=deltas, epsilons=epsilons,
+                       approximate=approximate)
 
 
 def render_report(ctx: Context, rep: dict[str, Any], title: str) -> None:

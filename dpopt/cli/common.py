@@ -335,8 +335,11 @@ def dump_json(obj: Any) -> str:
     return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
 
 
-def format_float(x: float, digits: int = 6) -> str:
-    """Compact human formatting: ``0.0718514``, ``1.2e-08``, ``inf``."""
+def format_float(x: float | None, digits: int = 6) -> str:
+    """Compact human formatting: ``0.0718514``, ``1.2e-08``, ``inf``; None (a report value
+    beyond double precision) prints as ``beyond double range``."""
+    if x is None:
+        return "beyond double range"
     if not math.isfinite(x):
         return str(x)
     return f"{x:.{digits}g}"
@@ -365,17 +368,30 @@ class Context:
         """Wrap ``iterable`` in a tqdm bar on stderr (off with ``--quiet`` or when not a tty)."""
         from tqdm import tqdm
 
-        disable: bool | None = True if self.quiet else None  # None: auto-off on a non-tty
         yield from tqdm(
-            iterable, desc=desc, total=total, file=self.err, disable=disable, leave=False
+            iterable, desc=desc, total=total, file=self.err, disable=not self.interactive,
+            leave=False,
         )
+
+    @property
+    def interactive(self) -> bool:
+        """Whether progress may be shown: stderr is a terminal and ``--quiet`` is off."""
+        isatty = getattr(self.err, "isatty", None)
+        return not self.quiet and bool(isatty and isatty())
 
     @contextmanager
     def stage(self, desc: str) -> Iterator[None]:
-        """A one-step progress indicator for a long single call (e.g. a solve)."""
-        from tqdm import tqdm
+        """A status line for a long single call (e.g. a solve), on a terminal only.
 
-        disable: bool | None = True if self.quiet else None
-        with tqdm(total=1, desc=desc, file=self.err, disable=disable, leave=False) as bar:
+        Shows ``desc …`` while the call runs and erases it afterwards; nothing is written when
+        stderr is not a terminal (logs, pipes) or with ``--quiet``.
+        """
+        if not self.interactive:
             yield
-            bar.update(1)
+            return
+        line = f"{desc} …"
+        print(line, end="", file=self.err, flush=True)
+        try:
+            yield
+        finally:
+            print("\r" + " " * len(line) + "\r", end="", file=self.err, flush=True)

@@ -1,6 +1,7 @@
 """``dpopt demo``, ``design``, ``verify`` and ``figures`` (private to :mod:`dpopt.cli`).
 
-``design`` builds the optimal-covariance program of seed 002 Theorem 3 (MATH.md §6):
+``design`` builds the optimal-covariance program (Theorem 3 of the optimal Gaussian covariance
+for the ideal denoiser):
 
     minimise tr(W Σ)  subject to  s_jᵀ Σ⁻¹ s_j <= q for every sensitivity vector s_j,  Σ ⪰ ηI,
 
@@ -26,6 +27,7 @@ from dpopt.cli.common import (
     read_matrix,
     read_points,
 )
+from dpopt.cli.options import add_renamed_option, announce_large_design, less_error, one_plus
 from dpopt.errors import InvalidParameterError
 from dpopt.relation import NeighbouringRelation, as_relation
 
@@ -106,7 +108,37 @@ def _problem_options(p: argparse.ArgumentParser, *, demo: bool) -> None:
         help="where to write the design JSON" + (f" (default {DEMO_OUTPUT})" if demo else ""),
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="start a design over more than 1e9 sensitivity vectors (a size and time estimate "
+        "is printed first for any design over 1e7)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw the design (noise ellipse against isotropic noise and the binding "
+        "sensitivity vectors) to FILE: .png, .svg or .pdf; needs matplotlib",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+
+
+def _save_plot(design: Any, path: Path) -> None:
+    """Draw ``design.plot()`` on a backend-free matplotlib Figure and save it to ``path``."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'dpopt[figures]'") from None
+    fig = Figure(figsize=(5.5, 6.0), layout="constrained")
+    design.plot(fig.add_subplot())
+    fig.savefig(path, dpi=100)
+
+
+def _check_plot_path(path: str, force: bool) -> Path:
+    out = _check_output(path, force)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--plot {path}: the file name must end in .png, .svg or .pdf")
+    return out
 
 
 def add_demo_parser(sub: Any) -> None:
@@ -135,11 +167,9 @@ def add_demo_parser(sub: Any) -> None:
     )
     p.add_argument("--epsilon", type=float, default=DEMO_EPSILON, help="ε (default 1)")
     p.add_argument("--delta", type=float, default=DEMO_DELTA, help="δ (default 1e-6)")
-    p.add_argument(
-        "--sigma",
-        type=float,
-        default=DEMO_SIGMA,
-        help=f"denoiser noise level (default {DEMO_SIGMA})",
+    add_renamed_option(
+        p, "--denoiser-sigma", "--sigma", dest="sigma", type=float, default=DEMO_SIGMA,
+        metavar="S", help=f"the ideal denoiser's noise level σ > 0 (default {DEMO_SIGMA})",
     )
     p.add_argument("--no-save", action="store_true", help="do not write the design file")
     _problem_options(p, demo=True)
@@ -157,14 +187,15 @@ def add_design_parser(sub: Any) -> None:
             "Solve  min tr(W Σ)  s.t.  s_j^T Σ^-1 s_j <= q (all sensitivity vectors s_j),\n"
             "Σ ⪰ η I,  with q the Mahalanobis bound of the budget(s); certify the result and\n"
             "write it as JSON (re-checkable with 'dpopt verify'). Sensitivity vectors: the\n"
-            "two-record vectors of the ideal denoiser at --query with noise level --sigma, or\n"
-            "with --uniform-query the differences x - y of domain points (a query g(D) = record)."
+            "two-record vectors of the ideal denoiser at --query with noise level\n"
+            "--denoiser-sigma, or with --uniform-query the differences x - y of domain points\n"
+            "(a query g(D) = record)."
         ),
         epilog=DOMAIN_HELP + "\nbudgets (--budget, repeatable: the strictest wins):\n"
         "  approx:epsilon=1,delta=1e-6   rdp:alpha=8,epsilon=1   zcdp:rho=0.5   gdp:mu=1   "
         "mi:kappa=0.1\n"
         "\nexamples:\n"
-        "  dpopt design --domain grid:lo=0,hi=1,n=4,d=2 --query 0.5,0.5 --sigma 0.3 \\\n"
+        "  dpopt design --domain grid:lo=0,hi=1,n=4,d=2 --query 0.5,0.5 --denoiser-sigma 0.3 \\\n"
         "        --budget approx:epsilon=1,delta=1e-6 -o design.json\n"
         "  dpopt design --domain points.csv --uniform-query --budget rdp:alpha=8,epsilon=1 \\\n"
         "        --budget approx:epsilon=1,delta=1e-6 --weight W.npy --noise-floor 1e-3 \\\n"
@@ -179,11 +210,13 @@ def add_design_parser(sub: Any) -> None:
         "line is a point and a non-numeric cell is an error naming its line and column)",
     )
     p.add_argument("--query", metavar="X1,X2,..", help="query point of the denoiser")
-    p.add_argument("--sigma", type=float, metavar="S", help="denoiser noise level σ > 0")
+    add_renamed_option(p, "--denoiser-sigma", "--sigma", dest="sigma", type=float, metavar="S",
+                       help="the ideal denoiser's noise level σ > 0 (with --query)")
     p.add_argument(
         "--uniform-query",
         action="store_true",
-        help="sensitivity set = differences of domain points (instead of --query/--sigma)",
+        help="sensitivity set = differences of domain points (instead of --query and "
+        "--denoiser-sigma)",
     )
     p.add_argument(
         "--relation",
@@ -257,13 +290,18 @@ def add_figures_parser(sub: Any) -> None:
             "List the reproduction targets, or run some (or all) of them; each writes its\n"
             "figure(s) under --out-dir. Exit status 1 if any target failed (the others still run)."
         ),
-        epilog=("examples:\n  dpopt figures --list\n  dpopt figures fig1\n  dpopt figures all\n"),
+        epilog=("examples:\n  dpopt figures --list\n  dpopt figures --list --json\n"
+                "  dpopt figures fig1\n  dpopt figures all --force   # replace earlier results\n"),
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="targets to run ('all' for every one)")
     p.add_argument("--list", action="store_true", help="list the targets and exit")
     p.add_argument(
         "--out-dir", default="results", metavar="DIR", help="output folder (default results)"
     )
+    p.add_argument("--force", action="store_true",
+                   help="replace files an earlier run wrote (default: keep them and report)")
+    p.add_argument("--json", action="store_true",
+                   help="print the list (with --list) or the written files as JSON")
     p.set_defaults(handler=_cmd_figures)
 
 
@@ -299,14 +337,10 @@ def _report(bound: float) -> dict[str, Any]:
 
 
 def _report_of(rep: PrivacyReport) -> dict[str, Any]:
-    bound = rep.bound
-    return {
-        "mahalanobis_bound": float(bound),
-        "zcdp_rho": float(rep.zcdp_rho),
-        "gdp_mu": float(rep.gdp_mu),
-        "rdp": {f"{a:g}": float(rep.rdp_epsilon(a)) for a in (2.0, 8.0, 32.0)},
-        "epsilon_for_delta": {f"{d:g}": float(rep.epsilon(d)) for d in (1e-5, 1e-6, 1e-8)},
-    }
+    """The report in the one JSON shape of :mod:`dpopt.accounting.report_json`."""
+    from dpopt.accounting.report_json import report_dict
+
+    return report_dict(rep, alphas=(2.0, 8.0, 32.0), deltas=(1e-5, 1e-6, 1e-8), epsilons=())
 
 
 def _print_report(ctx: Context, rep: dict[str, Any], indent: str = "  ") -> None:
@@ -315,10 +349,11 @@ def _print_report(ctx: Context, rep: dict[str, Any], indent: str = "  ") -> None
         f"{indent}Mahalanobis sensitivity sup s^T Σ^-1 s <= {f(rep['mahalanobis_bound'])}:  "
         f"zCDP ρ = {f(rep['zcdp_rho'])},  GDP μ = {f(rep['gdp_mu'])}"
     )
-    ctx.print(f"{indent}RDP ε_α: " + ", ".join(f"α={a}: {f(v)}" for a, v in rep["rdp"].items()))
+    ctx.print(f"{indent}RDP ε_α: "
+              + ", ".join(f"α={r['alpha']:g}: {f(r['epsilon'])}" for r in rep["rdp"]))
     ctx.print(
         f"{indent}(ε, δ)-DP: "
-        + ", ".join(f"δ={d}: ε={f(v)}" for d, v in rep["epsilon_for_delta"].items())
+        + ", ".join(f"δ={r['delta']:g}: ε={f(r['epsilon'])}" for r in rep["epsilon_for_delta"])
     )
 
 
@@ -336,8 +371,10 @@ def run_design(
     rigorous: bool = False,
     domain_points: Any = None,
     header: bool | None = None,
+    plot: str | None = None,
+    yes: bool = False,
 ) -> dict[str, Any]:
-    """Design, certify and (optionally) write; return the JSON-ready summary.
+    """Design, certify, (optionally) write and draw; return the JSON-ready summary.
 
     The file's description binds the design: the domain spec, or for a domain file its points
     themselves (``domain_points``), the sensitivity set, the relation and the budget specs; the
@@ -349,9 +386,13 @@ def run_design(
     from dpopt.covariance.design import design_covariance
 
     out_path = _check_output(output, force) if output is not None else None
+    plot_path = _check_plot_path(plot, force) if plot is not None else None
+    if plot_path is not None and out_path is not None and plot_path.resolve() == out_path.resolve():
+        raise UsageError("--plot and the output file must differ")
     budget = parse_budgets(budget_specs, "design")
     relation = as_relation(meta["relation"])
     count, dim = int(sensitivity.count), int(sensitivity.dim)
+    announce_large_design(ctx, sensitivity, confirmed=yes)
     if count * dim <= MAX_STORED_FLOATS:
         vectors: Any = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
     else:
@@ -385,7 +426,11 @@ def run_design(
         "privacy": _report_of(design.privacy.report),
         "output": None,
         "sha256": None,
+        "plot": None,
     }
+    if plot_path is not None:
+        _save_plot(design, plot_path)
+        summary["plot"] = str(plot_path)
     if out_path is not None:
         file_meta = {
             "tag": META_TAG,
@@ -416,7 +461,7 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
     ctx.print(f"  total error tr(W Σ):   {res['total_error']:.8g}   (optimal covariance)")
     ctx.print(
         f"  isotropic baseline:    {res['isotropic_error']:.8g}   "
-        f"(the optimal design has {res['improvement']:.4g}x less error)"
+        f"(the optimal design has {less_error(res['improvement'])})"
     )
     state = (
         "CERTIFIED"
@@ -433,6 +478,8 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
         ctx.print("  covariance Σ:          " + ("\n" + " " * 25).join(rows))
     ctx.print("  privacy delivered (sensitivity sup of this Σ, safely rounded up):")
     _print_report(ctx, res["privacy"], indent="    ")
+    if res.get("plot"):
+        ctx.print(f"  drew the design to {res['plot']}")
     if res["output"]:
         ctx.print(
             f"  wrote {res['output']} (content digest {res['sha256'][:16]}...); "
@@ -461,7 +508,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         "relation": NeighbouringRelation.ADD_REMOVE.value,
     }
     if not (args.sigma > 0 and np.isfinite(args.sigma)):
-        raise InvalidParameterError("sigma", args.sigma, "must be a finite number > 0")
+        raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
     sensitivity = sens.add_remove_set(domain, np.asarray(DEMO_QUERY), args.sigma)
     spec = f"approx:epsilon={args.epsilon!r},delta={args.delta!r}"
     output: str | None = args.output
@@ -482,6 +529,8 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         solver=args.solver,
         output=output,
         force=args.force,
+        plot=args.plot,
+        yes=bool(args.yes),
     )
     title = (
         f"dpopt demo: ideal denoiser at g = {DEMO_QUERY} on the 5 x 5 grid in [0,1]^2, "
@@ -500,9 +549,9 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
             + ", ".join(r.value for r in NeighbouringRelation)
         )
     if args.uniform_query and (args.query is not None or args.sigma is not None):
-        raise UsageError("--uniform-query excludes --query and --sigma")
+        raise UsageError("--uniform-query excludes --query and --denoiser-sigma")
     if not args.uniform_query and (args.query is None or args.sigma is None):
-        raise UsageError("give --query and --sigma, or --uniform-query")
+        raise UsageError("give --query and --denoiser-sigma, or --uniform-query")
     domain = parse_domain(args.domain, header=bool(args.header))
     from_file = isinstance(domain, FinitePoints)
     meta: dict[str, Any] = {
@@ -521,7 +570,7 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
                 "query", args.query, f"must have {domain.dim} coordinates like the domain"
             )
         if not (args.sigma > 0 and np.isfinite(args.sigma)):
-            raise InvalidParameterError("sigma", args.sigma, "must be a finite number > 0")
+            raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
         sensitivity = sens.add_remove_set(domain, query, args.sigma)
         meta.update({"set": "two-record", "query": query.tolist(), "sigma": float(args.sigma)})
     weight = read_matrix(args.weight) if args.weight is not None else None
@@ -544,6 +593,8 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         rigorous=bool(args.rigorous),
         domain_points=domain.points if from_file else None,
         header=bool(args.header) if from_file else None,
+        plot=args.plot,
+        yes=bool(args.yes),
     )
     return _finish(ctx, args, res, f"dpopt design: domain {args.domain}")
 
@@ -637,11 +688,22 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
+    import contextlib
+    import io
+    import json
+    import shutil
+    import tempfile
     import time
 
     from dpopt.figures import __main__ as registry
+
     figures: dict[str, tuple[str, str]] = registry.FIGURES
     if args.list or not args.names:
+        if args.json:
+            ctx.print(json.dumps(
+                {"figures": [{"name": n, "description": d} for n, (_, d) in figures.items()]},
+                indent=2, ensure_ascii=False))
+            return 0
         width = max((len(n) for n in figures), default=4) + 2
         for name, (_, desc) in figures.items():
             ctx.print(f"{name:{width}s}{desc}")
@@ -655,19 +717,50 @@ def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
             f"unknown figure(s): {', '.join(unknown)} (available: {', '.join(figures)})"
         )
     out_dir = Path(args.out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out-dir {out_dir} is not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     failed: list[str] = []
+    kept: list[str] = []
+    written: dict[str, list[str]] = {}
     for name in ctx.progress(names, desc="figures", total=len(names)):
         t0 = time.perf_counter()
-        try:
-            paths = registry.resolve(name)(out_dir)
-        except Exception as exc:  # one broken figure must not stop the others
-            ctx.warn(f"{name}: FAILED ({type(exc).__name__}: {exc})")
-            failed.append(name)
-            continue
-        shown = ", ".join(str(p) for p in paths)
-        ctx.print(f"{name}: {shown} ({time.perf_counter() - t0:.1f} s)")
+        # each figure runs in a fresh folder; its files then move into --out-dir, where an
+        # existing file is replaced only with --force
+        with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=out_dir) as tmp:
+            chatter = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(chatter):
+                    registry.resolve(name)(Path(tmp))
+            except Exception as exc:  # one broken figure must not stop the others
+                ctx.warn(f"{name}: FAILED ({type(exc).__name__}: {exc})")
+                failed.append(name)
+                continue
+            produced = sorted(p for p in Path(tmp).rglob("*") if p.is_file())
+            clashes = [out_dir / p.relative_to(tmp) for p in produced
+                       if (out_dir / p.relative_to(tmp)).exists()]
+            if clashes and not args.force:
+                ctx.warn(f"{name}: kept the existing {', '.join(str(c) for c in clashes)} "
+                         "(use --force to replace them); nothing of this run was written")
+                kept.append(name)
+                continue
+            told = chatter.getvalue().replace(str(Path(tmp)), str(out_dir)).rstrip()
+            if told:  # the figure's own summary, with the final folder (stderr under --json)
+                print(told, file=ctx.err if args.json else ctx.out)
+            paths = []
+            for p in produced:
+                target = out_dir / p.relative_to(tmp)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(p), target)
+                paths.append(str(target))
+        written[name] = paths
+        if not args.json:
+            ctx.print(f"{name}: {', '.join(paths)} ({time.perf_counter() - t0:.1f} s)")
+    if args.json:
+        ctx.print(json.dumps({"written": written, "kept": kept, "failed": failed}, indent=2))
     if failed:
         ctx.warn(f"{len(failed)} figure(s) failed: {', '.join(failed)}")
         return 1
+    if kept:
+        return 2
     return 0

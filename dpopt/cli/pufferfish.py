@@ -4,8 +4,8 @@ The CSV rows are observations (secret value, query value). For each secret value
 empirical conditional law :math:`P_s` of the query is formed
 (:meth:`dpopt.pufferfish.Scenario.from_dataframe`); the noise scale is the least one whose
 optimal-transport condition :math:`\\min_\\pi \\sum \\pi_{kl} M_\\alpha(x_k - y_l) \\le
-e^{(\\alpha-1)\\varepsilon}` holds for every pair of secrets (MATH.md §2.2, §3), compared with the
-:math:`W_\\infty` baseline (MATH.md §2.4). With ``--tight`` the least scale itself is found within a
+e^{(\\alpha-1)\\varepsilon}` holds for every pair of secrets, compared with the
+:math:`W_\\infty` baseline. With ``--tight`` the least scale itself is found within a
 tolerance and proven (:func:`dpopt.pufferfish.calibrate_tight`).
 """
 

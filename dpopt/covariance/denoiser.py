@@ -1,9 +1,11 @@
-r"""The ideal (empirical-data) diffusion denoiser and how one record moves it (seed 002 §II).
+r"""The ideal (empirical-data) diffusion denoiser and how one record moves it.
+
+After the optimal Gaussian covariance for the ideal denoiser, Section II.
 
 For a dataset :math:`D = \{x_1, \dots, x_n\} \subset \mathbb{R}^d` (a multiset: repeated rows are
 allowed), a query point :math:`g` and a noise scale :math:`\sigma > 0`, the ideal denoiser is the
 posterior mean of a record drawn uniformly from :math:`D` given :math:`g = x + \sigma Z`
-(seed 002 eqs. 1–2):
+(the optimal Gaussian covariance for the ideal denoiser, eqs. 1–2):
 
 .. math::
 
@@ -33,7 +35,7 @@ Two-record vector (Theorem 1): :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})
 = \operatorname{expit}\!\big((|g - y|^2 - |g - x|^2) / (2\sigma^2)\big)\,(x - y)`, the deletion
 shift of :math:`x` from the two-point dataset :math:`\{x, y\}`. Theorem 1 writes every deletion
 shift as :math:`s_k = \sum_{i \ne k} c_i\, t_g(x_k, x_i)` with :math:`c_i \ge 0`,
-:math:`\sum_i c_i \le 1` (MATH.md §8), so :math:`\sup_D s^\top P s` is attained on two-point
+:math:`\sum_i c_i \le 1`, so :math:`\sup_D s^\top P s` is attained on two-point
 datasets for every :math:`P \succeq 0`.
 """
 
@@ -42,7 +44,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, logsumexp
 
 from certificates.validate import as_float_array, as_scalar
@@ -90,8 +92,9 @@ def _log_weights(
     return -np.einsum("ij,ij->i", diff, diff) / (2.0 * sigma * sigma)
 
 
-def log_responsibilities(data: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
-    r"""Log responsibilities :math:`\log r_i` of seed 002 eq. (2), by ``logsumexp``.
+def log_responsibilities(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
+    r"""Log responsibilities :math:`\log r_i` (eq. 2 of the optimal-covariance paper), by
+    ``logsumexp``.
 
     Parameters
     ----------
@@ -113,7 +116,7 @@ def log_responsibilities(data: Any, query: Any, sigma: Any) -> NDArray[np.float6
     return np.asarray(lw - logsumexp(lw), dtype=np.float64)
 
 
-def responsibilities(data: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
+def responsibilities(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
     r"""Responsibilities :math:`r_i` (softmax of :math:`-|g - x_i|^2/(2\sigma^2)`), eq. (2).
 
     Examples
@@ -124,8 +127,9 @@ def responsibilities(data: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
     return np.exp(log_responsibilities(data, query, sigma))
 
 
-def posterior_mean(data: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
-    r"""The ideal denoiser :math:`m_g(D) = \sum_i r_i x_i` (seed 002 eqs. 1–2).
+def posterior_mean(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
+    r"""The ideal denoiser :math:`m_g(D) = \sum_i r_i x_i` (eqs. 1–2 of the optimal-covariance
+    paper).
 
     Parameters
     ----------
@@ -143,7 +147,7 @@ def posterior_mean(data: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
     return np.asarray(r @ x, dtype=np.float64)
 
 
-def query_from_forward(noisy: Any, alpha_bar: Any) -> tuple[NDArray[np.float64], float]:
+def query_from_forward(noisy: ArrayLike, alpha_bar: float) -> tuple[NDArray[np.float64], float]:
     r"""Map the forward-process state :math:`(G_t, a_t)` to the query and noise scale (eq. 3).
 
     Parameters
@@ -169,7 +173,7 @@ def query_from_forward(noisy: Any, alpha_bar: Any) -> tuple[NDArray[np.float64],
     return gt / np.sqrt(a), float(np.sqrt((1.0 - a) / a))
 
 
-def noise_prediction(data: Any, noisy: Any, alpha_bar: Any) -> NDArray[np.float64]:
+def noise_prediction(data: ArrayLike, noisy: ArrayLike, alpha_bar: float) -> NDArray[np.float64]:
     r"""The ideal noise predictor
     :math:`\varepsilon^*(G_t) = (G_t - \sqrt{a_t}\,m_g(D))/\sqrt{1-a_t}`.
 
@@ -182,7 +186,8 @@ def noise_prediction(data: Any, noisy: Any, alpha_bar: Any) -> NDArray[np.float6
     return np.asarray(np.sqrt(a) * (g - m) / np.sqrt(1.0 - a), dtype=np.float64)
 
 
-def mean_from_noise_prediction(eps_pred: Any, noisy: Any, alpha_bar: Any) -> NDArray[np.float64]:
+def mean_from_noise_prediction(eps_pred: ArrayLike, noisy: ArrayLike,
+                               alpha_bar: float) -> NDArray[np.float64]:
     r"""Invert :func:`noise_prediction`:
     :math:`m = (G_t - \sqrt{1-a_t}\,\varepsilon^*)/\sqrt{a_t}`."""
     e = as_float_array("eps_pred", eps_pred)
@@ -196,13 +201,14 @@ def mean_from_noise_prediction(eps_pred: Any, noisy: Any, alpha_bar: Any) -> NDA
 
 
 def deletion_shifts(
-    data: Any,
-    query: Any,
-    sigma: Any,
+    data: ArrayLike,
+    query: ArrayLike,
+    sigma: float,
     *,
     form: Literal["ratio", "leave_one_out"] = "ratio",
 ) -> NDArray[np.float64]:
-    r"""All deletion shifts :math:`s_k = m_g(D) - m_g(D_{-k})`, seed 002 eq. (6).
+    r"""All deletion shifts :math:`s_k = m_g(D) - m_g(D_{-k})`, eq. (6) of the optimal-covariance
+    paper.
 
     Parameters
     ----------
@@ -253,9 +259,10 @@ def deletion_shifts(
     raise InvalidParameterError("form", form, "must be 'ratio' or 'leave_one_out'")
 
 
-def query_jacobian(data: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
+def query_jacobian(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
     r"""Jacobian :math:`\partial m_g(D)/\partial g = \sigma^{-2}\sum_i r_i (x_i - m)(x_i - m)^\top`
-    (seed 002 eq. 8): the posterior covariance over :math:`\sigma^2`, symmetric PSD.
+    (eq. 8 of the optimal-covariance paper): the posterior covariance over :math:`\sigma^2`,
+    symmetric PSD.
 
     Returns
     -------
@@ -269,7 +276,8 @@ def query_jacobian(data: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
     return np.asarray(0.5 * (jac + jac.T), dtype=np.float64)
 
 
-def two_record_vector(x: Any, y: Any, query: Any, sigma: Any) -> NDArray[np.float64]:
+def two_record_vector(x: ArrayLike, y: ArrayLike, query: ArrayLike,
+                      sigma: float) -> NDArray[np.float64]:
     r"""Two-record vector :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})` of Theorem 1.
 
     .. math::
@@ -310,7 +318,8 @@ def two_record_vector(x: Any, y: Any, query: Any, sigma: Any) -> NDArray[np.floa
     return np.asarray(expit(z)[..., None] * (xa - ya), dtype=np.float64)
 
 
-def theorem1_coefficients(data: Any, query: Any, sigma: Any, k: int) -> NDArray[np.float64]:
+def theorem1_coefficients(data: ArrayLike, query: ArrayLike, sigma: float,
+                          k: int) -> NDArray[np.float64]:
     r"""Coefficients :math:`c_i` with :math:`s_k = \sum_{i\ne k} c_i\,t_g(x_k, x_i)` (Theorem 1).
 
     With weights :math:`w_i = e^{-|g-x_i|^2/(2\sigma^2)}`, :math:`W = \sum_i w_i`:

@@ -33,7 +33,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,6 +55,9 @@ from dpopt.errors import (
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
 
 __all__ = ["Design", "design_covariance"]
 
@@ -188,6 +191,32 @@ class Design:
     def improvement(self) -> float:
         """isotropic_value / value (> 1: the optimal covariance beats isotropic noise)."""
         return self.isotropic_value / self.value
+
+    def plot(self, ax: Axes | None = None, *, max_points: int = 2000,
+             show_isotropic: bool = True) -> Axes:
+        """Draw the noise ellipse {x : xᵀΣ⁻¹x = q} against the best isotropic noise.
+
+        Every sensitivity vector lies inside the ellipse (that is the privacy guarantee); the
+        binding ones, which touch it, are drawn in red. For d > 2 the picture is the projection
+        onto the top two principal directions of Σ. See
+        :func:`dpopt.covariance.plotting.plot_design` (matplotlib is imported only here).
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Where to draw; a new figure is created when omitted.
+        max_points : int
+            At most this many sensitivity vectors are drawn (the binding ones first).
+        show_isotropic : bool
+            Also draw the circle of the best isotropic noise c·I.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        from dpopt.covariance.plotting import plot_design
+
+        return plot_design(self, ax, max_points=max_points, show_isotropic=show_isotropic)
 
     def __str__(self) -> str:
         return (

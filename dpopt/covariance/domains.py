@@ -1,7 +1,8 @@
 r"""Record domains :math:`K \subset \mathbb{R}^d`: finite point sets, axis-aligned boxes, grids.
 
 A domain is the set every record of a dataset is drawn from; the sensitivity sets of
-:mod:`dpopt.covariance.sensitivity` are built from it (seed 002 §III, MATH.md §7–8).
+:mod:`dpopt.covariance.sensitivity` are built from it (the optimal Gaussian covariance for
+the ideal denoiser, Section III).
 
 - :class:`FinitePoints` — :math:`K = \{p_1, \dots, p_m\}` (an ``(m, d)`` array).
 - :class:`Box` — :math:`K = \prod_i [\ell_i, u_i]` with :math:`\ell_i \le u_i`.
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.validate import as_float_array
 from dpopt.errors import InvalidParameterError, InvalidTypeError
@@ -218,7 +219,7 @@ class Grid:
 Domain = FinitePoints | Box | Grid
 
 
-def as_domain(domain: Any, name: str = "domain") -> Domain:
+def as_domain(domain: Domain | ArrayLike, name: str = "domain") -> Domain:
     """Return ``domain`` if it is a domain; an ``(m, d)`` array becomes :class:`FinitePoints`."""
     if isinstance(domain, FinitePoints | Box | Grid):
         return domain

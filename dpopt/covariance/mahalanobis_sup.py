@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import cho_factor, cho_solve, eigh
 
-from certificates.problem import DEFAULT_CHUNK
+from certificates.problem import DEFAULT_CHUNK, VectorSource
 from certificates.rigorous import ratio_upper_bound
 from certificates.validate import as_psd_matrix
 from dpopt.covariance.sensitivity import BoxVertexDifferences, as_vector_source, chunk_size_of
@@ -86,7 +85,8 @@ def _cholesky_and_margin(
     d = cov.shape[0]
     eig = eigh(cov, eigvals_only=True)
     kappa = float(eig[-1] / eig[0])
-    # Cholesky backward error (d+1)u|L||L^T| plus triangular-solve error d u |L| (Higham §10, §8),
+    # Cholesky backward error (d+1)u|L||L^T| plus triangular-solve error d u |L| (Higham,
+    # "Accuracy and Stability of Numerical Algorithms", chapters 10 and 8),
     # with || |L||L^T| ||_2 <= d ||Sigma||_2, gives a relative error of the quadratic form below
     # ~ 3 d (d+1) u kappa; we use 4 d (d+1) u kappa plus a fixed 2^-40 for the summation.
     margin = 4.0 * d * (d + 1) * _U * kappa + 2.0**-40
@@ -114,8 +114,8 @@ def _warn_margin(kappa: float, margin: float) -> None:
 
 
 def sup_mahalanobis(
-    vectors: Any,
-    covariance: Any,
+    vectors: ArrayLike | VectorSource,
+    covariance: ArrayLike,
     *,
     chunk_size: int = DEFAULT_CHUNK,
     max_enumeration_dim: int = MAX_ENUMERATION_DIM,
@@ -126,7 +126,7 @@ def sup_mahalanobis(
     :math:`\hat x^\top s`, with the rigorous residual bound of
     :func:`certificates.rigorous.ratio_upper_bound` as ``upper``. For a
     :class:`BoxVertexDifferences` of dimension above ``max_enumeration_dim`` (a max-cut-type
-    problem, MATH.md §7.1) it returns instead the valid upper bound of the SDP relaxation
+    problem) it returns instead the valid upper bound of the SDP relaxation
 
     .. math::
 

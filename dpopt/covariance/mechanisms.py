@@ -4,12 +4,11 @@ A mechanism adds independent noise to a query answer :math:`g(D) \in \mathbb{R}^
 
 - :class:`GaussianMechanism` releases :math:`g(D) + Z`, :math:`Z \sim N(0, \Sigma)`. Its privacy is
   governed by the Mahalanobis sensitivity :math:`\rho^* = \sup_s s^\top \Sigma^{-1} s` over the
-  sensitivity set (MATH.md §4.1: RDP :math:`\varepsilon_\alpha = \alpha\rho^*/2`, zCDP
+  sensitivity set (RDP :math:`\varepsilon_\alpha = \alpha\rho^*/2`, zCDP
   :math:`\rho^*/2`, :math:`\sqrt{\rho^*}`-GDP); a covariance designed by
   :func:`dpopt.covariance.design.design_covariance` is meant to be used here.
 - :class:`LaplaceMechanism` releases :math:`g(D) + L` with independent coordinates
-  :math:`L_i \sim \mathrm{Lap}(0, b_i)`, density :math:`e^{-|y|/b_i}/(2b_i)` (MATH.md conventions
-  and §1.1).
+  :math:`L_i \sim \mathrm{Lap}(0, b_i)`, density :math:`e^{-|y|/b_i}/(2b_i)`.
 
 Randomness: ``rng=None`` draws a fresh generator seeded from the operating system's entropy pool
 (what releasing real data needs); an ``int`` seed, a :class:`numpy.random.SeedSequence` or a
@@ -31,15 +30,19 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.validate import as_float_array, as_psd_matrix, as_scalar
 from dpopt.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["GaussianMechanism", "LaplaceMechanism", "as_generator"]
+__all__ = ["GaussianMechanism", "LaplaceMechanism", "RngLike", "as_generator"]
+
+#: what ``rng=`` accepts: None (fresh OS entropy), a non-negative int seed, a SeedSequence or a
+#: Generator
+RngLike = int | np.integer | np.random.SeedSequence | np.random.Generator | None
 
 
-def as_generator(rng: Any = None) -> np.random.Generator:
+def as_generator(rng: RngLike = None) -> np.random.Generator:
     """Return a :class:`numpy.random.Generator` from ``None``, a seed or a generator.
 
     Parameters
@@ -93,7 +96,7 @@ class GaussianMechanism:
     :math:`L = V \operatorname{diag}(\sqrt{\lambda})` from the eigendecomposition
     :math:`\Sigma = V \operatorname{diag}(\lambda) V^\top`, so a singular (positive semidefinite)
     :math:`\Sigma` is allowed: an optimal design for sensitivity vectors that do not span
-    :math:`\mathbb{R}^d` has no noise outside their span (MATH.md §6.3, §11.3). Eigenvalues that
+    :math:`\mathbb{R}^d` has no noise outside their span. Eigenvalues that
     are negative only by rounding are set to 0 (never below the input).
 
     Parameters
@@ -131,7 +134,7 @@ class GaussianMechanism:
         """Dimension d of the released vector."""
         return int(self.covariance.shape[0])
 
-    def noise(self, size: int | tuple[int, ...] = (), rng: Any = None) -> NDArray[np.float64]:
+    def noise(self, size: int | tuple[int, ...] = (), rng: RngLike = None) -> NDArray[np.float64]:
         """Draw noise vectors only, shape ``(*size, d)``."""
         shape = (size,) if isinstance(size, int) else tuple(size)
         gen = as_generator(rng)
@@ -139,12 +142,12 @@ class GaussianMechanism:
         return np.asarray(xi @ self._factor.T, dtype=np.float64)
 
     @overload
-    def release(self, value: float, rng: Any = None) -> float: ...
+    def release(self, value: float, rng: RngLike = None) -> float: ...
 
     @overload
-    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64]: ...
+    def release(self, value: ArrayLike, rng: RngLike = None) -> NDArray[np.float64]: ...
 
-    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64] | float:
+    def release(self, value: ArrayLike, rng: RngLike = None) -> NDArray[np.float64] | float:
         r"""Return ``value + Z`` with fresh :math:`Z \sim N(0, \Sigma)` per row.
 
         Parameters
@@ -196,12 +199,12 @@ class LaplaceMechanism:
         return None if isinstance(self.scale, float) else int(self.scale.shape[0])
 
     @overload
-    def release(self, value: float, rng: Any = None) -> float: ...
+    def release(self, value: float, rng: RngLike = None) -> float: ...
 
     @overload
-    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64]: ...
+    def release(self, value: ArrayLike, rng: RngLike = None) -> NDArray[np.float64]: ...
 
-    def release(self, value: Any, rng: Any = None) -> NDArray[np.float64] | float:
+    def release(self, value: ArrayLike, rng: RngLike = None) -> NDArray[np.float64] | float:
         r"""Return ``value + L`` with fresh independent Laplace noise of the given scale(s).
 
         Parameters

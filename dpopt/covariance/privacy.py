@@ -1,4 +1,6 @@
-r"""The exact privacy a given noise covariance buys (seed 002 §IV, MATH.md §4).
+r"""The exact privacy a given noise covariance buys.
+
+After the optimal Gaussian covariance for the ideal denoiser, Section IV.
 
 For the Gaussian release :math:`M(D) = f(D) + N(0, \Sigma)` and a sensitivity set :math:`S`
 (every change :math:`f(D) - f(D')` between neighbours), the privacy loss of every pair of
@@ -8,17 +10,17 @@ neighbours is dominated by that of the worst vector, and everything follows from
 
     \rho^*(\Sigma) = \sup_{s \in S} s^\top \Sigma^{-1} s
 
-(MATH.md §4.1): RDP :math:`\varepsilon_\alpha = \alpha\rho^*/2` for every order, zCDP
+RDP :math:`\varepsilon_\alpha = \alpha\rho^*/2` for every order, zCDP
 :math:`\rho^*/2`, GDP :math:`\mu = \sqrt{\rho^*}`, the exact (Balle–Wang) curve
 :math:`\delta(\varepsilon) = \Phi(\mu/2 - \varepsilon/\mu) - e^\varepsilon\Phi(-\mu/2 -
-\varepsilon/\mu)` and its inverse, and mutual information for binary records (MATH.md §4.4). The
+\varepsilon/\mu)` and its inverse, and mutual information for binary records. The
 report is produced by :func:`dpopt.accounting.budgets.privacy_report` from the bound; this module
 supplies the
 bound, safely rounded up (see :class:`dpopt.covariance.mahalanobis_sup.MahalanobisSup`).
 
 For comparison it also gives the naive bound :math:`\max_s |s|^2\,\lambda_{\max}(\Sigma^{-1})`,
 which for a uniform-query set is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(\Sigma^{-1})`
-(seed 002 Fig. 1).
+(Fig. 1 of the optimal-covariance paper).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import eigh
 
+from certificates.problem import VectorSource
 from certificates.validate import as_psd_matrix
+from dpopt.accounting._arrays import FloatOrArray
 from dpopt.accounting.budgets import PrivacyReport, privacy_report
 from dpopt.covariance.mahalanobis_sup import MahalanobisSup, sup_mahalanobis
 from dpopt.covariance.sensitivity import (
@@ -42,7 +46,7 @@ from dpopt.relation import NeighbouringRelation, RelationLike, as_relation, repl
 __all__ = ["CovariancePrivacy", "max_norm", "privacy_from_sup", "privacy_of"]
 
 
-def max_norm(sensitivity: Any) -> float:
+def max_norm(sensitivity: ArrayLike | VectorSource) -> float:
     r"""Largest Euclidean norm :math:`\max_j |s_j|` over a sensitivity set (one chunked pass).
 
     For a :class:`~dpopt.covariance.sensitivity.BoxVertexDifferences` it is the box diameter
@@ -104,15 +108,15 @@ class CovariancePrivacy:
         r"""GDP parameter :math:`\mu = \sqrt{\rho^*}` (from the report, rounded up)."""
         return float(self.report.gdp_mu)
 
-    def rdp_epsilon(self, alpha: Any) -> Any:
+    def rdp_epsilon(self, alpha: ArrayLike) -> FloatOrArray:
         r"""RDP curve :math:`\varepsilon_\alpha = \alpha\rho^*/2` (delegates to the report)."""
         return self.report.rdp_epsilon(alpha)
 
-    def delta(self, epsilon: Any) -> Any:
+    def delta(self, epsilon: ArrayLike) -> FloatOrArray:
         r"""Exact :math:`\delta(\varepsilon)` of the Gaussian pair (delegates to the report)."""
         return self.report.delta(epsilon)
 
-    def epsilon(self, delta: Any) -> Any:
+    def epsilon(self, delta: ArrayLike) -> FloatOrArray:
         r"""Smallest :math:`\varepsilon` with :math:`\delta(\varepsilon) \le` ``delta``."""
         return self.report.epsilon(delta)
 
@@ -134,12 +138,12 @@ class CovariancePrivacy:
 
 
 def privacy_of(
-    covariance: Any,
-    sensitivity: Any,
+    covariance: ArrayLike,
+    sensitivity: ArrayLike | VectorSource,
     *,
     relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
 ) -> CovariancePrivacy:
-    r"""Exact privacy of the Gaussian mechanism with covariance :math:`\Sigma` (MATH.md §4).
+    r"""Exact privacy of the Gaussian mechanism with covariance :math:`\Sigma`.
 
     Parameters
     ----------

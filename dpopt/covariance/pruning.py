@@ -8,11 +8,10 @@ covariance program is solved: :func:`prune` keeps the extreme points of the symm
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
+from certificates.problem import VectorSource
 from certificates.validate import as_scalar
 from dpopt.covariance.sensitivity import PrunedSet, as_vector_source
 from dpopt.errors import (
@@ -91,7 +90,7 @@ def _lp_keep(y: NDArray[np.float64], tol: float, rng: np.random.Generator) -> ND
 
 
 def prune(
-    vectors: Any,
+    vectors: ArrayLike | VectorSource,
     *,
     method: str = "auto",
     tol: float = 1e-9,

@@ -1,6 +1,7 @@
 r"""Sensitivity sets of the ideal denoiser and the Mahalanobis sup :math:`\rho^*(\Sigma)`.
 
-Seed 002 §III (MATH.md §7, §8, §11.3–11.4). A Gaussian release :math:`m_g(D) + N(0, \Sigma)` has
+After the optimal Gaussian covariance for the ideal denoiser, Section III. A Gaussian release
+:math:`m_g(D) + N(0, \Sigma)` has
 Rényi/zCDP/GDP/(ε, δ) guarantees that depend only on
 
 .. math::
@@ -34,12 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
 from certificates.problem import DEFAULT_CHUNK, ArrayVectors, VectorSource
 from certificates.validate import as_float_array, as_scalar, as_vectors
-from dpopt.covariance.domains import Box, FinitePoints, Grid, as_domain
+from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid, as_domain
 from dpopt.errors import (
     InvalidParameterError,
     InvalidTypeError,
@@ -57,7 +58,7 @@ __all__ = [
 _U = float(np.finfo(np.float64).eps) / 2.0
 
 
-def chunk_size_of(size: Any) -> int:
+def chunk_size_of(size: int) -> int:
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or int(size) < 1:
         raise InvalidParameterError("size", size, "must be a positive integer")
     return int(size)
@@ -112,7 +113,7 @@ class _PairVectors:
         """Dimension d."""
         return int(self._points.shape[1])
 
-    def pair_indices(self, indices: Any) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    def pair_indices(self, indices: ArrayLike) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
         """Point indices ``(i, k)``, ``i < k``, of the given vector indices."""
         j = np.asarray(indices, dtype=np.int64)
         if j.size and (j.min() < 0 or j.max() >= self.count):
@@ -217,7 +218,7 @@ class TwoRecordVectors(_PairVectors):
         out *= coef[:, None]
         return out
 
-    def ordered_pairs(self, indices: Any) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    def ordered_pairs(self, indices: ArrayLike) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
         r"""Indices ``(x, y)`` with vector j equal to :math:`t_g(p_x, p_y)` (x is removed)."""
         i, k = self.pair_indices(indices)
         z = self._half_sq[k] - self._half_sq[i]
@@ -243,7 +244,7 @@ class BoxVertexDifferences:
     For :math:`K = \prod [\ell_i, u_i]` with side lengths :math:`L`, the difference body
     :math:`K - K = \prod [-L_i, L_i]` and every convex function (such as
     :math:`s \mapsto s^\top P s`) peaks at one of its vertices; fixing :math:`v_1 = 1` keeps one of
-    each antiparallel pair (MATH.md §7.1). Vector j has :math:`v_{i+1} = -1` iff bit i of j is set.
+    each antiparallel pair. Vector j has :math:`v_{i+1} = -1` iff bit i of j is set.
     ``count = 2^(d-1)``; a :class:`certificates.problem.VectorSource`.
 
     Parameters
@@ -304,7 +305,8 @@ class BoxVertexDifferences:
         return self._block(np.arange(self.count, dtype=np.int64))
 
 
-def add_remove_set(domain: Any, query: Any, sigma: Any) -> TwoRecordVectors:
+def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
+                   sigma: float) -> TwoRecordVectors:
     r"""The add/remove sensitivity set of :math:`m_g` for a fixed query (Theorem 1).
 
     Parameters
@@ -326,7 +328,7 @@ def add_remove_set(domain: Any, query: Any, sigma: Any) -> TwoRecordVectors:
     return TwoRecordVectors(dom, query, sigma)
 
 
-def uniform_query_set(domain: Any) -> UniformQueryVectors | BoxVertexDifferences:
+def uniform_query_set(domain: Domain | ArrayLike) -> UniformQueryVectors | BoxVertexDifferences:
     r"""The add/remove sensitivity set for a uniform (arbitrary) query, Corollary 1.
 
     A :class:`Box` or :class:`Grid` gives its :class:`BoxVertexDifferences`; a finite point set its
@@ -365,7 +367,7 @@ class PrunedSet:
         return int(self.vectors.shape[0])
 
 
-def as_vector_source(vectors: Any, dim: int | None = None) -> Any:
+def as_vector_source(vectors: ArrayLike | VectorSource, dim: int | None = None) -> Any:
     if isinstance(vectors, FinitePoints | Box | Grid):
         raise InvalidTypeError(
             "vectors",

@@ -249,7 +249,7 @@ def rpp_sweep(
     fin = alpha_arr[np.isfinite(alpha_arr)]
     alpha_curve = float(fin[np.argmin(np.abs(np.log(fin / 2.0)))]) if fin.size else None
     eps_curve = float(eps_arr[np.argmin(np.abs(np.log(eps_arr)))])
-    for eps, alpha in tqdm(grid, desc=spec.key, disable=not progress, leave=False):
+    for eps, alpha in tqdm(grid, desc=spec.key, disable=None if progress else True, leave=False):
         b_winf = winf_laplace(scenario, eps).scale
         row: dict[str, Any] = {
             "scenario": spec.key, "epsilon": eps, "alpha": alpha,

@@ -18,27 +18,27 @@ from pathlib import Path
 FIGURES: dict[str, tuple[str, str]] = {
     "fig1": (
         "dpopt.figures.fig1:fig1_figure",
-        "seed 002 Fig. 1: naive / exact sensitivity ratio for K = [0,1]^d (MATH.md §7)",
+        "Fig. 1 of the optimal-covariance paper: naive / exact sensitivity ratio for K = [0,1]^d",
     ),
     "rpp-adult": (
         "dpopt.figures.rpp:rpp_adult",
-        "seed 000 α-W RPP vs W∞ on Adult (sex→hours, income→age): CSV + PNG per scenario",
+        "α-W Rényi Pufferfish vs W∞ on Adult (sex→hours, income→age): CSV + PNG per scenario",
     ),
     "rpp-heart": (
         "dpopt.figures.rpp:rpp_heart",
-        "seed 000 α-W RPP vs W∞ on Heart Disease (disease→chol, disease→thalach)",
+        "α-W Rényi Pufferfish vs W∞ on Heart Disease (disease→chol, disease→thalach)",
     ),
     "rpp-student": (
         "dpopt.figures.rpp:rpp_student",
-        "seed 000 α-W RPP vs W∞ on Student Performance (sex→G3 mat, romantic→G3 por)",
+        "α-W Rényi Pufferfish vs W∞ on Student Performance (sex→G3 mat, romantic→G3 por)",
     ),
     "rpp-tightness": (
         "dpopt.figures.rpp:rpp_tightness",
-        "seed 000: certified α-W scale vs true minimal scale (quadrature) vs W∞, ε = 1, α = 2",
+        "certified α-W scale vs true minimal scale (quadrature) vs W∞, ε = 1, α = 2",
     ),
     "denoiser-covariance": (
         "dpopt.figures.denoiser:denoiser_covariance_figure",
-        "seed 002 ideal denoiser: optimal vs isotropic covariance, total variance vs ε",
+        "ideal denoiser: optimal vs isotropic covariance, total variance vs ε",
     ),
     "dpsgd": (
         "dpopt.figures.dpsgd:dpsgd_figure",
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(names) > 1:
         from tqdm import tqdm
 
-        iterator = tqdm(names, desc="figures", unit="fig")
+        iterator = tqdm(names, desc="figures", unit="fig", disable=None)  # None: terminal only
     for name in iterator:
         t0 = time.perf_counter()
         try:

@@ -278,7 +278,8 @@ def fig1_figure(
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "fig1.csv"
     with csv.open("w", encoding="utf-8") as fh:
-        fh.write(f"# seed 002 Fig. 1: K=[0,1]^{d}, generator={generator}, seed={seed}\n")
+        fh.write(f"# Fig. 1 of the optimal-covariance paper: K=[0,1]^{d}, "
+                 f"generator={generator}, seed={seed}\n")
         fh.write("draw,ratio\n")
         for i, v in enumerate(ratios):
             fh.write(f"{i},{v:.12g}\n")

@@ -207,7 +207,7 @@ def rpp_tightness(
     chosen = list(SCENARIOS) if keys is None else list(keys)
     table = pd.concat(
         [tightness(SCENARIOS[k], epsilon=epsilon, alpha=alpha)
-         for k in tqdm(chosen, desc="tightness", leave=False)],
+         for k in tqdm(chosen, desc="tightness", leave=False, disable=None)],
         ignore_index=True,
     )  # fmt: skip
     out = Path(out_dir) / "rpp"

@@ -238,8 +238,10 @@ def test_report_fields() -> None:
     d = rep.to_dict()
     json.dumps(d)
     assert d["mahalanobis_bound"] == 1.0
-    assert d["epsilon_at_delta"]["1e-05"] == pytest.approx(4.37717809568, rel=1e-9)
-    assert set(d["epsilon_at_delta"]) == {"1e-05", "1e-06", "1e-09"}
+    eps_at = {r["delta"]: r["epsilon"] for r in d["epsilon_for_delta"]}
+    assert eps_at[1e-5] == pytest.approx(4.37717809568, rel=1e-9)
+    assert set(eps_at) == {1e-5, 1e-6, 1e-9}
+    assert d["schema"] == "dpopt.privacy-report/1"
     assert "zCDP" in rep.describe()
     zero = privacy_report(0.0)
     assert zero.epsilon(1e-9) == 0.0 and zero.delta(0.0) == 0.0 and zero.mi_nats == 0.0

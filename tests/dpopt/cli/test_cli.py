@@ -294,7 +294,7 @@ def test_account_subsample_clt(
         "60000",
         "--batch-size",
         "256",
-        "--sigma",
+        "--noise-multiplier",
         str(sigma),
         "--epochs",
         str(epochs),
@@ -313,7 +313,7 @@ def test_account_subsample_clt(
 
 
 def test_account_subsample_bad_combinations(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["account", "subsample", "--sigma", "1"]
+    base = ["account", "subsample", "--noise-multiplier", "1"]
     for extra in (
         ["--steps", "10"],  # no rate
         ["--rate", "0.1"],  # no steps/epochs
@@ -449,7 +449,7 @@ def test_figures_list_and_run(
     code, out, err = run(["figures", "good", "--out-dir", str(out_dir)], capsys)
     assert code == 0 and (out_dir / "good.txt").read_text() == "ok"
     assert "good:" in out
-    code, out, err = run(["-q", "figures", "all", "--out-dir", str(out_dir)], capsys)
+    code, out, err = run(["-q", "figures", "all", "--out-dir", str(out_dir), "--force"], capsys)
     assert code == 1 and "bad: FAILED" in err and "boom" in err and "good:" in out
     code, _, err = run(["figures", "nope"], capsys)
     assert code == 2
@@ -495,7 +495,8 @@ def test_demo_certified_and_private(demo_file: tuple[Path, dict]) -> None:
     assert lo <= up and up == pytest.approx(res["total_error"], rel=1e-12)
     assert res["gap"] < 1e-6
     assert res["improvement"] > 1.2  # beats isotropic noise on the built-in example
-    assert res["privacy"]["epsilon_for_delta"]["1e-06"] <= 1.0 + 1e-9
+    eps_at = {r["delta"]: r["epsilon"] for r in res["privacy"]["epsilon_for_delta"]}
+    assert eps_at[1e-6] <= 1.0 + 1e-9
     # independent privacy check: every deletion shift of random datasets from the grid, and
     # every ordered two-record vector, has s^T Sigma^-1 s <= q (Theorem 1, brute force)
     cov = np.asarray(res["covariance"])
@@ -638,7 +639,8 @@ def test_design_query_round_trip_via_console_script(
 ) -> None:
     out = tmp_path / "d.json"
     argv = ["-q", "design", "--domain", "grid:lo=0,hi=1,n=3,d=2", "--query", "0.3,0.6"]
-    argv += ["--sigma", "0.4", "--budget", "approx:epsilon=1,delta=1e-6", "--noise-floor", "1e-3"]
+    argv += ["--denoiser-sigma", "0.4", "--budget", "approx:epsilon=1,delta=1e-6",
+             "--noise-floor", "1e-3"]
     code, stdout, err = run([*argv, "-o", str(out)], capsys)
     assert code == 0, err
     assert "CERTIFIED" in stdout and "isotropic baseline" in stdout
@@ -664,7 +666,7 @@ def test_design_unstored_vectors_regenerated_by_verify(
         "grid:lo=0,hi=1,n=3,d=2",
         "--query",
         "0.2,0.7",
-        "--sigma",
+        "--denoiser-sigma",
         "0.5",
         "--budget",
         "gdp:mu=0.5",
@@ -692,7 +694,7 @@ def test_design_unstored_vectors_regenerated_by_verify(
                 "grid:lo=0,hi=1,n=3,d=2",
                 "--query",
                 "0.5",
-                "--sigma",
+                "--denoiser-sigma",
                 "1",
                 "--budget",
                 "gdp:mu=1",
@@ -705,7 +707,7 @@ def test_design_unstored_vectors_regenerated_by_verify(
                 "grid:lo=0,hi=1,n=3,d=2",
                 "--query",
                 "0.5,x",
-                "--sigma",
+                "--denoiser-sigma",
                 "1",
                 "--budget",
                 "gdp:mu=1",
@@ -718,7 +720,7 @@ def test_design_unstored_vectors_regenerated_by_verify(
                 "box:lo=0,hi=1,d=2",
                 "--query",
                 "0.5,0.5",
-                "--sigma",
+                "--denoiser-sigma",
                 "1",
                 "--budget",
                 "gdp:mu=1",

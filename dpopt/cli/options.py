@@ -1,0 +1,140 @@
+"""Command-line conventions shared by the commands (private to :mod:`dpopt.cli`).
+
+- :func:`add_renamed_option`: an option under its unambiguous name, with the old spelling kept
+  as a hidden, deprecated alias that still works but prints a warning naming the new option;
+- :func:`announce_large_design`: the size and time estimate printed before a design over many
+  sensitivity vectors, and the confirmation needed past :data:`CONFIRM_ABOVE` of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from certificates.problem import VectorSource
+    from dpopt.cli.common import Context
+
+__all__ = [
+    "ANNOUNCE_ABOVE",
+    "CONFIRM_ABOVE",
+    "PASSES_TYPICAL",
+    "add_renamed_option",
+    "announce_large_design",
+    "estimate_pass_seconds",
+    "less_error",
+    "one_plus",
+]
+
+#: designs over more vectors than this print a size and time estimate first
+ANNOUNCE_ABOVE = 10**7
+#: designs over more vectors than this need ``--yes`` to start
+CONFIRM_ABOVE = 10**9
+#: the structured solver's full passes over the vectors for one design (measured range)
+PASSES_TYPICAL = (10, 25)
+
+
+class _DeprecatedAlias(argparse.Action):
+    """Store like the new option, and warn on stderr that the old spelling is deprecated."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new_name: str,
+                 **kwargs: Any) -> None:
+        self.new_name = new_name
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"dpopt: warning: {option_string} is deprecated; use {self.new_name}",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed_option(parser: argparse.ArgumentParser, new: str, old: str, *, dest: str,
+                       required: bool = False, **kwargs: Any) -> None:
+    """Add option ``new`` and its hidden deprecated alias ``old``, both storing into ``dest``.
+
+    With ``required=True`` exactly one of the two spellings must be given (a required mutually
+    exclusive group, whose error message names only ``new``).
+    """
+    target: argparse._ActionsContainer = (
+        parser.add_mutually_exclusive_group(required=True) if required else parser)
+    target.add_argument(new, dest=dest, **kwargs)
+    alias: dict[str, Any] = {"type": kwargs["type"]} if "type" in kwargs else {}
+    target.add_argument(old, dest=dest, help=argparse.SUPPRESS, action=_DeprecatedAlias,
+                        new_name=new, **alias)
+
+
+def estimate_pass_seconds(source: VectorSource, probe: int = 65536) -> float:
+    """Seconds for one pass over ``source``, extrapolated from generating one chunk of it."""
+    start = time.perf_counter()
+    seen = 0
+    for _, block in source.chunks(min(probe, max(int(source.count), 1))):
+        seen = int(block.shape[0])
+        break
+    elapsed = time.perf_counter() - start
+    return elapsed * int(source.count) / max(seen, 1)
+
+
+def _human_seconds(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def announce_large_design(ctx: Context, source: VectorSource, *, confirmed: bool) -> None:
+    """Before a design over more than :data:`ANNOUNCE_ABOVE` vectors, print its size and an
+    estimated time on stderr; past :data:`CONFIRM_ABOVE` vectors refuse unless ``confirmed``.
+
+    The time is an extrapolation: one chunk of the sensitivity set is generated and timed, and
+    a design makes :data:`PASSES_TYPICAL` full passes (the Mahalanobis products come on top),
+    so it is a rough lower estimate of the order of magnitude, not a promise.
+    """
+    from dpopt.cli.common import UsageError
+
+    count, dim = int(source.count), int(source.dim)
+    if count <= ANNOUNCE_ABOVE:
+        return
+    data = count * dim * 8.0
+    size = next(f"{data / unit:.3g} {name}" for unit, name in
+                ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1.0, "bytes")) if data >= unit)
+    per_pass = estimate_pass_seconds(source)
+    low, high = (n * per_pass for n in PASSES_TYPICAL)
+    ctx.warn(
+        f"large design: {count:.3g} sensitivity vectors in R^{dim} ({size} of "
+        f"vectors per pass, generated in chunks, never stored); one pass of generation takes "
+        f"about {_human_seconds(per_pass)} here, a design needs {PASSES_TYPICAL[0]}-"
+        f"{PASSES_TYPICAL[1]} passes: expect at least {_human_seconds(low)} to "
+        f"{_human_seconds(high)}"
+    )
+    if count > CONFIRM_ABOVE and not confirmed:
+        raise UsageError(
+            f"a design over {count:.3g} vectors (more than {CONFIRM_ABOVE:.0e}) starts only "
+            "with --yes; consider a coarser domain or pruning the set first"
+        )
+
+
+def one_plus(residual: float) -> str:
+    """``(1 + r)`` with the sign folded in: ``(1 - 1e-12)``, ``(1 + 3e-09)``, ``(1 + 0)``."""
+    sign = "-" if residual < 0 else "+"
+    return f"(1 {sign} {abs(residual):.3g})"
+
+
+def less_error(improvement: float) -> str:
+    """How much less error the optimal design has than isotropic noise, in words.
+
+    ``improvement`` is isotropic error / optimal error (>= 1 up to rounding): 1.312 reads
+    "23.8 % less error than isotropic noise", and 1 reads "the same error as isotropic noise".
+    """
+    saving = 100.0 * (1.0 - 1.0 / improvement)
+    if abs(saving) < 0.05:
+        return "the same error as isotropic noise"
+    if saving < 0:
+        return f"{-saving:.1f} % more error than isotropic noise"
+    return f"{saving:.1f} % less error than isotropic noise"
