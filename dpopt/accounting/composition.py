@@ -402,8 +402,8 @@ def _largest_bound(epsilon: float, delta: float, steps: int, rate: float, sampli
 
     what = (
         f"epsilon={epsilon!r}: no noise level certifies ({epsilon}, {delta})-DP over {steps} "
-        f"steps at sampling rate {rate} (the target is below what any noise can reach in double "
-        "precision); relax epsilon or delta"
+        f"steps at sampling rate {rate} (the target is below what any noise level can be "
+        "certified to reach in double precision); relax epsilon or delta"
     )
 
     def eps_with(names: tuple[str, ...]) -> Any:

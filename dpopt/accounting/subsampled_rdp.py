@@ -186,7 +186,8 @@ def rdp_epsilon_from_curve(orders: Sequence[float], rdp: Any, delta: float
     best = float(eps[k])
     if not math.isfinite(best):
         return math.inf, float(al[k])
-    best = max(best, 0.0)
+    if best <= 0.0:  # (ε, δ) for some ε <= 0 implies (0, δ)
+        return 0.0, float(al[k])
     return best + 1e-12 * (1.0 + best), float(al[k])
 
 

@@ -464,7 +464,8 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
     }
     if not args.no_certified:
         comp = need("dpopt.accounting.composition", "account")
-        run = comp.GaussianSteps.from_noise_multiplier(args.sigma, steps, rate, args.sampling)
+        sampling = "poisson" if args.sampling == "poisson" else "without_replacement"
+        run = comp.GaussianSteps.from_noise_multiplier(args.sigma, steps, rate, sampling)
         with ctx.stage("certified accounting"):
             result["certified"] = [
                 {"delta": d, "epsilon": r.value, "accountant": r.accountant,

@@ -316,3 +316,25 @@ def test_tiny_noise_skips_the_pld_instead_of_exhausting_memory() -> None:
     res = composed_epsilon(run, 1e-5)
     assert math.isinf(res.candidates["pld"]) and res.accountant == "rdp"
     assert composed_delta(run, 1.0).candidates["pld"] == 1.0
+
+
+@settings(max_examples=5)
+@given(
+    eps=st.floats(0.05, 8.0),
+    log10_delta=st.floats(-300.0, -2.0),
+    steps=st.integers(1, 400),
+    p=st.one_of(st.just(1.0), st.floats(1e-3, 1.0)),
+)
+def test_inverse_round_trip_is_certified(eps: float, log10_delta: float, steps: int,
+                                         p: float) -> None:
+    names = ("gdp-exact", "rdp")  # the fast accountants (the PLD is covered above)
+    delta = 10.0**log10_delta
+    try:
+        q, _ = largest_bound(eps, delta, steps, p, rtol=1e-3, accountants=names)
+    except InfeasibleError:
+        return
+    run = GaussianSteps(q, steps, p)
+    assert composed_epsilon(run, delta, accountants=names).value <= eps
+    if q < 1e4:
+        bigger = GaussianSteps(q * 1.004, steps, p)
+        assert composed_epsilon(bigger, delta, accountants=names).value > eps * (1 - 1e-12)
