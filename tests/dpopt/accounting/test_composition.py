@@ -126,13 +126,13 @@ def test_integer_order_rdp_matches_mpmath(p: float, q: float, alpha: int) -> Non
     assert ours == pytest.approx(ref, rel=1e-9, abs=1e-15)
 
 
-@settings(max_examples=8)
+@settings(max_examples=5)
 @given(p=st.floats(1e-3, 0.5), sigma=st.floats(0.8, 5.0), a=st.floats(1.05, 12.0))
 def test_fractional_orders_are_upper_bounds_of_the_true_divergence(p: float, sigma: float,
                                                                    a: float) -> None:
     """Our fractional-order value (log-convex interpolation) is never below the Rényi divergence
     of the sampled Gaussian computed by quadrature (both directions, mpmath)."""
-    mp.mp.dps = 30
+    mp.mp.dps = 20
     s, pp, al = mp.mpf(sigma), mp.mpf(p), mp.mpf(a)
 
     def ratio(z: mp.mpf) -> mp.mpf:  # mixture density / N(0, σ²) density
