@@ -105,7 +105,8 @@ class GaussianSteps:
         p in (0, 1]: each release sees a subsample of rate p (1: the whole dataset).
     sampling : {"poisson", "without_replacement"}
         Poisson sampling (add/remove neighbours) or a fixed-size batch of p·N records drawn without
-        replacement (replace-one neighbours; the sensitivity set must then be a replacement set).
+        replacement (replace-one neighbours: q is then the bound over the replacement relation —
+        with :func:`~dpopt.covariance.design.design_covariance` pass ``relation="replacement"``).
     """
 
     bound: float
@@ -402,8 +403,8 @@ def _largest_bound(epsilon: float, delta: float, steps: int, rate: float, sampli
 
     what = (
         f"epsilon={epsilon!r}: no noise level certifies ({epsilon}, {delta})-DP over {steps} "
-        f"steps at sampling rate {rate} (the target is below what any noise can reach in double "
-        "precision); relax epsilon or delta"
+        f"steps at sampling rate {rate} (the target is below what any noise level can be "
+        "certified to reach in double precision); relax epsilon or delta"
     )
 
     def eps_with(names: tuple[str, ...]) -> Any:

@@ -65,7 +65,8 @@ class Schedule(Budget):
         p in (0, 1] (1: every release sees the whole dataset).
     sampling : {"poisson", "without_replacement"}
         Poisson subsampling (add/remove neighbours) or fixed-size batches without replacement
-        (replace-one neighbours: give a replacement sensitivity set).
+        (replace-one neighbours: the bound is for the replacement relation, so call
+        ``design_covariance(..., relation="replacement")``).
     rtol : float
         Relative tolerance of the search on q (the answer is within ``rtol`` below the largest q
         the accountants certify).

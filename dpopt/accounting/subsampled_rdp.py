@@ -108,9 +108,21 @@ def _rdp_poisson(p: float, q: float, alpha: float) -> float:
 
 
 def _rdp_without_replacement(p: float, q: float, orders: Sequence[float]) -> NDArray[np.float64]:
+    """WBK bound at the integer orders needed (one library call), log-convex interpolation at
+    fractional orders (as for Poisson sampling)."""
     from dpopt.accounting import _dp_accounting as lib
 
-    return lib.rdp_without_replacement(p, lib.noise_multiplier_down(q), orders)
+    needed = sorted({math.floor(a) for a in orders} | {math.ceil(a) for a in orders}
+                    - {1})
+    vals = lib.rdp_without_replacement(p, lib.noise_multiplier_down(q), [float(a) for a in needed])
+    cgf = {1: 0.0, **{a: (a - 1) * float(v) for a, v in zip(needed, vals, strict=True)}}
+    out = []
+    for a in orders:
+        lo = math.floor(a)
+        t = a - lo
+        c = cgf[lo] if t == 0 else (1.0 - t) * cgf[lo] + t * cgf[lo + 1]
+        out.append(c / (a - 1.0))
+    return np.asarray(out, dtype=np.float64)
 
 
 def subsampled_gaussian_rdp(
@@ -186,7 +198,8 @@ def rdp_epsilon_from_curve(orders: Sequence[float], rdp: Any, delta: float
     best = float(eps[k])
     if not math.isfinite(best):
         return math.inf, float(al[k])
-    best = max(best, 0.0)
+    if best <= 0.0:  # (ε, δ) for some ε <= 0 implies (0, δ)
+        return 0.0, float(al[k])
     return best + 1e-12 * (1.0 + best), float(al[k])
 
 

@@ -448,8 +448,9 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
         if args.rate is not None:
             steps = max(math.ceil(Fraction(args.epochs) / Fraction(rate)), 1)
         else:
-            dpsgd = need("dpopt.accounting.dpsgd", "account")
-            steps = dpsgd.dpsgd_steps(args.dataset_size, args.batch_size, args.epochs)
+            from dpopt.accounting import dpsgd
+
+            steps = dpsgd.dpsgd_steps(int(args.dataset_size), int(args.batch_size), args.epochs)
     fn = gdp.clt_mu_poisson if args.sampling == "poisson" else gdp.clt_mu_uniform
     import warnings
 
@@ -469,8 +470,10 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
         "report": report_dict(mu * mu, args, approximate=True),
     }
     if not args.no_certified:
-        comp = need("dpopt.accounting.composition", "account")
-        run = comp.GaussianSteps.from_noise_multiplier(args.sigma, steps, rate, args.sampling)
+        from dpopt.accounting import composition as comp
+
+        sampling = "poisson" if args.sampling == "poisson" else "without_replacement"
+        run = comp.GaussianSteps.from_noise_multiplier(args.sigma, steps, rate, sampling)
         with ctx.stage("certified accounting"):
             result["certified"] = [
                 {"delta": d, "epsilon": r.value, "accountant": r.accountant,
@@ -656,9 +659,8 @@ def _add_many_releases_parsers(asub: Any) -> None:
 
 
 def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli.common import need
+    from dpopt.accounting import dpsgd
 
-    dpsgd = need("dpopt.accounting.dpsgd", "account")
     if (args.steps is None) == (args.epochs is None):
         raise UsageError("give exactly one of --epochs and --steps")
     with ctx.stage("calibrating the noise multiplier"):
@@ -707,9 +709,8 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli.common import need
+    from dpopt.accounting import composition as comp
 
-    comp = need("dpopt.accounting.composition", "account")
     with ctx.stage("searching the per-release bound"):
         q, how = comp.largest_bound(args.epsilon, args.delta, args.steps, args.rate,
                                     args.sampling, discretization=args.discretization)

@@ -68,12 +68,11 @@ def add_design_run_parser(sub: Any) -> None:
 
 
 def _cmd_design_run(args: argparse.Namespace, ctx: Context) -> int:
+    from dpopt.accounting import budgets
     from dpopt.cli.account import parse_budgets
-    from dpopt.cli.common import need
     from dpopt.cli.design import parse_domain
+    from dpopt.covariance import run_design as rd
 
-    rd = need("dpopt.covariance.run_design", "design-run")
-    budgets = need("dpopt.accounting.budgets", "design-run")
     have_ed = args.epsilon is not None or args.delta is not None
     if have_ed and args.budget:
         raise UsageError("give either --epsilon/--delta or --budget, not both")
@@ -137,7 +136,7 @@ def _cmd_design_run(args: argparse.Namespace, ctx: Context) -> int:
         )
     ctx.print(f"  total error: optimal split {f(run.value)} (certified optimum in "
               f"[{f(run.lower)}, {f(run.value)}])")
-    if run.equal_split_value is not None:
+    if run.equal_split_value is not None and run.isotropic_value is not None:
         ctx.print(f"               equal split   {f(run.equal_split_value)} "
                   f"(x{run.gain_over_equal_split:.3f} more)")
         ctx.print(f"               isotropic     {f(run.isotropic_value)} "

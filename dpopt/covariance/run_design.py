@@ -284,7 +284,7 @@ def design_run(
     lower = math.fsum(math.sqrt(c) for c in c_lo) ** 2 / total * (1.0 - 1e-12)
     if eta > 0.0:
         floor_lb = math.fsum(
-            eta * float(np.trace(np.asarray(d.problem.weight))) for d in final
+            eta * float(np.trace(np.asarray(d.program.weight))) for d in final
         )
         lower = max(lower, floor_lb * (1.0 - 1e-12))
     lower = min(lower, value)

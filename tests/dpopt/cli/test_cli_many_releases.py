@@ -97,3 +97,9 @@ def test_design_run_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert sum(s["bound"] for s in res["steps"]) <= 0.25
     assert res["total_error"] <= res["equal_split_error"] * (1 + 1e-9)
     assert res["certified_lower"] <= res["total_error"]
+
+
+def test_subsample_uniform_is_certified_by_rdp(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["account", "subsample", "--sampling", "uniform", "--rate", "0.05",
+                    "--sigma", "1.2", "--steps", "30", "--delta", "1e-5"], capsys)
+    assert res["certified"][0]["accountant"] == "rdp"
