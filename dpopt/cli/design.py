@@ -27,7 +27,7 @@ from dpopt.cli.common import (
     read_matrix,
     read_points,
 )
-from dpopt.cli.options import add_renamed_option, announce_large_design, less_error, one_plus
+from dpopt.cli.options import add_renamed_option, announce_large_design, less_error
 from dpopt.errors import InvalidParameterError
 from dpopt.relation import NeighbouringRelation, as_relation
 
