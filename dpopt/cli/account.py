@@ -426,6 +426,7 @@ def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
 
 def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.accounting import gdp
+
     if args.rate is not None:
         if args.batch_size is not None or args.dataset_size is not None:
             raise UsageError("give either --rate or --batch-size with --dataset-size, not both")
@@ -450,7 +451,8 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
         else:
             from dpopt.accounting import dpsgd
 
-            steps = dpsgd.dpsgd_steps(int(args.dataset_size), int(args.batch_size), args.epochs)
+            size, batch = int(args.dataset_size or 0), int(args.batch_size or 0)
+            steps = dpsgd.dpsgd_steps(size, batch, args.epochs)
     fn = gdp.clt_mu_poisson if args.sampling == "poisson" else gdp.clt_mu_uniform
     import warnings
 

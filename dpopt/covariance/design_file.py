@@ -304,6 +304,8 @@ def sensitivity_from_description(desc: DesignDescription) -> Any:
         domain = domain_from_spec(desc.domain)
     if desc.set == "uniform-query":
         return sensitivity.uniform_query_set(domain)
+    if desc.query is None or desc.sigma is None:
+        raise CertificateError("a two-record description needs its query and sigma")
     return sensitivity.add_remove_set(domain, desc.query, desc.sigma)
 
 
