@@ -187,12 +187,26 @@ def _to_split(lu: Arr, ll: Arr, tot_l: float, log_gap: float) -> NDArray[np.bool
     return np.asarray((excess > 0.5 * budget) & (excess >= 1e-3 * top))
 
 
+class _Stall:
+    """True once the gap has shrunk by less than 10 % in each of 4 consecutive rounds (the
+    rounding slack, not the pieces, then limits the bounds)."""
+
+    def __init__(self) -> None:
+        self.prev = float("inf")
+        self.count = 0
+
+    def __call__(self, gap: float) -> bool:
+        self.count = self.count + 1 if gap > 0.9 * self.prev else 0
+        self.prev = gap
+        return self.count >= 4
+
+
 def _decided(lo: float, hi: float, threshold: float | None) -> bool:
     """The bounds already settle the comparison with the threshold (a small margin kept for
     the rounding slack)."""
     if threshold is None:
         return False
-    margin = 1e-6 * (1.0 + abs(threshold))
+    margin = 1e-9 * abs(threshold) + 1e-300
     return hi <= threshold - margin or lo > threshold + margin
 
 
@@ -267,11 +281,15 @@ def _laplace_bounds(
 
     lu, ll = piece_bounds(idx, s0, width)
     tail_arr = np.array(tails)
+    stall = _Stall()
     for _ in range(_MAX_ROUNDS):
         tot_u = logsumexp(np.concatenate([lu, tail_arr]))
         tot_l = logsumexp(np.concatenate([ll, tail_arr]))
-        if tot_u - tot_l <= log_gap or idx.size >= _MAX_PIECES or _decided(
-            tot_l, tot_u, log_decide
+        if (
+            tot_u - tot_l <= log_gap
+            or idx.size >= _MAX_PIECES
+            or _decided(tot_l, tot_u, log_decide)
+            or stall(tot_u - tot_l)
         ):
             break
         split = _to_split(lu, ll, tot_l, log_gap)
@@ -532,6 +550,7 @@ def _gauss_bounds(
         lo, hi = float(t0[0]), float(t1[-1])
         tu, tl = _gauss_tails(lo, hi, P, Q, alpha)
         lu, ll = _gauss_piece_bounds(t0, t1, P, Q, alpha)
+        stall = _Stall()
         for _round in range(_MAX_ROUNDS):
             tot_u = logsumexp(np.concatenate([lu, tu]))
             tot_l = logsumexp(np.concatenate([ll, tl]))
@@ -539,6 +558,7 @@ def _gauss_bounds(
                 tot_u - tot_l <= log_gap
                 or t0.size >= _MAX_PIECES
                 or _decided(tot_l, tot_u, log_decide)
+                or stall(tot_u - tot_l)
             ):
                 break
             split = _to_split(lu, ll, tot_l, log_gap)
@@ -629,7 +649,8 @@ def divergence_bounds(
     b = as_scalar("scale", scale, low=0.0)
     a = as_scalar("alpha", alpha, low=1.0, allow_inf=True)
     g = as_scalar("gap", gap, low=0.0)
-    xs, ys = xs / b, ys / b
+    with np.errstate(over="ignore"):
+        xs, ys = xs / b, ys / b
     if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
         raise InvalidParameterError("scale", scale, "too small: atoms / scale overflow")
     if math.isinf(a):
@@ -637,15 +658,16 @@ def divergence_bounds(
             raise InvalidParameterError(
                 "alpha", alpha, "alpha = inf needs Laplace noise (a Gaussian is never pure)"
             )
-        z, lp, lq = _merge(xs, ps, ys, qs)
-        z = z - z[0]
+        shift = float(min(xs.min(), ys.min()))
+        # shift first, then merge: atoms that coincide after rounding become one atom
+        z, lp, lq = _merge(xs - shift, ps, ys - shift, qs)
         d, slack = _laplace_dinf(z, lp, lq)
         return DivergenceBounds(max(0.0, d - slack), d + slack, int(z.size), slack)
     log_gap = g * (a - 1.0)
     log_decide = None if decide is None else float(decide) * (a - 1.0)
     if noise == "laplace":
-        z, lp, lq = _merge(xs, ps, ys, qs)
-        z = z - z[0]
+        shift = float(min(xs.min(), ys.min()))
+        z, lp, lq = _merge(xs - shift, ps, ys - shift, qs)
         lo, hi, pieces, slack = _laplace_bounds(z, lp, lq, a, log_gap, log_decide)
     else:
         shift = float(np.concatenate([xs, ys]).min())

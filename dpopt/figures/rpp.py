@@ -115,7 +115,7 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         (line,) = ax.plot(sub["epsilon"], sub["sigma"], "-o", ms=4, label=f"α-W, α = {alpha:g}")
         ax.plot(sub["epsilon"], sub["sigma_winf"], "--", color=line.get_color(),
                 label=f"W∞ baseline, α = {alpha:g}")
-        if "sigma_tight" in sub.columns and np.isfinite(sub["sigma_tight"]).any():
+        if "sigma_tight" in sub.columns and np.isfinite(sub["sigma_tight"]).sum() > 1:
             ax.plot(sub["epsilon"], sub["sigma_tight"], ":D", color=line.get_color(), ms=3,
                     label=f"tight (certified), α = {alpha:g}")
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Gaussian σ",

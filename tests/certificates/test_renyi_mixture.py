@@ -295,7 +295,7 @@ def test_certificate_file_round_trip_and_tampering(tmp_path: Path) -> None:
 
     content = json.loads(path.read_text())
     # an edited digit without a new hash
-    edited = dict(content, scale=0.5)
+    edited = dict(content, scale=0.705)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(edited))
     with pytest.raises(CertificateError, match="sha256"):

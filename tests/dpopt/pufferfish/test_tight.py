@@ -171,13 +171,12 @@ def test_several_priors_and_pairs_binding() -> None:
     assert cal.tight
     worst = audit(sc, "laplace", cal.scale, 2.0)
     assert worst.max_divergence <= 1.0 < audit(sc, "laplace", cal.refuted_scale, 2.0).max_divergence
-    # identical laws (t1: a vs c) are skipped, never binding
-    assert cal.binding_pair[1:] != ("a", "c") or cal.binding_pair[0] != "t1"
-    binding = max(worst.pairs, key=lambda pa: pa.worst)
+    # identical laws (t1: a vs c) are skipped, never binding; the binding pair is one that
+    # the independent audit finds not private at the refuted scale
+    assert cal.binding_pair != ("t1", "a", "c")
     refuted = audit(sc, "laplace", cal.refuted_scale, 2.0)
-    assert (binding.prior, *binding.secrets) == cal.binding_pair or max(
-        refuted.pairs, key=lambda pa: pa.worst
-    ).secrets == cal.binding_pair[1:]
+    binding = [pa for pa in refuted.pairs if (pa.prior, *pa.secrets) == cal.binding_pair]
+    assert len(binding) == 1 and binding[0].worst > 1.0
 
 
 def test_equal_laws_need_no_noise() -> None:
