@@ -154,28 +154,52 @@ def _log_2sinh_half(d: Arr) -> Arr:
 
 
 def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
-    """log(Phi(hi) - Phi(lo)) for lo < hi, elementwise, without cancellation, and a bound on
-    its rounding error."""
+    """Lower and upper bounds of log(Phi(hi) - Phi(lo)) for lo < hi, elementwise.
+
+    The better of: the difference of log-CDFs (no cancellation where the interval is wide,
+    with its rounding error amplified by 1 + 1/|la - lb|) and the mean-value bounds
+    width * phi(farthest end from 0) <= Phi(b) - Phi(a) <= width * phi(nearest point to 0),
+    which stay sharp where the interval is narrow.
+    """
     lo, hi = np.broadcast_arrays(np.asarray(lo, float), np.asarray(hi, float))
     flip = lo > 0.0  # use the symmetry Phi(b) - Phi(a) = Phi(-a) - Phi(-b)
     a = np.where(flip, -hi, lo)
     b = np.where(flip, -lo, hi)
-    out = np.empty_like(a)
-    err = np.empty_like(a)
     c = _ULPS * _U
+    width = b - a
+    far = np.maximum(np.abs(a), np.abs(b))
+    near = np.where(b <= 0.0, np.abs(b), 0.0)
+    with np.errstate(divide="ignore"):
+        mvt_lo = np.log(width * (1 - 4 * _U)) - 0.5 * far * far - _LOG_SQRT_2PI - c * (
+            far * far + 1.0
+        )
+        mvt_hi = np.log(width * (1 + 4 * _U)) - 0.5 * near * near - _LOG_SQRT_2PI + c * (
+            near * near + 1.0
+        )
+    ex_lo = np.full(a.shape, -np.inf)
+    ex_hi = np.full(a.shape, np.inf)
     left = b <= 0.0  # both ends in the left half: ratio of log-CDFs
     if np.any(left):
         la, lb = log_ndtr(a[left]), log_ndtr(b[left])
         dif = la - lb
-        out[left] = lb + np.log(-np.expm1(dif))
-        # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is amplified
-        err[left] = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif))
-    mid = ~left  # a <= 0 < b: Phi(b) - Phi(a) >= Phi(b) - 1/2 > 0, no cancellation
+        ok = dif < 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = lb + np.log(-np.expm1(np.minimum(dif, -1e-300)))
+            # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is
+            # amplified
+            err = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif))
+        ex_lo[left] = np.where(ok, val - err, -np.inf)
+        ex_hi[left] = np.where(ok, val + err, np.inf)
+    mid = ~left  # a <= 0 < b: Phi(b) - Phi(a) >= Phi(b) - 1/2 >= 0, no cancellation
     if np.any(mid):
         diff = ndtr(b[mid]) - ndtr(a[mid])
-        out[mid] = np.log(diff)
-        err[mid] = c * (2.0 + 2.0 / diff)
-    return out, err
+        ok = diff > 0.0
+        with np.errstate(divide="ignore"):
+            val = np.log(np.where(ok, diff, 1.0))
+            err = c * (2.0 + 2.0 / np.where(ok, diff, 1.0))
+        ex_lo[mid] = np.where(ok, val - err, -np.inf)
+        ex_hi[mid] = np.where(ok, val + err, np.inf)
+    return np.maximum(ex_lo, mvt_lo), np.minimum(ex_hi, mvt_hi)
 
 
 def _to_split(lu: Arr, ll: Arr, tot_l: float, log_gap: float) -> NDArray[np.bool_]:
@@ -436,8 +460,9 @@ def _gauss_piece_bounds(
     lu = alpha * (p1 - p0) / (2.0 * eta) + a1 * muq
     cl = alpha * pm + a1 * (h2 + 0.5 * (q0 + q1))
     ll = alpha * mup + a1 * (q1 - q0) / (2.0 * eta)
-    du, eu = _log_diff_ndtr(-eta - lu, eta - lu)
-    dl, el = _log_diff_ndtr(-eta - ll, eta - ll)
+    _, du = _log_diff_ndtr(-eta - lu, eta - lu)  # upper bound for the upper piece
+    dl, _ = _log_diff_ndtr(-eta - ll, eta - ll)  # lower bound for the lower piece
+    eu = el = 0.0  # (their rounding is inside those bounds)
     up = cu + 0.5 * lu * lu + du
     low = cl + 0.5 * ll * ll + dl
     # input errors scaled by the powers (|alpha| + |1 - alpha| <= 2 alpha): values and chords
