@@ -145,12 +145,14 @@ def logsumexp(v: Arr) -> float:
 def _log_tanh_half(d: Arr) -> Arr:
     """log tanh(d/2) for d > 0, stably."""
     e = np.exp(-d)
-    return np.asarray(np.log(-np.expm1(-d)) - np.log1p(e))
+    with np.errstate(divide="ignore"):  # a zero-width piece contributes nothing
+        return np.asarray(np.log(-np.expm1(-d)) - np.log1p(e))
 
 
 def _log_2sinh_half(d: Arr) -> Arr:
     """log(2 sinh(d/2)) for d > 0, stably."""
-    return np.asarray(0.5 * d + np.log(-np.expm1(-d)))
+    with np.errstate(divide="ignore"):
+        return np.asarray(0.5 * d + np.log(-np.expm1(-d)))
 
 
 def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
@@ -322,8 +324,13 @@ def _laplace_bounds(
         k = 4
         ns = int(np.count_nonzero(split))
         c_idx = np.repeat(idx[split], k)
-        c_w = np.repeat(width[split] / k, k)
-        c_s0 = np.repeat(s0[split], k) + c_w * np.tile(np.arange(k), ns)
+        # children share their end points exactly (the last one ends where the parent ended),
+        # so the pieces tile each interval; widths are the float differences of the end points
+        p_s0, p_end = s0[split], s0[split] + width[split]
+        c_s0 = np.repeat(p_s0, k) + np.repeat(width[split] / k, k) * np.tile(np.arange(k), ns)
+        c_end = np.concatenate([c_s0[1:], [0.0]])
+        c_end[k - 1 :: k] = p_end
+        c_w = c_end - c_s0
         c_lu, c_ll = piece_bounds(c_idx, c_s0, c_w)
         keep = ~split
         idx = np.concatenate([idx[keep], c_idx])
