@@ -172,11 +172,11 @@ def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
     far = np.maximum(np.abs(a), np.abs(b))
     near = np.where(b <= 0.0, np.abs(b), 0.0)
     with np.errstate(divide="ignore"):
-        mvt_lo = np.log(width * (1 - 4 * _U)) - 0.5 * far * far - _LOG_SQRT_2PI - c * (
-            far * far + 1.0
-        )
-        mvt_hi = np.log(width * (1 + 4 * _U)) - 0.5 * near * near - _LOG_SQRT_2PI + c * (
-            near * near + 1.0
+        lw_lo = np.log(width * (1 - 4 * _U))
+        lw_hi = np.log(width * (1 + 4 * _U))
+        mvt_lo = lw_lo - 0.5 * far * far - _LOG_SQRT_2PI - c * (far * far + np.abs(lw_lo) + 1.0)
+        mvt_hi = lw_hi - 0.5 * near * near - _LOG_SQRT_2PI + c * (
+            near * near + np.abs(lw_hi) + 1.0
         )
     ex_lo = np.full(a.shape, -np.inf)
     ex_hi = np.full(a.shape, np.inf)
@@ -189,7 +189,9 @@ def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
             val = lb + np.log(-np.expm1(np.minimum(dif, -1e-300)))
             # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is
             # amplified
-            err = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif))
+            err = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif)) + c * np.abs(
+                val
+            )
         ex_lo[left] = np.where(ok, val - err, -np.inf)
         ex_hi[left] = np.where(ok, val + err, np.inf)
     mid = ~left  # a <= 0 < b: Phi(b) - Phi(a) >= Phi(b) - 1/2 >= 0, no cancellation
@@ -198,7 +200,7 @@ def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
         ok = diff > 0.0
         with np.errstate(divide="ignore"):
             val = np.log(np.where(ok, diff, 1.0))
-            err = c * (2.0 + 2.0 / np.where(ok, diff, 1.0))
+            err = c * (2.0 + 2.0 / np.where(ok, diff, 1.0) + np.abs(val))
         ex_lo[mid] = np.where(ok, val - err, -np.inf)
         ex_hi[mid] = np.where(ok, val + err, np.inf)
     return np.maximum(ex_lo, mvt_lo), np.minimum(ex_hi, mvt_hi)
