@@ -5,8 +5,10 @@ empirical conditional law :math:`P_s` of the query is formed
 (:meth:`dpopt.pufferfish.Scenario.from_dataframe`); the noise scale is the least one whose
 optimal-transport condition :math:`\\min_\\pi \\sum \\pi_{kl} M_\\alpha(x_k - y_l) \\le
 e^{(\\alpha-1)\\varepsilon}` holds for every pair of secrets (MATH.md §2.2, §3), compared with the
-:math:`W_\\infty` baseline (MATH.md §2.4). With ``--tight`` the least scale itself is found within a
-tolerance and proven (:func:`dpopt.pufferfish.calibrate_tight`).
+:math:`W_\\infty` baseline (MATH.md §2.4).
+
+With ``--tight`` the least scale itself is found within a tolerance and proven
+(:func:`dpopt.pufferfish.calibrate_tight`).
 """
 
 from __future__ import annotations
