@@ -145,37 +145,65 @@ def logsumexp(v: Arr) -> float:
 def _log_tanh_half(d: Arr) -> Arr:
     """log tanh(d/2) for d > 0, stably."""
     e = np.exp(-d)
-    return np.asarray(np.log(-np.expm1(-d)) - np.log1p(e))
+    with np.errstate(divide="ignore"):  # a zero-width piece contributes nothing
+        return np.asarray(np.log(-np.expm1(-d)) - np.log1p(e))
 
 
 def _log_2sinh_half(d: Arr) -> Arr:
     """log(2 sinh(d/2)) for d > 0, stably."""
-    return np.asarray(0.5 * d + np.log(-np.expm1(-d)))
+    with np.errstate(divide="ignore"):
+        return np.asarray(0.5 * d + np.log(-np.expm1(-d)))
 
 
 def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
-    """log(Phi(hi) - Phi(lo)) for lo < hi, elementwise, without cancellation, and a bound on
-    its rounding error."""
+    """Lower and upper bounds of log(Phi(hi) - Phi(lo)) for lo < hi, elementwise.
+
+    The better of: the difference of log-CDFs (no cancellation where the interval is wide,
+    with its rounding error amplified by 1 + 1/|la - lb|) and the mean-value bounds
+    width * phi(farthest end from 0) <= Phi(b) - Phi(a) <= width * phi(nearest point to 0),
+    which stay sharp where the interval is narrow.
+    """
     lo, hi = np.broadcast_arrays(np.asarray(lo, float), np.asarray(hi, float))
     flip = lo > 0.0  # use the symmetry Phi(b) - Phi(a) = Phi(-a) - Phi(-b)
     a = np.where(flip, -hi, lo)
     b = np.where(flip, -lo, hi)
-    out = np.empty_like(a)
-    err = np.empty_like(a)
     c = _ULPS * _U
+    width = b - a
+    far = np.maximum(np.abs(a), np.abs(b))
+    near = np.where(b <= 0.0, np.abs(b), 0.0)
+    with np.errstate(divide="ignore"):
+        lw_lo = np.log(width * (1 - 4 * _U))
+        lw_hi = np.log(width * (1 + 4 * _U))
+        mvt_lo = lw_lo - 0.5 * far * far - _LOG_SQRT_2PI - c * (far * far + np.abs(lw_lo) + 1.0)
+        mvt_hi = lw_hi - 0.5 * near * near - _LOG_SQRT_2PI + c * (
+            near * near + np.abs(lw_hi) + 1.0
+        )
+    ex_lo = np.full(a.shape, -np.inf)
+    ex_hi = np.full(a.shape, np.inf)
     left = b <= 0.0  # both ends in the left half: ratio of log-CDFs
     if np.any(left):
         la, lb = log_ndtr(a[left]), log_ndtr(b[left])
         dif = la - lb
-        out[left] = lb + np.log(-np.expm1(dif))
-        # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is amplified
-        err[left] = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif))
-    mid = ~left  # a <= 0 < b: Phi(b) - Phi(a) >= Phi(b) - 1/2 > 0, no cancellation
+        ok = dif < 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = lb + np.log(-np.expm1(np.minimum(dif, -1e-300)))
+            # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is
+            # amplified
+            err = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif)) + c * np.abs(
+                val
+            )
+        ex_lo[left] = np.where(ok, val - err, -np.inf)
+        ex_hi[left] = np.where(ok, val + err, np.inf)
+    mid = ~left  # a <= 0 < b: Phi(b) - Phi(a) >= Phi(b) - 1/2 >= 0, no cancellation
     if np.any(mid):
         diff = ndtr(b[mid]) - ndtr(a[mid])
-        out[mid] = np.log(diff)
-        err[mid] = c * (2.0 + 2.0 / diff)
-    return out, err
+        ok = diff > 0.0
+        with np.errstate(divide="ignore"):
+            val = np.log(np.where(ok, diff, 1.0))
+            err = c * (2.0 + 2.0 / np.where(ok, diff, 1.0) + np.abs(val))
+        ex_lo[mid] = np.where(ok, val - err, -np.inf)
+        ex_hi[mid] = np.where(ok, val + err, np.inf)
+    return np.maximum(ex_lo, mvt_lo), np.minimum(ex_hi, mvt_hi)
 
 
 def _to_split(lu: Arr, ll: Arr, tot_l: float, log_gap: float) -> NDArray[np.bool_]:
@@ -187,12 +215,26 @@ def _to_split(lu: Arr, ll: Arr, tot_l: float, log_gap: float) -> NDArray[np.bool
     return np.asarray((excess > 0.5 * budget) & (excess >= 1e-3 * top))
 
 
+class _Stall:
+    """True once the gap has shrunk by less than 10 % in each of 4 consecutive rounds (the
+    rounding slack, not the pieces, then limits the bounds)."""
+
+    def __init__(self) -> None:
+        self.prev = float("inf")
+        self.count = 0
+
+    def __call__(self, gap: float) -> bool:
+        self.count = self.count + 1 if gap > 0.9 * self.prev else 0
+        self.prev = gap
+        return self.count >= 4
+
+
 def _decided(lo: float, hi: float, threshold: float | None) -> bool:
     """The bounds already settle the comparison with the threshold (a small margin kept for
     the rounding slack)."""
     if threshold is None:
         return False
-    margin = 1e-6 * (1.0 + abs(threshold))
+    margin = 1e-9 * abs(threshold) + 1e-300
     return hi <= threshold - margin or lo > threshold + margin
 
 
@@ -267,11 +309,15 @@ def _laplace_bounds(
 
     lu, ll = piece_bounds(idx, s0, width)
     tail_arr = np.array(tails)
+    stall = _Stall()
     for _ in range(_MAX_ROUNDS):
         tot_u = logsumexp(np.concatenate([lu, tail_arr]))
         tot_l = logsumexp(np.concatenate([ll, tail_arr]))
-        if tot_u - tot_l <= log_gap or idx.size >= _MAX_PIECES or _decided(
-            tot_l, tot_u, log_decide
+        if (
+            tot_u - tot_l <= log_gap
+            or idx.size >= _MAX_PIECES
+            or _decided(tot_l, tot_u, log_decide)
+            or stall(tot_u - tot_l)
         ):
             break
         split = _to_split(lu, ll, tot_l, log_gap)
@@ -280,8 +326,13 @@ def _laplace_bounds(
         k = 4
         ns = int(np.count_nonzero(split))
         c_idx = np.repeat(idx[split], k)
-        c_w = np.repeat(width[split] / k, k)
-        c_s0 = np.repeat(s0[split], k) + c_w * np.tile(np.arange(k), ns)
+        # children share their end points exactly (the last one ends where the parent ended),
+        # so the pieces tile each interval; widths are the float differences of the end points
+        p_s0, p_end = s0[split], s0[split] + width[split]
+        c_s0 = np.repeat(p_s0, k) + np.repeat(width[split] / k, k) * np.tile(np.arange(k), ns)
+        c_end = np.concatenate([c_s0[1:], [0.0]])
+        c_end[k - 1 :: k] = p_end
+        c_w = c_end - c_s0
         c_lu, c_ll = piece_bounds(c_idx, c_s0, c_w)
         keep = ~split
         idx = np.concatenate([idx[keep], c_idx])
@@ -418,8 +469,9 @@ def _gauss_piece_bounds(
     lu = alpha * (p1 - p0) / (2.0 * eta) + a1 * muq
     cl = alpha * pm + a1 * (h2 + 0.5 * (q0 + q1))
     ll = alpha * mup + a1 * (q1 - q0) / (2.0 * eta)
-    du, eu = _log_diff_ndtr(-eta - lu, eta - lu)
-    dl, el = _log_diff_ndtr(-eta - ll, eta - ll)
+    _, du = _log_diff_ndtr(-eta - lu, eta - lu)  # upper bound for the upper piece
+    dl, _ = _log_diff_ndtr(-eta - ll, eta - ll)  # lower bound for the lower piece
+    eu = el = 0.0  # (their rounding is inside those bounds)
     up = cu + 0.5 * lu * lu + du
     low = cl + 0.5 * ll * ll + dl
     # input errors scaled by the powers (|alpha| + |1 - alpha| <= 2 alpha): values and chords
@@ -532,6 +584,7 @@ def _gauss_bounds(
         lo, hi = float(t0[0]), float(t1[-1])
         tu, tl = _gauss_tails(lo, hi, P, Q, alpha)
         lu, ll = _gauss_piece_bounds(t0, t1, P, Q, alpha)
+        stall = _Stall()
         for _round in range(_MAX_ROUNDS):
             tot_u = logsumexp(np.concatenate([lu, tu]))
             tot_l = logsumexp(np.concatenate([ll, tl]))
@@ -539,6 +592,7 @@ def _gauss_bounds(
                 tot_u - tot_l <= log_gap
                 or t0.size >= _MAX_PIECES
                 or _decided(tot_l, tot_u, log_decide)
+                or stall(tot_u - tot_l)
             ):
                 break
             split = _to_split(lu, ll, tot_l, log_gap)
@@ -629,7 +683,8 @@ def divergence_bounds(
     b = as_scalar("scale", scale, low=0.0)
     a = as_scalar("alpha", alpha, low=1.0, allow_inf=True)
     g = as_scalar("gap", gap, low=0.0)
-    xs, ys = xs / b, ys / b
+    with np.errstate(over="ignore"):
+        xs, ys = xs / b, ys / b
     if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
         raise InvalidParameterError("scale", scale, "too small: atoms / scale overflow")
     if math.isinf(a):
@@ -637,15 +692,16 @@ def divergence_bounds(
             raise InvalidParameterError(
                 "alpha", alpha, "alpha = inf needs Laplace noise (a Gaussian is never pure)"
             )
-        z, lp, lq = _merge(xs, ps, ys, qs)
-        z = z - z[0]
+        shift = float(min(xs.min(), ys.min()))
+        # shift first, then merge: atoms that coincide after rounding become one atom
+        z, lp, lq = _merge(xs - shift, ps, ys - shift, qs)
         d, slack = _laplace_dinf(z, lp, lq)
         return DivergenceBounds(max(0.0, d - slack), d + slack, int(z.size), slack)
     log_gap = g * (a - 1.0)
     log_decide = None if decide is None else float(decide) * (a - 1.0)
     if noise == "laplace":
-        z, lp, lq = _merge(xs, ps, ys, qs)
-        z = z - z[0]
+        shift = float(min(xs.min(), ys.min()))
+        z, lp, lq = _merge(xs - shift, ps, ys - shift, qs)
         lo, hi, pieces, slack = _laplace_bounds(z, lp, lq, a, log_gap, log_decide)
     else:
         shift = float(np.concatenate([xs, ys]).min())

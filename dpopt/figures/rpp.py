@@ -7,11 +7,13 @@ One PNG and one CSV per scenario of :data:`dpopt.experiments.rpp.SCENARIOS`, wri
     against the W∞ baselines (W∞/ε and the W∞-RPP calibration) and the tight scale (the least
     private scale, proven within 1 %, :func:`dpopt.pufferfish.calibrate_tight`);
 (b) Laplace scale against α at ε = 1 (the α → 1 behaviour: exact cost shrinks, paper cost
-    blows up, MATH.md §2.5 / §10.3), with the tight scale;
+    blows up, MATH.md §2.5 / §10.3);
 (c) Gaussian σ against ε, α-W and tight against the W∞ baseline
     :math:`\sqrt{\alpha W_\infty^2/(2ε)}`;
 (d) noise power ratio :math:`\sigma^2 / (2 b_{exact}^2)` against ε for each α (Gaussian better
     below 1, MATH.md §10.4).
+
+Panel (b) also draws the tight scale against α (and at α = ∞ as a horizontal line).
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         (line,) = ax.plot(sub["epsilon"], sub["sigma"], "-o", ms=4, label=f"α-W, α = {alpha:g}")
         ax.plot(sub["epsilon"], sub["sigma_winf"], "--", color=line.get_color(),
                 label=f"W∞ baseline, α = {alpha:g}")
-        if "sigma_tight" in sub.columns and np.isfinite(sub["sigma_tight"]).any():
+        if "sigma_tight" in sub.columns and np.isfinite(sub["sigma_tight"]).sum() > 1:
             ax.plot(sub["epsilon"], sub["sigma_tight"], ":D", color=line.get_color(), ms=3,
                     label=f"tight (certified), α = {alpha:g}")
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Gaussian σ",

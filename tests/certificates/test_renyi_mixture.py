@@ -295,7 +295,7 @@ def test_certificate_file_round_trip_and_tampering(tmp_path: Path) -> None:
 
     content = json.loads(path.read_text())
     # an edited digit without a new hash
-    edited = dict(content, scale=0.5)
+    edited = dict(content, scale=0.705)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(edited))
     with pytest.raises(CertificateError, match="sha256"):
@@ -315,3 +315,18 @@ def test_certificate_file_round_trip_and_tampering(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(CertificateError, match="cannot read"):
         verify_mixture_file(bad)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [(-1.0, 1.0), (-40.0, -39.99), (-1e8, -1e8 + 1e-6), (5.0, 5.0000001), (-1e-20, 1e-20),
+     (-3.0, -2.0), (10.0, 12.0), (-38.0, 38.0), (0.0, 1e-300)],
+)
+def test_normal_cdf_difference_bounds(a: float, b: float) -> None:
+    from certificates.renyi_mixture import _log_diff_ndtr
+
+    low, high = _log_diff_ndtr(np.array([a]), np.array([b]))
+    with mp.workdps(400):  # enough digits for a difference of 1e-300 near 1/2
+        ref = mp.log(mp.ncdf(mp.mpf(b)) - mp.ncdf(mp.mpf(a)))
+    assert float(low[0]) <= ref <= float(high[0])
+    assert float(high[0]) - float(low[0]) <= 1e-6 * (1 + abs(float(ref)))

@@ -25,9 +25,9 @@ R1 = Scenario.from_laws(
 
 
 def mp_worst(scenario: Scenario, noise: str, scale: float, alpha: float) -> float:
-    """max over pairs and orders of D_alpha by mpmath quadrature (30 digits, atom breakpoints)."""
+    """max over pairs and orders of D_alpha by mpmath quadrature (20 digits, atom breakpoints)."""
     worst = 0.0
-    with mp.workdps(30):
+    with mp.workdps(20):
         for _, _, _, pl, ql in scenario.iter_pairs():
             for (x, p), (y, q) in [
                 ((pl.support[:, 0], pl.probabilities), (ql.support[:, 0], ql.probabilities)),
@@ -145,7 +145,7 @@ def test_random_scenarios_feasible_and_tight(data, alpha: float, eps: float, noi
         assert audit(sc, noise, cal.refuted_scale, alpha).max_divergence > eps
 
 
-@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("seed", [11, pytest.param(12, marks=pytest.mark.slow)])
 def test_random_scenario_mpmath(seed: int) -> None:
     rng = np.random.default_rng(seed)
     laws = {
@@ -171,13 +171,12 @@ def test_several_priors_and_pairs_binding() -> None:
     assert cal.tight
     worst = audit(sc, "laplace", cal.scale, 2.0)
     assert worst.max_divergence <= 1.0 < audit(sc, "laplace", cal.refuted_scale, 2.0).max_divergence
-    # identical laws (t1: a vs c) are skipped, never binding
-    assert cal.binding_pair[1:] != ("a", "c") or cal.binding_pair[0] != "t1"
-    binding = max(worst.pairs, key=lambda pa: pa.worst)
+    # identical laws (t1: a vs c) are skipped, never binding; the binding pair is one that
+    # the independent audit finds not private at the refuted scale
+    assert cal.binding_pair != ("t1", "a", "c")
     refuted = audit(sc, "laplace", cal.refuted_scale, 2.0)
-    assert (binding.prior, *binding.secrets) == cal.binding_pair or max(
-        refuted.pairs, key=lambda pa: pa.worst
-    ).secrets == cal.binding_pair[1:]
+    binding = [pa for pa in refuted.pairs if (pa.prior, *pa.secrets) == cal.binding_pair]
+    assert len(binding) == 1 and binding[0].worst > 1.0
 
 
 def test_equal_laws_need_no_noise() -> None:
@@ -193,7 +192,11 @@ def test_flat_divergence_is_private_everywhere() -> None:
     with pytest.warns(Warning):
         cal = calibrate_tight(sc, 2.0, 1.0)
     assert not cal.tight and cal.refuted_scale is None
-    assert audit(sc, "laplace", cal.scale, 2.0).max_divergence <= 1.0
+    assert cal.certificate is not None and cal.certificate.certified
+    # data processing: D_2 of the noisy laws <= D_2 of the laws themselves, far below eps
+    p, q = np.array([0.5, 0.5]), np.array([0.52, 0.48])
+    assert max(np.log(np.sum(p**2 / q)), np.log(np.sum(q**2 / p))) < 1e-2
+    assert cal.scale <= cal.alpha_w_scale
 
 
 # --------------------------------------------------------------------------- UCI scenarios
