@@ -69,7 +69,12 @@ from scipy import linalg
 from threadpoolctl import threadpool_limits
 
 from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
-from certificates.problem import CovarianceProgram, FactoredDual, VectorSource
+from certificates.problem import (
+    CovarianceProgram,
+    FactoredDual,
+    VectorSource,
+    check_norm_range,
+)
 from certificates.validate import as_scalar
 from solvers._types import Solution, SolverStats
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
@@ -389,7 +394,7 @@ def _span_pass(run: _Run) -> FloatArray:
     count = run.source.count
     mean_sq = float(np.trace(gram_raw)) / count
     if not mean_sq > 0.0:
-        raise InvalidParameterError("vectors", run.source, "must not all be zero")
+        check_norm_range(0.0)  # raises: all vectors are zero, no noise is needed
     norm = Normalisation.of(mean_sq, run.bound, run.weight, run.eta)
     run.data_scale = norm.data
     run.value_scale = norm.covariance_scale
