@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from certificates.errors import InvalidParameterError
-from certificates.problem import FactoredDual
+from certificates.problem import FactoredDual, check_norm_range
 
 __all__ = ["Normalisation"]
 
@@ -42,7 +42,7 @@ class Normalisation:
         :class:`InvalidParameterError` (naming ``noise_floor`` or ``bound``) when the optimum or
         its certificate cannot be represented in double precision at this scale."""
         if not mean_sq_norm > 0:
-            raise InvalidParameterError("vectors", "all zero", "must contain a nonzero vector")
+            check_norm_range(0.0)  # raises: all vectors are zero, no noise is needed
         omega = float(np.linalg.eigvalsh(0.5 * weight + 0.5 * weight.T)[-1])
         trace = float(np.sum(np.diag(weight) / omega))
         if not noise_floor * omega * trace * 4.0 < 1e300:  # the value is at least eta tr(W)

@@ -69,7 +69,12 @@ from scipy import linalg
 from threadpoolctl import threadpool_limits
 
 from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
-from certificates.problem import CovarianceProgram, FactoredDual, VectorSource, check_norm_range
+from certificates.problem import (
+    CovarianceProgram,
+    FactoredDual,
+    VectorSource,
+    check_norm_range,
+)
 from certificates.validate import as_scalar
 from solvers._types import Solution, SolverStats
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
@@ -389,7 +394,7 @@ def _span_pass(run: _Run) -> FloatArray:
     count = run.source.count
     mean_sq = float(np.trace(gram_raw)) / count
     if not mean_sq > 0.0:
-        check_norm_range(0.0)  # all zero: the one named error for it
+        check_norm_range(0.0)  # raises: all vectors are zero, no noise is needed
     norm = Normalisation.of(mean_sq, run.bound, run.weight, run.eta)
     run.data_scale = norm.data
     run.value_scale = norm.covariance_scale
@@ -680,9 +685,9 @@ def _add_floor_directions(run: _Run, cand: _Candidate, gap: float, inner_tol: fl
 def _trivial_solution(run: _Run) -> Solution | None:
     r"""Closed forms, detected after the Gram pass (one extra pass when they may apply).
 
-    * :math:`\eta q \ge \max_j |s_j|^2`: :math:`\eta I` is feasible, and optimal since every
-      feasible :math:`\Sigma \succeq \eta I` costs at least :math:`\eta\operatorname{tr}W`
-      (dual: :math:`H = W`).
+    * :math:`\eta q \ge (1 - \mathrm{tol}/10)\max_j |s_j|^2`: :math:`\eta I`, scaled to
+      feasibility, is optimal to within tol/10, since every feasible :math:`\Sigma \succeq \eta
+      I` costs at least :math:`\eta\operatorname{tr}W` (dual: :math:`H = W`).
     * one direction :math:`v` (rank 1) that is an eigenvector of :math:`W` (eigenvalue
       :math:`w_v`), :math:`a^2 = \max_j |s_j|^2`: :math:`\Sigma = \eta I + (a^2/q - \eta)vv^\top`,
       value :math:`\eta(\operatorname{tr}W - w_v) + w_v a^2/q`; dual :math:`H = W - w_v vv^\top`,
@@ -691,15 +696,18 @@ def _trivial_solution(run: _Run) -> Solution | None:
     d = run.dim
     rank_one = run.rank == 1
     # the vectors have unit mean square norm, so eta I can only be optimal when eta >= 1
-    if not (run.eta >= 1.0 - 1e-12 or rank_one):
+    if not (run.eta >= 1.0 - 0.1 * run.tol or rank_one):
         return None
     res = run.score(np.eye(d), 0, np.inf)
     top = float(res.qmax)
     weight = run.weight
-    if run.eta >= top:
+    # eta I scaled to feasibility costs at most a factor top / eta more than the bound
+    # eta tr(W): within tol / 10 of the optimum, certified as such
+    if run.eta >= top * (1.0 - 0.1 * run.tol):
         dual = FactoredDual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
                             _psd_factor(weight))
-        run.status, run.message = "optimal", "eta I is optimal (eta q >= max_j |s_j|^2)"
+        run.status = "optimal"
+        run.message = "eta I is optimal (eta q >= max_j |s_j|^2, within tol/10)"
         return _verified_solution(run, run.eta * np.eye(d), dual, run.eta * float(np.trace(weight)),
                                   {"support": 0, "closed_form": "eta I"}, exact_floor=True)
     if not rank_one:

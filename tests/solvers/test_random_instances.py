@@ -26,7 +26,10 @@ WEIGHTS = ("I", "diag", "wishart", "cond1e6")
 FLOORS = (0.0, 0.01, 0.3, 1.0, 2.0)  # fractions of the isotropic level max|s|^2 / q
 
 
-def _instance(seed: int, hard: bool = False) -> tuple[NDArray[np.float64], NDArray[np.float64], float, float, str]:
+Instance = tuple[NDArray[np.float64], NDArray[np.float64], float, float, str]
+
+
+def _instance(seed: int, hard: bool = False) -> Instance:
     rng = np.random.default_rng(seed)
     kind = KINDS[seed % len(KINDS)]
     wkind = WEIGHTS[(seed // len(KINDS)) % len(WEIGHTS)]
@@ -58,7 +61,7 @@ def _instance(seed: int, hard: bool = False) -> tuple[NDArray[np.float64], NDArr
     bound = float(10.0 ** rng.uniform(-1, 1))
     iso = float(np.max(np.sum(vectors * vectors, axis=1))) / bound
     fraction = FLOORS[(seed // 3) % len(FLOORS)]
-    if wkind == "cond1e6" and not hard and 0 < fraction <= 1:
+    if wkind == "cond1e6" and not hard and 0 < fraction < 1:
         fraction = 0.0  # see test_ill_conditioned_weight_with_binding_floor
     eta = fraction * iso
     return vectors, weight, bound, eta, f"{kind}/{wkind}/d={d}/J={vectors.shape[0]}"
@@ -137,7 +140,7 @@ def test_default_path_certifies_random_instance(seed: int) -> None:
                    "or a near-subspace set is not yet certified to 1e-6 (the structured solver "
                    "stalls on the ill-conditioned restricted problem; Clarabel reaches ~1e-4)",
                    strict=False)
-@pytest.mark.parametrize("seed", [18, 55])
+@pytest.mark.parametrize("seed", [18])
 def test_ill_conditioned_weight_with_binding_floor(seed: int) -> None:
     vectors, weight, bound, eta, label = _instance(seed, hard=True)
     with warnings.catch_warnings():
@@ -145,3 +148,40 @@ def test_ill_conditioned_weight_with_binding_floor(seed: int) -> None:
         design = design_covariance(vectors, ZCDP(rho=bound / 2), weight=weight, noise_floor=eta,
                                    tol=1e-6)
     assert design.certified, (label, design.certificate.message)
+
+
+@pytest.mark.parametrize("seed", range(100, 108))
+def test_default_path_certifies_larger_instance(seed: int) -> None:
+    """d = 8..20, J = 500..5000 (no Clarabel reference at this size: the certificate's own
+    interval is the check, and it is re-derived in rigorous mode on one instance)."""
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(8, 21))
+    count = int(rng.integers(500, 5001))
+    kind = KINDS[seed % len(KINDS)]
+    base = rng.standard_normal((count, d))
+    if kind in ("subspace", "near_subspace"):
+        r = int(rng.integers(2, d))
+        base = rng.standard_normal((count, r)) @ rng.standard_normal((r, d))
+        if kind == "near_subspace":
+            base = base + 1e-6 * rng.standard_normal((count, d))
+    elif kind == "collinear":
+        base = rng.standard_normal((count, 1)) * rng.standard_normal(d)
+    elif kind == "duplicated":
+        base = np.concatenate([base[: count // 3]] * 2 + [-base[: count // 3]])
+    vectors = base * 10.0 ** rng.uniform(-60, 60)
+    q_, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    weight = (q_ * np.geomspace(1.0, 100.0, d)) @ q_.T
+    weight = 0.5 * (weight + weight.T)
+    iso = float(np.max(np.sum(vectors * vectors, axis=1)))
+    eta = (0.0, 0.05, 0.5, 1.5)[seed % 4] * iso
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        design = design_covariance(vectors, ZCDP(rho=0.5), weight=weight, noise_floor=eta,
+                                   tol=1e-6)
+    assert design.certified, (kind, d, count, design.certificate.message)
+    if eta > 0:
+        assert np.linalg.eigvalsh(design.covariance)[0] >= eta
+    if seed == 100:
+        problem = CovarianceProgram(vectors, weight, 1.0, eta)
+        rig = check(problem, design.covariance, design.solution.dual, tol=1e-6, rigorous=True)
+        assert rig.certified, rig.message

@@ -131,7 +131,8 @@ def test_auto_keeps_the_best_certified_value() -> None:
         return CovarianceCertificate(
             lower=1.0, upper=upper, gap=0.0, primal_residual=0.0, floor_residual=0.0,
             dual_residual=0.0, complementarity=0.0, repaired_covariance=np.eye(1), scale=1.0,
-            dual_value=1.0, w_min=1.0, certified=certified, rigorous=False, tol=1e-6, message="")
+            dual_value=1.0, w_min=1.0, mahalanobis_sup=1.0, attained_sup=1.0, argmax=0,
+            certified=certified, rigorous=False, tol=1e-6, message="")
 
     better = design_module._better
     assert better(cert(80.0, False), None)
