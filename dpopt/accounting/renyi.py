@@ -1,4 +1,7 @@
-r"""Rényi divergences and log-moments of shifted Laplace and Gaussian noise (MATH.md §1).
+r"""Rényi divergences and log-moments of shifted Laplace and Gaussian noise.
+
+Following Mironov, "Rényi Differential Privacy" (Table II), and Pierquin et al., "Rényi Pufferfish
+Privacy: General Additive Noise Mechanisms and Privacy Amplification by Iteration".
 
 For an additive noise density :math:`f` and a shift :math:`z` the Rényi moment of order
 :math:`\alpha > 1` is
@@ -10,7 +13,7 @@ and for symmetric noise :math:`M_\alpha(z) = M_\alpha(-z)`. Everything here work
 (``log M``), is vectorised and broadcasts its array arguments with numpy rules. Scalar inputs give a
 Python ``float``; any array input gives a float64 array.
 
-Closed forms (MATH.md §1.1-1.2), with :math:`t = |z|/b` (Laplace) or :math:`t = |z|/\sigma`
+Closed forms, with :math:`t = |z|/b` (Laplace) or :math:`t = |z|/\sigma`
 (Gaussian):
 
 * Laplace: :math:`\log M^{Lap}_\alpha(t) = (\alpha-1)t + \log\big(\tfrac{\alpha}{2\alpha-1}
@@ -76,7 +79,7 @@ def _laplace_log_moment(a: NDArray[np.float64], t: NDArray[np.float64]) -> NDArr
     as_, ts = a[small], t[small]
     num = as_ * _expm1_minus_x((as_ - 1.0) * ts) + (as_ - 1.0) * _expm1_minus_x(-as_ * ts)
     out[small] = np.log1p(num / (2.0 * as_ - 1.0))
-    # Large a*t: the stable form of MATH.md §1.1 (never forms e^{(a-1)t}), written with u = a - 1
+    # Large a*t: the stable form of the Laplace moment (never forms e^{(a-1)t}), with u = a - 1
     # as u t + log1p(u (1 + e^{-(2a-1)t})) - log1p(2u) so that a -> 1 keeps relative precision.
     ul, tl = a[~small] - 1.0, t[~small]
     with np.errstate(over="ignore"):
@@ -87,7 +90,7 @@ def _laplace_log_moment(a: NDArray[np.float64], t: NDArray[np.float64]) -> NDArr
 
 
 def laplace_log_moment(alpha: Any, t: Any) -> FloatOrArray:
-    r"""Log Rényi moment of a shifted Laplace noise, :math:`\log M^{Lap}_\alpha(t)` (MATH.md §1.1).
+    r"""Log Rényi moment of a shifted Laplace noise, :math:`\log M^{Lap}_\alpha(t)` (Mironov).
 
     .. math:: \log M^{Lap}_\alpha(t) = (\alpha-1)t + \log\Big(\frac{\alpha}{2\alpha-1}
               + \frac{\alpha-1}{2\alpha-1} e^{-(2\alpha-1)t}\Big),
@@ -117,7 +120,7 @@ def laplace_log_moment(alpha: Any, t: Any) -> FloatOrArray:
 
 
 def gaussian_log_moment(alpha: Any, t: Any) -> FloatOrArray:
-    r"""Log Rényi moment of a shifted Gaussian, :math:`\alpha(\alpha-1)t^2/2` (MATH.md §1.2).
+    r"""Log Rényi moment of a shifted Gaussian, :math:`\alpha(\alpha-1)t^2/2` (Mironov).
 
     Parameters
     ----------
@@ -147,7 +150,7 @@ def _shift_scale(
 
 
 def renyi_laplace(alpha: Any, shift: Any, scale: Any) -> FloatOrArray:
-    r"""Rényi divergence :math:`D_\alpha(\mathrm{Lap}(z, b)\,\|\,\mathrm{Lap}(0, b))`, MATH.md §1.1.
+    r"""Rényi divergence :math:`D_\alpha(\mathrm{Lap}(z, b)\,\|\,\mathrm{Lap}(0, b))` (Mironov).
 
     .. math:: D_\alpha = \frac{1}{\alpha-1}\log\Big[\frac{\alpha}{2\alpha-1} e^{(\alpha-1)t}
               + \frac{\alpha-1}{2\alpha-1} e^{-\alpha t}\Big], \qquad t = |z|/b,
@@ -183,7 +186,7 @@ def renyi_laplace(alpha: Any, shift: Any, scale: Any) -> FloatOrArray:
 
 
 def renyi_gaussian(alpha: Any, shift: Any, sigma: Any) -> FloatOrArray:
-    r"""Gaussian Rényi divergence :math:`D_\alpha = \alpha z^2/(2\sigma^2)` (MATH.md §1.2).
+    r"""Gaussian Rényi divergence :math:`D_\alpha = \alpha z^2/(2\sigma^2)` (Mironov).
 
     Here :math:`D_\alpha` is :math:`D_\alpha(N(z,\sigma^2)\,\|\,N(0,\sigma^2))`. For
     ``alpha = inf`` the result is ``inf`` when ``z != 0`` and 0 when ``z = 0`` (the Gaussian
@@ -218,7 +221,7 @@ def renyi_gaussian(alpha: Any, shift: Any, sigma: Any) -> FloatOrArray:
 def kl_laplace(shift: Any, scale: Any) -> FloatOrArray:
     r"""Kullback–Leibler divergence of shifted Laplace noise, :math:`t + e^{-t} - 1`, ``t=|z|/b``.
 
-    The :math:`\alpha \to 1` limit of :func:`renyi_laplace` (MATH.md §1.1), computed without
+    The :math:`\alpha \to 1` limit of :func:`renyi_laplace`, computed without
     cancellation for small ``t``.
     """
     z, b = _shift_scale(shift, scale, "scale")
@@ -256,7 +259,7 @@ def _mahalanobis_sq(shift: Any, covariance: Any) -> NDArray[np.float64]:
 def gaussian_log_moment_mv(alpha: Any, shift: Any, covariance: Any) -> FloatOrArray:
     r"""Multivariate Gaussian log Rényi moment :math:`\alpha(\alpha-1) z^\top S^{-1} z / 2`.
 
-    MATH.md §1.2, common covariance :math:`S` (positive definite), computed with a Cholesky
+    Common covariance :math:`S` (positive definite), computed with a Cholesky
     solve (no inverse).
 
     Parameters
@@ -280,7 +283,7 @@ def gaussian_log_moment_mv(alpha: Any, shift: Any, covariance: Any) -> FloatOrAr
 
 
 def renyi_gaussian_mv(alpha: Any, shift: Any, covariance: Any) -> FloatOrArray:
-    r"""Multivariate Gaussian Rényi divergence :math:`\alpha z^\top S^{-1} z / 2` (MATH.md §1.2).
+    r"""Multivariate Gaussian Rényi divergence :math:`\alpha z^\top S^{-1} z / 2`.
 
     ``alpha`` may be ``np.inf`` (gives ``inf`` unless ``z = 0``); shapes as in
     :func:`gaussian_log_moment_mv`.
