@@ -82,6 +82,15 @@ class CovarianceCertificate:
         D (the dual objective of the factored dual).
     w_min : float
         The lower bound on lambda_min(W) used.
+    mahalanobis_sup : float
+        Certified upper bound on :math:`\\max_j s_j^\top\\hat\\Sigma^{-1}s_j` over ALL J vectors at
+        the repaired covariance (< q): the one number every privacy statement about the design
+        is derived from (inf when no repair succeeded).
+    attained_sup : float
+        The float value of :math:`s_j^\top\\hat\\Sigma^{-1}s_j` at ``argmax`` (an estimate of the
+        sup from below, up to rounding).
+    argmax : int
+        Index of the vector attaining ``attained_sup`` (-1 when unknown).
     certified : bool
         gap <= tol.
     rigorous : bool
@@ -101,6 +110,9 @@ class CovarianceCertificate:
     scale: float
     dual_value: float
     w_min: float
+    mahalanobis_sup: float
+    attained_sup: float
+    argmax: int
     certified: bool
     rigorous: bool
     tol: float
@@ -172,14 +184,25 @@ def primal_ratio(problem: CovarianceProgram, covariance: NDArray[np.float64]) ->
     return est
 
 
+@dataclass(frozen=True)
+class _Feasibility:
+    """One verification pass at a covariance: bounds on max_j r_j and on lambda_min."""
+
+    ratio_bound: float  # certified upper bound on max_j s_j^T Sigma^-1 s_j
+    ratio_estimate: float  # float max_j (estimate from below, up to rounding)
+    argmax: int
+    lambda_low: float  # lower bound on lambda_min(Sigma)
+
+
 def _feasibility(
     problem: CovarianceProgram, sigma: NDArray[np.float64], rigorous: bool
-) -> tuple[float, float]:
-    """(upper bound on max_j r_j, lower bound on lambda_min(sigma)); (inf, 0) if not PD."""
+) -> _Feasibility:
+    """One pass: (upper bound on max_j r_j, estimate, argmax, lower bound on lambda_min(sigma));
+    (inf, inf, -1, 0) if sigma is not positive definite."""
     try:
         chol = sla.cholesky(sigma, lower=True)
     except (np.linalg.LinAlgError, ValueError):
-        return math.inf, 0.0
+        return _Feasibility(math.inf, math.inf, -1, 0.0)
     if rigorous:
         lam_low = certified_min_eigenvalue(sigma)
     else:  # float estimate: eigvalsh is accurate to ~d u ||Sigma|| in absolute terms
@@ -187,8 +210,8 @@ def _feasibility(
         lam_low = float(ev[0]) - 4 * sigma.shape[0] * 2.0**-53 * float(ev[-1])
         if lam_low <= 0:
             lam_low = 0.5 * float(ev[0])
-    rbar, _, _ = ratio_upper_bound(problem.source, sigma, chol, lam_low)
-    return rbar, lam_low
+    rbar, est, arg = ratio_upper_bound(problem.source, sigma, chol, lam_low)
+    return _Feasibility(rbar, est, arg, lam_low)
 
 
 def _failed(
@@ -199,7 +222,8 @@ def _failed(
         lower=0.0, upper=math.inf, gap=math.inf, primal_residual=primal_residual,
         floor_residual=floor_residual, dual_residual=math.inf, complementarity=math.nan,
         repaired_covariance=np.array(sigma, dtype=np.float64), scale=scale, dual_value=math.nan,
-        w_min=0.0, certified=False, rigorous=rigorous, tol=tol, message="NOT certified: " + message,
+        w_min=0.0, mahalanobis_sup=math.inf, attained_sup=math.inf, argmax=-1, certified=False,
+        rigorous=rigorous, tol=tol, message="NOT certified: " + message,
     )
 
 
@@ -254,12 +278,13 @@ def check(
         sigma = sigma_in + ridge * np.eye(d)
         notes.append(f"singular/indefinite Sigma ridged by {ridge:.3g}")
         primal_residual = math.inf
-    else:
-        primal_residual = primal_ratio(problem, sigma_in) / q - 1.0
     scale = 1.0
     repaired = None
-    rbar, lam_low = _feasibility(problem, sigma, rigorous)
+    feas = _feasibility(problem, sigma, rigorous)  # the verification pass (one when no repair)
+    if sigma is sigma_in:
+        primal_residual = feas.ratio_estimate / q - 1.0
     for margin in _MARGINS:
+        rbar, lam_low = feas.ratio_bound, feas.lambda_low
         floor_ok = eta == 0 or lam_low > eta
         if eta > 0 and rigorous and floor_ok:
             floor_ok = certify_psd(sigma, eta)
@@ -272,7 +297,7 @@ def check(
         factor *= 1.0 + margin
         scale *= factor
         sigma = sigma * factor
-        rbar, lam_low = _feasibility(problem, sigma, rigorous)
+        feas = _feasibility(problem, sigma, rigorous)
     if repaired is None:
         return _failed(sigma, primal_residual, floor_residual, scale, rigorous, tol,
                        "could not make Sigma provably feasible (ill-conditioned or not PD)")
@@ -311,6 +336,8 @@ def check(
         primal_residual=float(primal_residual), floor_residual=float(floor_residual),
         dual_residual=float(e_norm), complementarity=float(complementarity),
         repaired_covariance=np.array(repaired, dtype=np.float64), scale=float(scale),
-        dual_value=float(dval), w_min=float(w_min), certified=certified, rigorous=rigorous,
+        dual_value=float(dval), w_min=float(w_min), mahalanobis_sup=float(feas.ratio_bound),
+        attained_sup=float(feas.ratio_estimate), argmax=int(feas.argmax), certified=certified,
+        rigorous=rigorous,
         tol=tol, message="; ".join(notes),
     )

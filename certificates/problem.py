@@ -87,6 +87,55 @@ class ArrayVectors:
         return np.asarray(self.array[np.asarray(indices, dtype=np.intp)], dtype=np.float64)
 
 
+class NormTrackingSource:
+    """A :class:`VectorSource` wrapper that records the largest squared norm during the first
+    complete pass anyone makes over it, so the program's ``max_norm`` costs no pass of its own.
+
+    It rejects a chunk with a non-finite entry (``InvalidParameterError`` naming ``vectors``).
+    Attributes other than the protocol's are read from the wrapped source (``inner``).
+    """
+
+    def __init__(self, inner: VectorSource) -> None:
+        self.inner = inner
+        self.recorded_max_sq_norm: float | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.inner.count)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def chunks(self, size: int = DEFAULT_CHUNK) -> Iterator[tuple[int, NDArray[np.float64]]]:
+        if self.recorded_max_sq_norm is not None:
+            yield from self.inner.chunks(size)
+            return
+        top, seen = 0.0, 0
+        for start, block in self.inner.chunks(size):
+            arr = np.asarray(block, dtype=np.float64)
+            if arr.size:
+                largest = float(np.max(np.einsum("ij,ij->i", arr, arr)))
+                if not np.isfinite(largest):
+                    raise InvalidParameterError(
+                        "vectors", f"chunk starting at vector {start}",
+                        "must be finite (NaN/inf entries, or norms beyond double range)",
+                    )
+                top = max(top, largest)
+            seen += int(arr.shape[0]) if arr.ndim == 2 else 0
+            yield start, block
+        if seen == self.count:
+            self.recorded_max_sq_norm = top
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
+        return self.inner.take(indices)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not yet set (during copy/unpickling)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 def check_norm_range(largest: float) -> None:
     """Reject a sensitivity set that is all zero or whose scale leaves double range.
 
@@ -137,6 +186,8 @@ class CovarianceProgram:
             src: VectorSource = self.vectors
             if src.count < 1 or src.dim < 1:
                 raise InvalidParameterError("vectors", src, "must hold at least one vector")
+            if not isinstance(src, NormTrackingSource):
+                src = NormTrackingSource(src)
         else:
             arr = as_vectors("vectors", self.vectors)
             object.__setattr__(self, "vectors", arr)
@@ -165,6 +216,8 @@ class CovarianceProgram:
         """Largest squared Euclidean norm of the vectors (one pass over a chunked source, made
         once: the program caches it, so every consumer reads the same number)."""
         cached = self.__dict__.get("_max_sq_norm")
+        if cached is None and isinstance(self.source, NormTrackingSource):
+            cached = self.source.recorded_max_sq_norm
         if cached is not None:
             return float(cached)
         top = 0.0

@@ -39,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     # sensitivity geometry
     **{n: "dpopt.covariance.domains" for n in ("Box", "FinitePoints", "Grid")},
     **{n: "dpopt.covariance.sensitivity" for n in (
-        "TwoRecordVectors", "UniformQueryVectors", "add_remove_set", "replacement_bound",
+        "TwoRecordVectors", "UniformQueryVectors", "add_remove_set",
         "uniform_query_set",
     )},
     "sup_mahalanobis": "dpopt.covariance.mahalanobis_sup",

@@ -23,7 +23,8 @@ NOTEBOOKS = ROOT / "notebooks"
 
 
 def execute_notebook(
-    path: Path, *, small: bool = False, timeout: int = 600, out_dir: Path | None = None
+    path: Path, *, small: bool = False, timeout: int = 600, out_dir: Path | None = None,
+    workdir: Path | None = None,
 ) -> Path | None:
     """Execute one notebook in its own kernel; return the path of the executed copy (or None).
 
@@ -41,7 +42,7 @@ def execute_notebook(
             nb,
             timeout=timeout,
             kernel_name="python3",
-            resources={"metadata": {"path": str(ROOT)}},
+            resources={"metadata": {"path": str(workdir or ROOT)}},
         )
         client.execute()
     finally:

@@ -128,9 +128,6 @@ class Coupling:
             )
         return float(logsumexp(lc, b=self.mass))
 
-    def max_over_support(self, values: NDArray[np.float64]) -> float:
-        """The largest of ``values`` (one per support piece), e.g. a displacement."""
-        return float(np.max(np.asarray(values, dtype=np.float64)))
 
 
 def _check_law(name: str, weights: Any, tol: float) -> NDArray[np.float64]:

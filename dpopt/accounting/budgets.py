@@ -33,7 +33,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,6 +43,12 @@ from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting._arrays import FloatOrArray, broadcast, finish, real_array
 from dpopt.accounting.mi_dp import mi_binary_inverse_scalar, mi_binary_scalar
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError
+from dpopt.relation import (
+    NeighbouringRelation,
+    add_remove_bound,
+    as_relation,
+    replacement_sup,
+)
 
 __all__ = [
     "GDP",
@@ -450,53 +456,48 @@ def approx_dp_bound(epsilon: Any, delta: Any) -> FloatOrArray:
     return finish(flat_q.reshape(q.shape))
 
 
-Adjacency = Literal["replacement", "add_remove"]
-
-
 @dataclass(frozen=True)
 class MIDP(Budget):
-    r"""κ-mutual-information DP for binary records (the optimal Gaussian covariance for the
-    ideal denoiser, mutual-information section).
+    r"""κ-mutual-information DP for binary records (the ideal-denoiser covariance paper, §VI).
 
     For every record that takes one of two values (uniform prior), the mutual information between
     it and the output is at most κ nats. For a Gaussian mechanism this is
     :math:`\psi(q) \le \kappa`, with ψ of :func:`mi_binary`, where ``q`` is the sup over the
     **replacement** set (the two values of the record). Hence :math:`q = \psi^{-1}(\kappa)` when the
     sensitivity set is the replacement set. When the caller's sensitivity set is the
-    **add/remove** set, the replacement sup is at most 4 times the add/remove sup (same paper,
-    eq. (11): :math:`(a+b)^\top P(a+b) \le 2(a^\top Pa + b^\top Pb)`), so the bound on the
-    add/remove set is :math:`\psi^{-1}(\kappa)/4`.
+    **add/remove** set, the bound it must meet is :func:`dpopt.relation.add_remove_bound` of
+    :math:`\psi^{-1}(\kappa)` (a quarter of it: the replacement sup is at most 4 times the
+    add/remove sup).
 
     Parameters
     ----------
     kappa : float
         κ in (0, log 2) nats.
-    adjacency : {"replacement", "add_remove"}
+    relation : {"replacement", "add_remove"} or NeighbouringRelation
         The relation that generated the caller's sensitivity set.
     """
 
     kappa: float
-    adjacency: Adjacency = "replacement"
+    relation: NeighbouringRelation = NeighbouringRelation.REPLACEMENT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kappa", as_scalar("kappa", self.kappa, low=0.0, high=_LOG2))
-        if not isinstance(self.adjacency, str):
-            raise InvalidTypeError("adjacency", self.adjacency, "'replacement' or 'add_remove'")
-        if self.adjacency not in ("replacement", "add_remove"):
-            raise InvalidParameterError(
-                "adjacency", self.adjacency, "must be 'replacement' or 'add_remove'"
-            )
+        object.__setattr__(self, "relation", as_relation(self.relation))
 
     def mahalanobis_bound(self) -> float:
         q = mi_binary_inverse_scalar(self.kappa)
-        return q if self.adjacency == "replacement" else _at_most(q / 4.0, Fraction(q) / 4)
+        if self.relation is NeighbouringRelation.REPLACEMENT:
+            return q
+        return add_remove_bound(q, NeighbouringRelation.REPLACEMENT)
 
     def admits(self, bound: float) -> bool:
-        q = float(bound) if self.adjacency == "replacement" else 4.0 * float(bound)
+        q = float(bound)
+        if self.relation is NeighbouringRelation.ADD_REMOVE:
+            q = replacement_sup(q, NeighbouringRelation.REPLACEMENT)
         return mi_binary_scalar(q) <= self.kappa * (1.0 - _MI_MARGIN)
 
     def describe(self) -> str:
-        return f"{_fmt(self.kappa)}-MI-DP (binary records, {self.adjacency})"
+        return f"{_fmt(self.kappa)}-MI-DP (binary records, {self.relation.value})"
 
 
 @dataclass(frozen=True, init=False)
@@ -547,7 +548,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
     "zcdp": ("rho",),
     "gdp": ("mu",),
     "approx": ("epsilon", "delta"),
-    "midp": ("kappa", "adjacency"),
+    "midp": ("kappa", "relation"),
 }
 _ALIASES = {"dp": "approx", "approxdp": "approx", "eps-delta": "approx", "mi": "midp"}
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -582,7 +583,7 @@ def _parse_one(spec: str, part: str) -> Budget:
         if key in fields:
             raise InvalidParameterError("spec", spec, f"field {key!r} given twice")
         fields[key] = val.strip()
-    required = tuple(k for k in allowed if k != "adjacency")
+    required = tuple(k for k in allowed if k != "relation")
     missing = [k for k in required if k not in fields]
     if missing:
         raise InvalidParameterError("spec", spec, f"{kind} needs {', '.join(missing)}")
@@ -600,8 +601,8 @@ def _parse_one(spec: str, part: str) -> Budget:
                 _number(spec, "epsilon", fields["epsilon"]),
                 _number(spec, "delta", fields["delta"]),
             )
-        adjacency = fields.get("adjacency", "replacement").replace("-", "_")
-        return MIDP(_number(spec, "kappa", fields["kappa"]), adjacency)  # type: ignore[arg-type]
+        relation = as_relation(fields.get("relation", "replacement"), name=f"{spec}: relation")
+        return MIDP(_number(spec, "kappa", fields["kappa"]), relation)
     except InvalidParameterError as exc:
         if exc.name == "spec":
             raise
@@ -614,7 +615,7 @@ def parse_budget(spec: str) -> Budget:
     Grammar: ``kind:key=value,key=value``; several orders of an RDP budget are separated by
     ``;``; several budgets joined with ``&`` give :class:`AllOf`. Kinds: ``rdp``
     (``alpha``, ``epsilon``), ``zcdp`` (``rho``), ``gdp`` (``mu``), ``approx`` (alias ``dp``;
-    ``epsilon``, ``delta``), ``midp`` (``kappa``, optional ``adjacency=replacement|add_remove``).
+    ``epsilon``, ``delta``), ``midp`` (``kappa``, optional ``relation=replacement|add_remove``).
 
     Examples
     --------

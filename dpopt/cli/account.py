@@ -288,10 +288,9 @@ def report_dict(
     approximate: bool = False,
 ) -> dict[str, Any]:
     """Everything a Gaussian mechanism with Mahalanobis sensitivity ``bound`` guarantees."""
-    from dpopt.cli.common import need
+    from dpopt.accounting.budgets import privacy_report
 
-    budgets = need("dpopt.accounting.budgets", "account")
-    rep = budgets.privacy_report(bound)
+    rep = privacy_report(bound)
     alphas = [a for a in (args.alpha or DEFAULT_ALPHAS)]
     for a in alphas:
         if a <= 1:
@@ -352,11 +351,10 @@ def _emit(ctx: Context, args: argparse.Namespace, result: dict[str, Any], title:
 def parse_budgets(specs: list[str], command: str) -> Any:
     """Parse budget specs with :func:`dpopt.accounting.budgets.parse_budget`; several ->
     ``AllOf``."""
-    from dpopt.cli.common import need
+    from dpopt.accounting.budgets import AllOf, parse_budget
 
-    budgets = need("dpopt.accounting.budgets", command)
-    parsed = [budgets.parse_budget(s) for s in specs]
-    return parsed[0] if len(parsed) == 1 else budgets.AllOf(*parsed)
+    parsed = [parse_budget(s) for s in specs]
+    return parsed[0] if len(parsed) == 1 else AllOf(*parsed)
 
 
 def _cmd_convert(args: argparse.Namespace, ctx: Context) -> int:
@@ -372,9 +370,7 @@ def _cmd_convert(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli.common import need
-
-    gdp = need("dpopt.accounting.gdp", "account")
+    from dpopt.accounting import gdp
     mu = float(gdp.compose(*args.mus))
     if mu == 0.0:
         raise InvalidParameterError("mus", args.mus, "at least one μ must be > 0")
@@ -388,9 +384,7 @@ def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli.common import need
-
-    gdp = need("dpopt.accounting.gdp", "account")
+    from dpopt.accounting import gdp
     if args.rate is not None:
         if args.batch_size is not None or args.dataset_size is not None:
             raise UsageError("give either --rate or --batch-size with --dataset-size, not both")
@@ -442,8 +436,6 @@ def safe_sigma(sensitivity: float, bound: float) -> float:
 
 
 def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.cli.common import need
-
     have_ed = args.epsilon is not None or args.delta is not None
     if have_ed and args.budget:
         raise UsageError("give either --epsilon/--delta or --budget, not both")
@@ -455,7 +447,7 @@ def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
     else:
         if args.epsilon is None or args.delta is None:
             raise UsageError("give --epsilon and --delta (or --budget SPEC)")
-        gdp = need("dpopt.accounting.gdp", "calibrate")
+        from dpopt.accounting import gdp
         sigma = float(gdp.gaussian_sigma(args.epsilon, args.delta, args.sensitivity))
         bound = (args.sensitivity / sigma) ** 2
         source = {"epsilon": args.epsilon, "delta": args.delta}

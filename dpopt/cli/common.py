@@ -11,14 +11,12 @@ Spec syntax (used by ``--domain`` and documented in ``dpopt design --help``)::
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TextIO, TypeVar
 
 import numpy as np
@@ -33,7 +31,6 @@ __all__ = [
     "UsageError",
     "dump_json",
     "format_float",
-    "need",
     "parse_float_list",
     "parse_spec",
     "read_matrix",
@@ -304,20 +301,6 @@ def format_float(x: float, digits: int = 6) -> str:
 
 
 T = TypeVar("T")
-
-
-def need(module: str, command: str) -> ModuleType:
-    """Import ``module`` for ``dpopt command``; a missing module becomes a one-line UsageError."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing and (module == missing or module.startswith(missing + ".")):
-            raise UsageError(
-                f"'dpopt {command}' needs the module {module}, which is not available in this "
-                "installation"
-            ) from None
-        raise
 
 
 class Context:

@@ -30,8 +30,11 @@ from dpopt.cli.common import (
     spec_int,
 )
 from dpopt.errors import InvalidParameterError
+from dpopt.relation import NeighbouringRelation, as_relation, replacement_sup
 
 if TYPE_CHECKING:
+    from certificates.problem import VectorSource
+    from dpopt.accounting.budgets import PrivacyReport
     from dpopt.cli.common import Context
 
 __all__ = [
@@ -67,7 +70,7 @@ DOMAIN_HELP = (
 
 def parse_domain(text: str) -> Any:
     """A domain from a spec (``grid:``/``box:``) or a CSV/NPY file of points."""
-    domains = _need("dpopt.covariance.domains", "design")
+    from dpopt.covariance import domains
     if ":" not in text or Path(text).suffix.lower() in (".csv", ".npy", ".txt"):
         if Path(text).suffix.lower() in (".csv", ".npy", ".txt") or Path(text).exists():
             return domains.FinitePoints(read_points(text, what="domain"))
@@ -91,12 +94,6 @@ def parse_domain(text: str) -> Any:
         n = spec_int(params, "n", text, 5, low=2)
         return domains.Grid(np.full(d, lo), np.full(d, hi), (n,) * d)
     return domains.Box(np.full(d, lo), np.full(d, hi))
-
-
-def _need(module: str, command: str) -> Any:
-    from dpopt.cli.common import need
-
-    return need(module, command)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -192,12 +189,13 @@ def add_design_parser(sub: Any) -> None:
         help="sensitivity set = differences of domain points (instead of --query/--sigma)",
     )
     p.add_argument(
-        "--adjacency",
-        choices=("add-remove", "replace"),
-        default="add-remove",
-        help="neighbouring datasets differ by adding/removing one record (default) or by "
-        "replacing one",
+        "--relation",
+        choices=[r.value for r in NeighbouringRelation],
+        default=NeighbouringRelation.ADD_REMOVE.value,
+        help="neighbouring datasets differ by adding/removing one record (add_remove, default) "
+        "or by replacing one (replacement: the add/remove set must meet a quarter of the bound)",
     )
+    p.add_argument("--adjacency", dest="old_adjacency", default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--budget",
         action="append",
@@ -278,20 +276,10 @@ MAX_STORED_FLOATS = 500_000
 META_TAG = "dpopt-cli-design/1"
 
 
-class _ScaledBudget:
-    """A budget whose Mahalanobis bound is ``factor`` times another's (replacement: 1/4)."""
-
-    def __init__(self, budget: Any, factor: float) -> None:
-        self.budget = budget
-        self.factor = factor
-
-    def mahalanobis_bound(self) -> float:
-        return float(self.budget.mahalanobis_bound()) * self.factor
-
-
 def sensitivity_from_meta(meta: dict[str, Any]) -> Any:
     """Rebuild the sensitivity set a design file describes (domain spec, query, sigma)."""
-    sens = _need("dpopt.covariance.sensitivity", "design")
+    from dpopt.covariance import sensitivity as sens
+
     domain = parse_domain(str(meta["domain"]))
     if meta["set"] == "uniform-query":
         return sens.uniform_query_set(domain)
@@ -312,8 +300,13 @@ def _check_output(path: str, force: bool) -> Path:
 
 
 def _report(bound: float) -> dict[str, Any]:
-    budgets = _need("dpopt.accounting.budgets", "design")
-    rep = budgets.privacy_report(bound)
+    from dpopt.accounting.budgets import privacy_report
+
+    return _report_of(privacy_report(bound))
+
+
+def _report_of(rep: PrivacyReport) -> dict[str, Any]:
+    bound = rep.bound
     return {
         "mahalanobis_bound": float(bound),
         "zcdp_rho": float(rep.zcdp_rho),
@@ -353,48 +346,31 @@ def run_design(
     import json
 
     from dpopt.cli.account import parse_budgets
-
-    design_mod = _need("dpopt.covariance.design", "design")
-    privacy_mod = _need("dpopt.covariance.privacy", "design")
-    io = _need("certificates.io", "design")
-    problem_mod = _need("certificates.problem", "design")
+    from dpopt.covariance.design import design_covariance
 
     out_path = _check_output(output, force) if output is not None else None
     budget = parse_budgets(budget_specs, "design")
-    q_budget = float(budget.mahalanobis_bound())
-    replacement = meta["adjacency"] == "replace"
-    target = _ScaledBudget(budget, 0.25) if replacement else budget
+    relation = as_relation(meta["relation"])
     count, dim = int(sensitivity.count), int(sensitivity.dim)
     if count * dim <= MAX_STORED_FLOATS:
         vectors: Any = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
     else:
         vectors = sensitivity
     with ctx.stage(f"solving ({count} sensitivity vectors, d = {dim})"):
-        design = design_mod.design_covariance(
+        design = design_covariance(
             vectors,
-            target,
+            budget,
             weight=weight,
             noise_floor=noise_floor,
             solver=solver,
             rigorous=rigorous,
+            relation=relation,
         )
     cert = design.certificate
-    relation = "replacement" if replacement else "add_remove"
-    priv = (
-        privacy_mod.privacy_of(design.covariance, sensitivity, relation=relation)
-        if replacement
-        else design.privacy
-    )
-    delivered = float(priv.mahalanobis_bound)
-    if delivered > q_budget * (1 + 1e-9):  # privacy is correctness: never release this
-        raise _need("certificates.errors", "design").InfeasibleError(
-            f"re-check failed: the design's Mahalanobis sup {delivered!r} exceeds the budget's "
-            f"bound {q_budget!r}"
-        )
     summary: dict[str, Any] = {
         **meta,
         "budget": budget.describe(),
-        "budget_bound": q_budget,
+        "budget_bound": design.bound,
         "solver": design.solution.stats.solver,
         "count": count,
         "dim": dim,
@@ -406,36 +382,22 @@ def run_design(
         "certified": bool(cert.certified),
         "rigorous": bool(cert.rigorous),
         "covariance": design.covariance,
-        "privacy": _report(delivered),
+        "privacy": _report_of(design.privacy.report),
         "output": None,
         "sha256": None,
     }
     if out_path is not None:
-        dual = design.solution.dual
-        if dual is None:
-            raise UsageError(
-                f"solver {solver!r} returned no dual certificate; try --solver auto or clarabel"
-            )
-        problem = problem_mod.CovarianceProgram(
-            vectors, weight, target.mahalanobis_bound(), noise_floor
-        )
         file_meta = {
             "tag": META_TAG,
             **meta,
             "budget": budget.describe(),
-            "budget_bound": q_budget,
+            "budget_bound": design.bound,
             "budget_specs": list(budget_specs),
         }
-        sha = io.write_certificate(
-            out_path,
-            problem,
-            cert,
-            dual,
-            description=json.dumps(file_meta, sort_keys=True),
-            overwrite=force,
+        summary["sha256"] = design.save(
+            out_path, description=json.dumps(file_meta, sort_keys=True), overwrite=force
         )
         summary["output"] = str(out_path)
-        summary["sha256"] = sha
     return summary
 
 
@@ -445,7 +407,7 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
     ctx.print(title)
     ctx.print(
         f"  sensitivity set: {res['set']} ({res['count']} vectors in R^{res['dim']}), "
-        f"{res['adjacency']} adjacency; budget {res['budget']} -> q = {f(res['budget_bound'])}"
+        f"{res['relation']} relation; budget {res['budget']} -> q = {f(res['budget_bound'])}"
     )
     ctx.print(f"  total error tr(W Σ):   {res['total_error']:.8g}   (optimal covariance)")
     ctx.print(
@@ -483,7 +445,8 @@ def _finish(ctx: Context, args: argparse.Namespace, res: dict[str, Any], title: 
 
 
 def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
-    sens = _need("dpopt.covariance.sensitivity", "demo")
+    from dpopt.covariance import sensitivity as sens
+
     domain = parse_domain(DEMO_GRID)
     meta = {
         "command": "demo",
@@ -491,7 +454,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         "set": "two-record",
         "query": list(DEMO_QUERY),
         "sigma": float(args.sigma),
-        "adjacency": "add-remove",
+        "relation": NeighbouringRelation.ADD_REMOVE.value,
     }
     if not (args.sigma > 0 and np.isfinite(args.sigma)):
         raise InvalidParameterError("sigma", args.sigma, "must be a finite number > 0")
@@ -524,7 +487,13 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
-    sens = _need("dpopt.covariance.sensitivity", "design")
+    from dpopt.covariance import sensitivity as sens
+
+    if args.old_adjacency is not None:
+        raise UsageError(
+            "--adjacency was renamed --relation; accepted values: "
+            + ", ".join(r.value for r in NeighbouringRelation)
+        )
     if args.uniform_query and (args.query is not None or args.sigma is not None):
         raise UsageError("--uniform-query excludes --query and --sigma")
     if not args.uniform_query and (args.query is None or args.sigma is None):
@@ -533,8 +502,9 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
     meta: dict[str, Any] = {
         "command": "design",
         "domain": args.domain if not Path(args.domain).exists() else str(Path(args.domain)),
-        "adjacency": args.adjacency,
+        "relation": args.relation,
     }
+    sensitivity: VectorSource
     if args.uniform_query:
         sensitivity = sens.uniform_query_set(domain)
         meta.update({"set": "uniform-query", "query": None, "sigma": None})
@@ -573,8 +543,7 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
 def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
     import json
 
-    io = _need("certificates.io", "verify")
-    errors = _need("certificates.errors", "verify")
+    from certificates import errors, io
     path = Path(args.file)
     if not path.exists():
         raise UsageError(f"file not found: {path}")
@@ -618,8 +587,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
             ctx.print(f"  reason: {result['reason']}")
         return 1
     stored_bound = float(content["problem"]["bound"])
-    replacement = meta.get("adjacency") == "replace"
-    guaranteed = 4.0 * stored_bound if replacement else stored_bound
+    guaranteed = replacement_sup(stored_bound, meta.get("relation", "add_remove"))
     result.update(
         {
             "holds": True,
@@ -647,7 +615,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         )
         ctx.print(
             f"  design: {what} sensitivity set of domain {meta.get('domain')}{extra}, "
-            f"{meta.get('adjacency')} adjacency, budget {meta.get('budget')}"
+            f"{meta.get('relation')} relation, budget {meta.get('budget')}"
         )
     ctx.print(
         f"  Σ is strictly feasible: max_j s_j^T Σ^-1 s_j = {f(stored_bound)} x "
@@ -666,7 +634,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
     import time
 
-    registry = _need("dpopt.figures.__main__", "figures")
+    from dpopt.figures import __main__ as registry
     figures: dict[str, tuple[str, str]] = registry.FIGURES
     if args.list or not args.names:
         width = max((len(n) for n in figures), default=4) + 2

@@ -39,10 +39,6 @@ EXIT_INTERRUPTED = 130
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
-def _add_common_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (subcommands are added by the command modules)."""
     from dpopt import __version__

@@ -38,9 +38,7 @@ def calibrate_csv(
     """Calibrate from the CSV at ``path``; returns a JSON-ready dict (and ``lines`` for text)."""
     import pandas as pd
 
-    from dpopt.cli.common import need
-
-    pf = need("dpopt.pufferfish", "calibrate")
+    from dpopt import pufferfish as pf
     cols = [secret, *query] + ([prior] if prior else [])
     table = read_table(path, cols)
     frame = pd.DataFrame({c: table[c] for c in dict.fromkeys(cols)})

@@ -26,7 +26,7 @@ _EXPORTS: dict[str, str] = {
                                                 "as_domain")},
     **{n: "dpopt.covariance.sensitivity" for n in (
         "BoxVertexDifferences", "PrunedSet", "TwoRecordVectors", "UniformQueryVectors",
-        "add_remove_set", "replacement_bound", "uniform_query_set",
+        "add_remove_set", "uniform_query_set",
     )},
     **{n: "dpopt.covariance.mahalanobis_sup" for n in ("MahalanobisSup", "sup_mahalanobis")},
     "prune": "dpopt.covariance.pruning",

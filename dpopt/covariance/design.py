@@ -41,6 +41,8 @@ from certificates.covariance import CovarianceCertificate, check
 from certificates.io import write_certificate
 from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
 from certificates.validate import as_scalar
+from dpopt.covariance.mahalanobis_sup import MahalanobisSup
+from dpopt.covariance.privacy import CovariancePrivacy, privacy_from_sup
 from dpopt.covariance.program import isotropic_baseline
 from dpopt.errors import (
     AccuracyWarning,
@@ -49,6 +51,7 @@ from dpopt.errors import (
     InvalidTypeError,
     SolverError,
 )
+from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
 
@@ -57,50 +60,68 @@ __all__ = ["Design", "design_covariance"]
 
 @dataclass(frozen=True)
 class Design:
-    """An optimal noise covariance with its certificate.
+    r"""An optimal noise covariance with its certificate (the result of :func:`design_covariance`).
 
     Attributes
     ----------
     covariance : ndarray, shape (d, d)
-        The repaired (strictly feasible) Sigma: release ``f(D) + N(0, covariance)``.
+        The repaired (strictly feasible) :math:`\Sigma`: release ``f(D) + N(0, covariance)``.
     value : float
-        tr(W covariance) (= ``certificate.upper``).
+        :math:`\operatorname{tr}(W\Sigma)` (= ``certificate.upper``).
     certificate : CovarianceCertificate
-        Interval [lower, upper] on the optimal value, residuals, gap.
-    privacy : object
-        :func:`dpopt.covariance.privacy.privacy_of` of the covariance on the sensitivity set (or a
-        :class:`dpopt.accounting.budgets.PrivacyReport` of its certified Mahalanobis bound).
+        Interval [lower, upper] on the optimal value, residuals, gap, and the certified
+        Mahalanobis sup of ``covariance`` over every vector.
+    privacy : CovariancePrivacy
+        What ``covariance`` guarantees under ``relation``, derived from the certificate's
+        Mahalanobis sup (no second pass over the vectors).
     isotropic_value : float
-        tr(W) c for the isotropic baseline c I, c = max(max_j |s_j|^2 / q, eta).
+        :math:`c\operatorname{tr}W` for the isotropic baseline :math:`cI`,
+        :math:`c = \max(\max_j |s_j|^2 / q, \eta)`.
     bound : float
-        The Mahalanobis bound q the budget(s) allow.
+        The Mahalanobis bound :math:`q` the budget(s) allow for ``relation``.
     solution : Solution
         The raw solver output the design was certified from.
-    problem : CovarianceProgram
-        The program's data (vectors, W, q, eta).
+    program : CovarianceProgram
+        The program that was solved (vectors, W, the add/remove bound, eta).
+    relation : NeighbouringRelation
+        The neighbouring relation the budget is stated for.
+    status : str
+        ``"optimal"`` when certified to ``tol``, ``"optimal_inaccurate"`` otherwise (private, but
+        possibly suboptimal by up to a factor ``1 + certificate.gap``).
+    message : str
+        Human-readable account of how the design was obtained and certified.
     """
 
     covariance: NDArray[np.float64]
     value: float
     certificate: CovarianceCertificate
-    privacy: Any
+    privacy: CovariancePrivacy
     isotropic_value: float
     bound: float
     solution: Solution
-    problem: CovarianceProgram
+    program: CovarianceProgram
+    relation: NeighbouringRelation = NeighbouringRelation.ADD_REMOVE
+    status: str = "optimal"
+    message: str = ""
 
     def save(self, path: str | os.PathLike[str], *, description: str | None = None,
              overwrite: bool = False) -> str:
         """Write the certificate file (:func:`certificates.io.write_certificate`); return its
         sha256. ``description`` is required when the vectors came from a VectorSource; re-check
         the file with :func:`certificates.io.verify_file`."""
-        if self.solution.dual is None:  # pragma: no cover - every solver returns a dual
+        if self.solution.dual is None:
             raise InfeasibleError("the design has no dual certificate to save")
-        return write_certificate(path, self.problem, self.certificate, self.solution.dual,
+        return write_certificate(path, self.program, self.certificate, self.solution.dual,
                                  description=description, overwrite=overwrite)
 
     @property
     def certified(self) -> bool:
+        """Whether the optimality gap closed to the requested tolerance."""
+        return self.certificate.certified
+
+    @property
+    def success(self) -> bool:
+        """Same as :attr:`certified` (the name :class:`scipy.optimize.OptimizeResult` uses)."""
         return self.certificate.certified
 
     @property
@@ -111,7 +132,8 @@ class Design:
     def __str__(self) -> str:
         return (
             f"Design: tr(W Sigma) = {self.value:.10g} (isotropic {self.isotropic_value:.10g}, "
-            f"x{self.improvement:.4g}); q = {self.bound:.10g}; {self.certificate}"
+            f"{self.improvement:.4g} times the error); q = {self.bound:.10g} ({self.relation}); "
+            f"{self.certificate}"
         )
 
 
@@ -159,24 +181,6 @@ def _attempts(problem: CovarianceProgram, solver: str) -> list[tuple[str, str]]:
     return [("structured", "primal"), ("clarabel", "inverse")]
 
 
-def _privacy(covariance: NDArray[np.float64], sensitivity: Any, problem: CovarianceProgram,
-             q: float) -> Any:
-    try:
-        from dpopt.covariance.privacy import privacy_of
-    except ImportError:  # pragma: no cover - the privacy module is part of dpopt
-        from certificates.covariance import primal_ratio
-        from dpopt.accounting.budgets import privacy_report
-
-        return privacy_report(min(q, primal_ratio(problem, covariance) * (1 + 1e-9)))
-    priv = privacy_of(covariance, sensitivity)
-    if bool(getattr(priv, "exact", False)) and priv.mahalanobis_bound > q * (1 + 1e-9):
-        raise InfeasibleError(
-            f"re-check failed: the design's Mahalanobis sup {priv.mahalanobis_bound!r} "
-            f"exceeds the budget's bound {q!r}"
-        )
-    return priv
-
-
 def design_covariance(
     sensitivity: Any,
     budgets: Any,
@@ -185,6 +189,7 @@ def design_covariance(
     solver: str = "auto",
     tol: float = 1e-6,
     rigorous: bool = False,
+    relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
 ) -> Design:
     r"""The least-error Gaussian covariance meeting a privacy budget, certified.
 
@@ -211,6 +216,10 @@ def design_covariance(
         Relative gap required for certification.
     rigorous : bool, default False
         Certify with every rounding error accounted for (:mod:`certificates.rigorous`).
+    relation : {"add_remove", "replacement"} or NeighbouringRelation, default "add_remove"
+        The neighbouring relation the budget is stated for. ``sensitivity`` is always the
+        add/remove set; for ``"replacement"`` the program's bound is
+        :func:`dpopt.relation.add_remove_bound` of the budget's (a quarter of it).
 
     Returns
     -------
@@ -230,10 +239,10 @@ def design_covariance(
         ``tol``; ``design.certified`` is False.
     """
     q, _ = _bound_of(budgets)
+    rel = as_relation(relation)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
-    problem = CovarianceProgram(_vectors_of(sensitivity), weight, q, noise_floor)
-    if not isinstance(problem.vectors, np.ndarray):  # arrays are checked by CovarianceProgram
-        check_norm_range(problem.max_norm())
+    problem = CovarianceProgram(_vectors_of(sensitivity), weight, add_remove_bound(q, rel),
+                                noise_floor)
     best: tuple[CovarianceCertificate, Solution] | None = None
     errors: list[str] = []
     solve_tol = max(1e-10, min(1e-8, tol / 100))
@@ -252,22 +261,47 @@ def design_covariance(
             best = (cert, sol)
         if cert.certified:
             break
+    # arrays were range-checked by CovarianceProgram; a source's largest norm was recorded by the
+    # first pass over it, so this costs no pass of its own
+    check_norm_range(problem.max_norm())
     if best is None:
         raise SolverError("every solver attempt failed: " + " | ".join(errors))
     cert, sol = best
     if not math.isfinite(cert.upper):
         raise InfeasibleError(f"no strictly feasible covariance could be certified: {cert.message}")
-    if not cert.certified:
-        warnings.warn(
+    if cert.certified:
+        status = "optimal"
+        message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
+    else:
+        status = "optimal_inaccurate"
+        message = (
             f"design not certified to tol={tol:g}: {cert.message}; the covariance is private "
-            f"(re-checked) but may be suboptimal by up to a factor {1 + cert.gap:.6g}",
-            AccuracyWarning,
-            stacklevel=2,
+            f"(re-checked) but may be suboptimal by up to a factor {1 + cert.gap:.6g}"
         )
+        warnings.warn(message, AccuracyWarning, stacklevel=2)
     cov = cert.repaired_covariance
-    privacy = _privacy(cov, sensitivity, problem, q)
+    privacy = privacy_from_sup(_certified_sup(problem, cert), cov, problem.max_norm(), rel)
+    if not privacy.mahalanobis_bound <= q:  # the repair guarantees it; never release otherwise
+        raise InfeasibleError(
+            f"re-check failed: the design's Mahalanobis sup {privacy.mahalanobis_bound!r} "
+            f"exceeds the budget's bound {q!r} ({rel})"
+        )
     iso_value, _ = isotropic_baseline(problem)
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
-        isotropic_value=iso_value, bound=q, solution=sol, problem=problem,
+        isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
+        status=status, message=message,
+    )
+
+
+def _certified_sup(problem: CovarianceProgram, cert: CovarianceCertificate) -> MahalanobisSup:
+    """The certificate's verification pass as a :class:`MahalanobisSup` (every vector checked,
+    so exact up to the certified rounding margin)."""
+    value = min(cert.attained_sup, cert.mahalanobis_sup)
+    vector = (problem.source.take(np.array([cert.argmax], dtype=np.intp))[0]
+              if cert.argmax >= 0 else np.zeros(problem.dim))
+    return MahalanobisSup(
+        value=value, upper=cert.mahalanobis_sup, lower=value, exact=True,
+        method="certificate", index=cert.argmax if cert.argmax >= 0 else None, vector=vector,
+        margin=cert.mahalanobis_sup / value - 1.0 if value > 0 else 0.0,
     )

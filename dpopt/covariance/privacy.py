@@ -24,21 +24,22 @@ which for a uniform-query set is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.linalg import eigh
 
 from certificates.validate import as_psd_matrix
+from dpopt.accounting.budgets import PrivacyReport, privacy_report
 from dpopt.covariance.mahalanobis_sup import MahalanobisSup, sup_mahalanobis
 from dpopt.covariance.sensitivity import (
     BoxVertexDifferences,
     as_vector_source,
-    replacement_bound,
 )
-from dpopt.errors import InvalidParameterError
+from dpopt.relation import NeighbouringRelation, RelationLike, as_relation, replacement_sup
 
-__all__ = ["CovariancePrivacy", "max_norm", "privacy_of"]
+__all__ = ["CovariancePrivacy", "max_norm", "privacy_from_sup", "privacy_of"]
 
 
 def max_norm(sensitivity: Any) -> float:
@@ -72,8 +73,8 @@ class CovariancePrivacy:
     exact : bool
         True when ``mahalanobis_bound`` is the exact sup up to rounding (enumerated set and
         add/remove relation); False when it is an upper bound (SDP relaxation or replacement).
-    relation : str
-        ``"add_remove"`` or ``"replacement"``.
+    relation : NeighbouringRelation
+        The neighbouring relation the bound is stated for.
     naive_bound : float
         :math:`\max_s|s|^2 \lambda_{\max}(\Sigma^{-1})` (times 4 for replacement).
     looseness : float
@@ -88,10 +89,10 @@ class CovariancePrivacy:
     mahalanobis_bound: float
     sup: MahalanobisSup
     exact: bool
-    relation: str
+    relation: NeighbouringRelation
     naive_bound: float
     looseness: float
-    report: Any
+    report: PrivacyReport
 
     @property
     def zcdp_rho(self) -> float:
@@ -123,7 +124,7 @@ class CovariancePrivacy:
             "attained_lower": self.sup.lower,
             "exact": self.exact,
             "method": self.sup.method,
-            "relation": self.relation,
+            "relation": self.relation.value,
             "naive_bound": self.naive_bound,
             "looseness": self.looseness,
         }
@@ -136,7 +137,7 @@ def privacy_of(
     covariance: Any,
     sensitivity: Any,
     *,
-    relation: Literal["add_remove", "replacement"] = "add_remove",
+    relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
 ) -> CovariancePrivacy:
     r"""Exact privacy of the Gaussian mechanism with covariance :math:`\Sigma` (MATH.md §4).
 
@@ -164,30 +165,39 @@ def privacy_of(
     >>> round(p.mahalanobis_bound, 9), round(p.gdp_mu, 9)
     (0.5, 0.707106781)
     """
-    if relation not in ("add_remove", "replacement"):
-        raise InvalidParameterError("relation", relation, "must be 'add_remove' or 'replacement'")
+    rel = as_relation(relation)
     src = as_vector_source(sensitivity)
     cov = as_psd_matrix("covariance", covariance, dim=int(src.dim))
     sup = sup_mahalanobis(src, cov)
-    bound = float(sup.upper)
-    exact = bool(sup.exact)
-    lam_min = float(eigh(cov, eigvals_only=True, subset_by_index=[0, 0])[0])
-    naive = max_norm(src) ** 2 / lam_min
-    if relation == "replacement":
-        bound = replacement_bound(bound)
-        naive = 4.0 * naive
-        exact = False
-    computed = float(sup.value) * (4.0 if relation == "replacement" else 1.0)
-    looseness = naive / computed if computed > 0 else float("inf")
-    from dpopt.accounting.budgets import privacy_report  # lazy: budgets sits beside us in dpopt
+    return privacy_from_sup(sup, cov, max_norm(src), rel)
 
-    report = privacy_report(bound)
+
+def privacy_from_sup(
+    sup: MahalanobisSup,
+    covariance: NDArray[np.float64],
+    largest_norm: float,
+    relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
+) -> CovariancePrivacy:
+    r"""The :class:`CovariancePrivacy` of an already computed add/remove sup (no pass over the
+    vectors): the relation's ×4 rule (:func:`dpopt.relation.replacement_sup`), the naive bound
+    :math:`\max_s|s|^2/\lambda_{\min}(\Sigma)` and the privacy report of the bound.
+
+    Used by :func:`privacy_of` and by :func:`dpopt.covariance.design.design_covariance`, which
+    takes the sup from its certificate's verification pass, so the number is computed once.
+    """
+    rel = as_relation(relation)
+    bound = replacement_sup(float(sup.upper), rel)
+    exact = bool(sup.exact) and rel is NeighbouringRelation.ADD_REMOVE
+    lam_min = float(eigh(covariance, eigvals_only=True, subset_by_index=[0, 0])[0])
+    naive = replacement_sup(float(largest_norm) ** 2 / lam_min, rel)
+    computed = replacement_sup(float(sup.value), rel)
+    looseness = naive / computed if computed > 0 else float("inf")
     return CovariancePrivacy(
         mahalanobis_bound=bound,
         sup=sup,
         exact=exact,
-        relation=relation,
+        relation=rel,
         naive_bound=naive,
         looseness=looseness,
-        report=report,
+        report=privacy_report(bound),
     )

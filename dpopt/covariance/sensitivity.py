@@ -22,8 +22,9 @@ between neighbouring datasets. The sets built here:
   vertex differences :math:`v \circ L`, :math:`v \in \{-1, 1\}^d`, :math:`v_1 = 1`
   (:class:`BoxVertexDifferences`, :math:`2^{d-1}` vectors; a convex function on the difference body
   :math:`\prod[-L_i, L_i]` peaks at a vertex).
-- **replacement**: :func:`replacement_bound` returns :math:`4\rho_{ar}` (seed eq. 11), an upper
-  *bound* from :math:`(a - b)^\top P (a - b) \le 2(a^\top P a + b^\top P b)`, not the exact sup.
+- **replacement**: :func:`dpopt.relation.replacement_sup` returns :math:`4\rho_{ar}` (eq. (11)),
+  an upper *bound* from :math:`(a - b)^\top P (a - b) \le 2(a^\top P a + b^\top P b)`, not the
+  exact sup.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ __all__ = [
     "TwoRecordVectors",
     "UniformQueryVectors",
     "add_remove_set",
-    "replacement_bound",
     "uniform_query_set",
 ]
 
@@ -336,21 +336,6 @@ def uniform_query_set(domain: Any) -> UniformQueryVectors | BoxVertexDifferences
     if isinstance(dom, Box | Grid):
         return BoxVertexDifferences(dom)
     return UniformQueryVectors(dom)
-
-
-def replacement_bound(add_remove_sup: Any) -> float:
-    r"""Upper bound :math:`4\rho_{ar}` on the replacement-adjacency sup (seed 002 eq. 11).
-
-    Replacing record k by a new record moves the denoiser by :math:`a - b` with :math:`a, b` two
-    add/remove shifts, and :math:`(a-b)^\top P (a-b) \le 2(a^\top P a + b^\top P b) \le 4\rho_{ar}`.
-    This is a **bound**, not the exact replacement sup (MATH.md §8).
-
-    Parameters
-    ----------
-    add_remove_sup : float
-        :math:`\rho_{ar} = \sup_{s} s^\top \Sigma^{-1} s` over the add/remove set, >= 0.
-    """
-    return 4.0 * as_scalar("add_remove_sup", add_remove_sup, low=0.0, low_open=False)
 
 
 @dataclass(frozen=True)

@@ -117,20 +117,6 @@ class DiscreteLaw:
         atoms, counts = np.unique(x, axis=0, return_counts=True)
         return cls(atoms, counts / counts.sum(), name=name)
 
-    def same_as(self, other: DiscreteLaw) -> bool:
-        """Exact equality of the two laws (after merging repeated atoms)."""
-        a, b = _canonical(self), _canonical(other)
-        return (
-            a[0].shape == b[0].shape
-            and bool(np.array_equal(a[0], b[0]))
-            and bool(np.allclose(a[1], b[1], rtol=0.0, atol=1e-15))
-        )
-
-
-def _canonical(law: DiscreteLaw) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    atoms, inv = np.unique(law.support, axis=0, return_inverse=True)
-    probs = np.bincount(np.ravel(inv), weights=law.probabilities, minlength=atoms.shape[0])
-    return atoms, np.asarray(probs, dtype=np.float64)
 
 
 def _as_law(value: Any, name: str) -> DiscreteLaw:

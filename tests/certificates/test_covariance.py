@@ -18,8 +18,6 @@ from certificates.problem import CovarianceProgram, FactoredDual
 from solvers.cvx import solve_cvx
 from tests.canonical import F1, F3, F4_RANKDEF
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
 
 @pytest.fixture(scope="module")
 def f1_solution():  # type: ignore[no-untyped-def]

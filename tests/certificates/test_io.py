@@ -18,8 +18,6 @@ from certificates.problem import CovarianceProgram, FactoredDual
 from solvers.cvx import solve_cvx
 from tests.canonical import F1
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
 
 @pytest.fixture(scope="module")
 def solved() -> tuple[CovarianceProgram, FactoredDual, object]:

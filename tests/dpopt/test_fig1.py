@@ -48,6 +48,7 @@ def test_default_reproduces_seed_mean() -> None:
 
 
 def test_figure_files_and_cli(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("matplotlib")
     paths = fig1_figure(tmp_path, d=4, n_draws=50, verbose=False)
     assert [p.name for p in paths] == ["fig1.png", "fig1.csv"]
     assert all(p.stat().st_size > 0 for p in paths)

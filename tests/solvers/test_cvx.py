@@ -13,8 +13,6 @@ from solvers.cvx import available_backends, get_backend, solve_cvx
 from solvers.cvx_forms import build_inverse, build_primal, span_reduction
 from tests.canonical import F1, F4_RANKDEF, CanonicalCase
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
 BACKENDS = available_backends()
 
 

@@ -125,7 +125,7 @@ def test_simple_bounds() -> None:
         assert Fraction(GDP(mu).mahalanobis_bound()) <= Fraction(mu) ** 2
     q = MIDP(0.1).mahalanobis_bound()
     assert q == pytest.approx(0.8865867397, rel=1e-9)
-    assert MIDP(0.1, adjacency="add_remove").mahalanobis_bound() == pytest.approx(q / 4, rel=1e-15)
+    assert MIDP(0.1, relation="add_remove").mahalanobis_bound() == pytest.approx(q / 4, rel=1e-15)
     both = AllOf(GDP(1.0), ZCDP(0.3), ApproxDP(1.0, 1e-5))
     assert both.mahalanobis_bound() == pytest.approx(0.0718514046548, rel=1e-9)
     assert "zCDP" in both.describe() and "GDP" in str(both)
@@ -165,7 +165,7 @@ def test_budgets_are_immutable_and_hashable() -> None:
         ("approx:epsilon=1,delta=1e-6", ApproxDP(1.0, 1e-6)),
         ("dp:epsilon=1, delta=1e-6", ApproxDP(1.0, 1e-6)),
         ("midp:kappa=0.1", MIDP(0.1)),
-        ("MIDP:kappa=0.1,adjacency=add-remove", MIDP(0.1, "add_remove")),
+        ("MIDP:kappa=0.1,relation=add_remove", MIDP(0.1, "add_remove")),
         (" gdp:mu=1 & zcdp:rho=0.3", AllOf(GDP(1.0), ZCDP(0.3))),
     ],
 )
@@ -193,7 +193,9 @@ def test_parse_budget(spec: str, expected: Budget) -> None:
         "rdp:alpha=1,epsilon=1",
         "rdp:alpha=2;3,epsilon=1;2;3",
         "midp:kappa=0.8",
-        "midp:kappa=0.1,adjacency=sideways",
+        "midp:kappa=0.1,relation=sideways",
+        "midp:kappa=0.1,relation=add-remove",
+        "midp:kappa=0.1,adjacency=add_remove",
         "gdp:mu=1&",
     ],
 )
@@ -371,7 +373,8 @@ def test_approx_bound_monotone(e1: float, e2: float, log10_delta: float) -> None
         (lambda: ApproxDP(1.0, 1.0), "delta"),
         (lambda: MIDP(0.0), "kappa"),
         (lambda: MIDP(0.7), "kappa"),
-        (lambda: MIDP(0.1, "sideways"), "adjacency"),  # type: ignore[arg-type]
+        (lambda: MIDP(0.1, "sideways"), "relation"),  # type: ignore[arg-type]
+        (lambda: MIDP(0.1, "replace"), "relation"),  # type: ignore[arg-type]
         (lambda: AllOf(), "budgets"),
         (lambda: privacy_report(-1.0), "bound"),
         (lambda: privacy_report(np.nan), "bound"),

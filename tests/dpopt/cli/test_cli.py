@@ -578,8 +578,8 @@ def test_verify_round_trip_and_tamper(
     [
         # uniform query on [0,1]^2, W = I, q = 1 (gdp:mu=1): (sum sqrt W_ii)^2 / q = 4 (MATH.md §6)
         (["--budget", "gdp:mu=1"], 4.0),
-        # replacement adjacency: bound q/4 on the add/remove set (seed eq. 11) -> 16
-        (["--budget", "gdp:mu=1", "--adjacency", "replace"], 16.0),
+        # replacement relation: bound q/4 on the add/remove set (the x4 rule) -> 16
+        (["--budget", "gdp:mu=1", "--relation", "replacement"], 16.0),
         # two budgets: the strictest (zcdp rho = 0.125 -> q = 0.25) wins -> 16
         (["--budget", "gdp:mu=1", "--budget", "zcdp:rho=0.125"], 16.0),
     ],

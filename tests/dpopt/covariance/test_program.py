@@ -17,8 +17,6 @@ from dpopt.covariance.program import (
 from solvers.api import methods, solve
 from tests.canonical import F1, F3, F4_RANKDEF
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
 
 @pytest.fixture(scope="module")
 def prog() -> CovarianceProgram:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -17,13 +16,13 @@ from dpopt.covariance import (
     UniformQueryVectors,
     add_remove_set,
     prune,
-    replacement_bound,
     sup_mahalanobis,
     uniform_query_set,
 )
 from dpopt.covariance.denoiser import deletion_shifts, posterior_mean, two_record_vector
 from dpopt.covariance.domains import Box, FinitePoints, Grid
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+from dpopt.relation import replacement_sup
 
 
 def _random_spd(rng: np.random.Generator, d: int, ridge: float = 0.05) -> np.ndarray:
@@ -74,15 +73,20 @@ def test_chunks_deterministic_and_take_consistent() -> None:
         list(src.chunks(0))
 
 
-def test_two_record_pass_is_fast() -> None:
+def test_two_record_pass_covers_every_pair_once() -> None:
     rng = np.random.default_rng(2)
     src = TwoRecordVectors(rng.random((1000, 20)), rng.random(20), 0.3)
     assert src.count == 499_500
-    t0 = time.perf_counter()
-    total = sum(b.shape[0] for _, b in src.chunks())
-    elapsed = time.perf_counter() - t0
-    assert total == src.count
-    assert elapsed < 1.0, elapsed
+    starts, total = [], 0
+    for start, b in src.chunks(100_000):
+        assert start == total and b.shape[1] == 20
+        starts.append(start)
+        total += b.shape[0]
+    assert total == src.count and len(starts) >= 5
+    # chunks at any size give the same vectors (spot check against take)
+    idx = np.array([0, 1, 99_999, 100_000, 499_499])
+    by_chunks = np.concatenate([b for _, b in src.chunks(100_000)])[idx]
+    assert np.array_equal(by_chunks, src.take(idx))
 
 
 def test_uniform_query_vectors_and_box_vertices() -> None:
@@ -181,8 +185,8 @@ def test_replacement_bound_holds_by_brute_force() -> None:
         cov = _random_spd(rng, 2)
         prec = np.linalg.inv(cov)
         rho_ar = sup_mahalanobis(add_remove_set(dom, g, 0.8), cov).value
-        bound = replacement_bound(rho_ar)
-        assert bound == 4 * rho_ar
+        bound = replacement_sup(rho_ar, "replacement")
+        assert bound >= 4 * rho_ar and bound == pytest.approx(4 * rho_ar, rel=1e-15)
         for n in range(2, 6):
             data = dom[rng.integers(0, 4, size=n)]
             for k in range(n):
@@ -193,7 +197,7 @@ def test_replacement_bound_holds_by_brute_force() -> None:
                     worst = max(worst, float(v @ prec @ v) / bound)
     assert worst <= 1 + 1e-10
     with pytest.raises(InvalidParameterError):
-        replacement_bound(-1.0)
+        replacement_sup(-1.0, "replacement")
 
 
 # ------------------------------------------------------------------------------------------
