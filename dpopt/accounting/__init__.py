@@ -24,8 +24,9 @@ from typing import Any
 
 _EXPORTS: dict[str, str] = {
     **{n: "dpopt.accounting.budgets" for n in (
-        "AllOf", "ApproxDP", "Budget", "GDP", "MIDP", "PrivacyReport", "RDP", "ZCDP",
-        "mi_binary", "mi_binary_inverse", "parse_budget", "privacy_report",
+        "AllOf", "ApproxDP", "BoundOverflowError", "Budget", "GDP", "MIDP", "PrivacyReport", "RDP",
+        "ZCDP", "approx_dp_bound", "mi_binary", "mi_binary_inverse", "parse_budget",
+        "privacy_report",
     )},
     **{n: "dpopt.accounting.gdp" for n in (
         "clt_mu_poisson", "clt_mu_uniform", "compose", "delta_for_epsilon", "epsilon_for_delta",

@@ -273,6 +273,7 @@ def _solve(
     *,
     increasing: bool,
     evaluate: Callable[[Array, Array], tuple[Array, Array]],
+    forward: Callable[[Array, Array], Array],
     log_newton: bool,
     ok_pass: NDArray[np.bool_],
     ok_fail: NDArray[np.bool_],
@@ -342,7 +343,7 @@ def _solve(
     todo = np.flatnonzero(~done)
     if todo.size:
         answer[todo] = _safe_step(
-            fixed[todo], goal[todo], root[todo], pass_end[todo], increasing, evaluate
+            fixed[todo], goal[todo], root[todo], pass_end[todo], increasing, forward
         )
     return answer, infeasible
 
@@ -353,7 +354,7 @@ def _safe_step(
     root: Array,
     known_pass: Array,
     increasing: bool,
-    evaluate: Callable[[Array, Array], tuple[Array, Array]],
+    forward: Callable[[Array, Array], Array],
 ) -> Array:
     """Move each root a few ulps to the safe side and re-check; fall back to a known pass."""
     out = known_pass.copy()
@@ -374,7 +375,7 @@ def _safe_step(
         else:
             cand = np.minimum(cand, _DBL_MAX)
             useful = cand < out[idx]
-        ld, _ = evaluate(fixed[idx], cand)
+        ld = forward(fixed[idx], cand)
         passed = (ld <= goal[idx]) & np.isfinite(cand)
         take = passed & useful
         out[idx] = np.where(take, cand, out[idx])
@@ -424,7 +425,7 @@ def _polish_guess(
                 rel = np.abs(xn - xi) / np.abs(xi)
         ok = np.isfinite(xn) & (xn > 0.0)
         x[idx] = np.where(ok, xn, xi)
-        idx = idx[ok & ~(rel < 1e-12)]
+        idx = idx[ok & ~(rel < 1e-8)]  # the step just taken leaves an error ~ rel^2
     good = np.isfinite(x) & (x > 0.0)
     return np.where(good, x, guess)
 
@@ -457,6 +458,14 @@ def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         z = np.sqrt(2.0 * np.abs(goal))
         guess = 2.0 * e / (z + np.hypot(z, np.sqrt(2.0 * e)))
+        # two fixed-point passes of the tail asymptotic delta ~ phi(z) mu / (z (z + mu)), z = -a
+        for _ in range(2):
+            z2 = 2.0 * (-goal - _HALF_LOG_2PI + np.log(guess) - np.log(z) - np.log(z + guess))
+            z_new = np.sqrt(z2)
+            ok = np.isfinite(z_new) & (z_new > 1.0)
+            z = np.where(ok, z_new, z)
+            better = 2.0 * e / (z + np.hypot(z, np.sqrt(2.0 * e)))
+            guess = np.where(ok & (better > 0.0), better, guess)
         guess = np.maximum(guess, np.exp(goal + _HALF_LOG_2PI))
     guess = _polish_guess(e, goal, guess, solve_mu=True)
     # mu = 0 gives delta = 0 (passes); the largest mu gives delta = 1 (fails): goal < 0
@@ -466,6 +475,7 @@ def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
         guess,
         increasing=True,
         evaluate=_eval_mu,
+        forward=lambda eps, mu: _curve(eps, mu)[0],
         log_newton=True,
         ok_pass=np.ones(e.size, dtype=bool),
         ok_fail=np.zeros(e.size, dtype=bool),
@@ -485,8 +495,13 @@ def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[n
     mm = m.ravel().copy()
     t = tgt.ravel()
     goal = t - safety_margin(t)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         z = np.sqrt(2.0 * np.abs(goal))
+        # two fixed-point passes of the tail asymptotic delta ~ phi(z) mu / (z (z + mu)), z = -a
+        for _ in range(2):
+            z2 = 2.0 * (-goal - _HALF_LOG_2PI + np.log(mm) - np.log(z) - np.log(z + mm))
+            z_new = np.sqrt(z2)
+            z = np.where(np.isfinite(z_new) & (z_new > 1.0), z_new, z)
         guess = mm * z + mm * mm / 2.0
     guess = _polish_guess(mm, goal, guess, solve_mu=False)
     # epsilon = 0 may pass (answer 0); the largest epsilon passes unless mu is huge
@@ -501,6 +516,7 @@ def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[n
         guess,
         increasing=False,
         evaluate=_eval_eps,
+        forward=lambda mu, eps: _curve(eps, mu)[0],
         log_newton=False,
         ok_pass=ok_pass,
         ok_fail=ok_fail,

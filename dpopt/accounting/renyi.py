@@ -1,6 +1,7 @@
 r"""Rényi divergences and log-moments of shifted Laplace and Gaussian noise.
 
-After Mironov, "Rényi Differential Privacy".
+Following Mironov, "Rényi Differential Privacy" (Table II), and Pierquin et al., "Rényi Pufferfish
+Privacy: General Additive Noise Mechanisms and Privacy Amplification by Iteration".
 
 For an additive noise density :math:`f` and a shift :math:`z` the Rényi moment of order
 :math:`\alpha > 1` is
@@ -78,7 +79,7 @@ def _laplace_log_moment(a: NDArray[np.float64], t: NDArray[np.float64]) -> NDArr
     as_, ts = a[small], t[small]
     num = as_ * _expm1_minus_x((as_ - 1.0) * ts) + (as_ - 1.0) * _expm1_minus_x(-as_ * ts)
     out[small] = np.log1p(num / (2.0 * as_ - 1.0))
-    # Large a*t: the stable form (never forms e^{(a-1)t}), written with u = a - 1
+    # Large a*t: the stable form of the Laplace moment (never forms e^{(a-1)t}), with u = a - 1
     # as u t + log1p(u (1 + e^{-(2a-1)t})) - log1p(2u) so that a -> 1 keeps relative precision.
     ul, tl = a[~small] - 1.0, t[~small]
     with np.errstate(over="ignore"):
@@ -89,7 +90,7 @@ def _laplace_log_moment(a: NDArray[np.float64], t: NDArray[np.float64]) -> NDArr
 
 
 def laplace_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray:
-    r"""Log Rényi moment of a shifted Laplace noise, :math:`\log M^{Lap}_\alpha(t)`.
+    r"""Log Rényi moment of a shifted Laplace noise, :math:`\log M^{Lap}_\alpha(t)` (Mironov).
 
     .. math:: \log M^{Lap}_\alpha(t) = (\alpha-1)t + \log\Big(\frac{\alpha}{2\alpha-1}
               + \frac{\alpha-1}{2\alpha-1} e^{-(2\alpha-1)t}\Big),
@@ -119,7 +120,7 @@ def laplace_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray:
 
 
 def gaussian_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray:
-    r"""Log Rényi moment of a shifted Gaussian, :math:`\alpha(\alpha-1)t^2/2`.
+    r"""Log Rényi moment of a shifted Gaussian, :math:`\alpha(\alpha-1)t^2/2` (Mironov).
 
     Parameters
     ----------
@@ -149,7 +150,7 @@ def _shift_scale(
 
 
 def renyi_laplace(alpha: ArrayLike, shift: ArrayLike, scale: ArrayLike) -> FloatOrArray:
-    r"""Rényi divergence :math:`D_\alpha(\mathrm{Lap}(z, b)\,\|\,\mathrm{Lap}(0, b))`.
+    r"""Rényi divergence :math:`D_\alpha(\mathrm{Lap}(z, b)\,\|\,\mathrm{Lap}(0, b))` (Mironov).
 
     .. math:: D_\alpha = \frac{1}{\alpha-1}\log\Big[\frac{\alpha}{2\alpha-1} e^{(\alpha-1)t}
               + \frac{\alpha-1}{2\alpha-1} e^{-\alpha t}\Big], \qquad t = |z|/b,
@@ -185,7 +186,7 @@ def renyi_laplace(alpha: ArrayLike, shift: ArrayLike, scale: ArrayLike) -> Float
 
 
 def renyi_gaussian(alpha: ArrayLike, shift: ArrayLike, sigma: ArrayLike) -> FloatOrArray:
-    r"""Gaussian Rényi divergence :math:`D_\alpha = \alpha z^2/(2\sigma^2)`.
+    r"""Gaussian Rényi divergence :math:`D_\alpha = \alpha z^2/(2\sigma^2)` (Mironov).
 
     Here :math:`D_\alpha` is :math:`D_\alpha(N(z,\sigma^2)\,\|\,N(0,\sigma^2))`. For
     ``alpha = inf`` the result is ``inf`` when ``z != 0`` and 0 when ``z = 0`` (the Gaussian
