@@ -2,7 +2,7 @@
 
 Imports nothing from ``dpopt`` or ``solvers`` and never trusts a solver's status string:
 
-- :func:`check` certifies a candidate optimal covariance with a factored dual (MATH.md §12),
+- :func:`check` certifies a candidate optimal covariance with a factored dual,
   returning an interval [lower, upper] on the optimum and the covariance repaired to strict
   feasibility; ``rigorous=True`` accounts for every rounding error.
 - :func:`write_certificate` / :func:`read_certificate` / :func:`verify_file`: JSON certificate

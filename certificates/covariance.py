@@ -1,4 +1,4 @@
-r"""Independent certificate of an optimal covariance (MATH.md §6, §12).
+r"""Independent certificate of an optimal covariance.
 
 :func:`check` takes the problem data, a candidate :math:`\Sigma` and a
 :class:`~certificates.problem.FactoredDual`, trusts neither, and returns a
@@ -9,18 +9,19 @@ r"""Independent certificate of an optimal covariance (MATH.md §6, §12).
     v_\eta(q) = \min\{\operatorname{tr}(W\Sigma) : s_j^\top\Sigma^{-1}s_j \le q\ \forall j,\
     \Sigma \succeq \eta I\}.
 
-* **upper** (MATH.md §12.3, scale, don't reject): :math:`\hat\Sigma = c\Sigma` with
+* **upper** (scale, don't reject): :math:`\hat\Sigma = c\Sigma` with
   :math:`c = \max(1, \bar r/q\,(1+m), \eta/\lambda_{\min}(\Sigma)\,(1+m))`, where :math:`\bar r`
   is an upper bound on :math:`\max_j s_j^\top\Sigma^{-1}s_j` over ALL J vectors (one chunked
   pass, Cholesky solves and their residuals, with a forward error bound;
   :func:`certificates.rigorous.ratio_upper_bound`). :math:`\hat\Sigma` is re-verified after the
   (rounded) scaling, so it is strictly feasible; ``upper`` = :math:`\operatorname{tr}(W\hat\Sigma)`.
-* **lower** (MATH.md §12.2, self-bounding): with :math:`D = \eta\operatorname{tr}H +
+* **lower** (self-bounding): with :math:`D = \eta\operatorname{tr}H +
   \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`E = W - H - \sum_j\lambda_ju_ju_j^\top`,
   every feasible :math:`\Sigma` has :math:`\operatorname{tr}(W\Sigma) \ge D/(1 + \|E\|_F/w_{\min})`
   for :math:`w_{\min} \le \lambda_{\min}(W)`. Valid whatever the solver's accuracy.
 * **gap** = (upper - lower) / upper; ``certified`` iff gap <= tol.
-* ``complementarity`` is the gap formula (19) of seed 002 evaluated at :math:`\hat\Sigma`:
+* ``complementarity`` is the gap formula (19) of the optimal-covariance paper evaluated at
+  :math:`\hat\Sigma`:
   :math:`\sum_j\langle Z_j, F_j(\hat\Sigma)\rangle + \langle H, \hat\Sigma - \eta I\rangle`
   relative to ``upper`` (about 0 at an optimum).
 
@@ -142,7 +143,7 @@ def dual_lower_bound(
     floor: NDArray[np.float64],
     w_min: float,
 ) -> tuple[float, float, float]:
-    r"""Float self-bounding lower bound of MATH.md §12.2.
+    r"""Float self-bounding lower bound
 
     Returns ``(D / (1 + ||E||_F / w_min), D, ||E||_F)`` with
     :math:`D = \eta\operatorname{tr}H + \sum_j\lambda_j(2u_j^\top s_j - q)` and
@@ -246,7 +247,7 @@ def check(
     tol: float = 1e-6,
     rigorous: bool = False,
 ) -> CovarianceCertificate:
-    """Certify a candidate optimal covariance with a factored dual (MATH.md §12).
+    """Certify a candidate optimal covariance with a factored dual.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 r"""Plain data of the covariance program, shared by every layer.
 
-The optimal-covariance program of seed 002 (Theorem 3, MATH.md §6.1) is
+The optimal-covariance program of the optimal-covariance paper (Theorem 3) is
 
 .. math::
 
@@ -12,7 +12,7 @@ bound :math:`q > 0` and noise floor :math:`\eta \ge 0`. The vectors are either a
 ``(J, d)`` array or a :class:`VectorSource` that yields them in chunks (two-record vectors of a
 large domain are generated on the fly).
 
-A solution is certified by a *factored dual* (MATH.md §12.1): multipliers :math:`\lambda_j \ge 0`
+A solution is certified by a *factored dual*: multipliers :math:`\lambda_j \ge 0`
 and directions :math:`u_j` on a support, and a factor :math:`G` with :math:`H = GG^\top`, so that
 :math:`Z_j = \lambda_j [u_j; -1][u_j; -1]^\top \succeq 0` and :math:`H \succeq 0` by construction.
 """
@@ -241,7 +241,7 @@ class CovarianceProgram:
 
 @dataclass(frozen=True)
 class FactoredDual:
-    r"""Factored dual certificate (MATH.md §12.1).
+    r"""Factored dual certificate.
 
     Attributes
     ----------

@@ -1,4 +1,4 @@
-r"""Exact-arithmetic and error-bounded pieces of the covariance certificate (MATH.md §12).
+r"""Exact-arithmetic and error-bounded pieces of the covariance certificate.
 
 The user's doubles are taken as exact dyadic rationals ``m 2^-K`` and every quantity of the
 *support-sized* work (d x d matrices, the k support vectors) is computed exactly with Python
@@ -10,12 +10,11 @@ integers (numpy ``object`` arrays), then rounded outward to a float:
 * :func:`exact_dual_bound` evaluates :math:`D = \eta\operatorname{tr}GG^\top +
   \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`\|E\|_F`,
   :math:`E = W - GG^\top - \sum_j\lambda_j u_ju_j^\top` exactly and returns the lower bound
-  :math:`D/(1 + \|E\|_F/w_{\min})` of MATH.md §12.2 rounded down;
+  :math:`D/(1 + \|E\|_F/w_{\min})` rounded down;
 * :func:`exact_trace_product` returns :math:`\operatorname{tr}(W\Sigma)` rounded up;
 * :func:`ratio_upper_bound` bounds :math:`\max_j s_j^\top\Sigma^{-1}s_j` from above over ALL J
   vectors with one float pass (Cholesky solves and the residual :math:`s - \Sigma\hat x`) plus a
-  forward error bound, using one exact d x d fact: :math:`\lambda_{\min}(\Sigma)` bounded below
-  (MATH.md §12.3).
+  forward error bound, using one exact d x d fact: :math:`\lambda_{\min}(\Sigma)` bounded below.
 
 Float error model of the pass (standard, independent of the summation order, so valid for any
 BLAS): a computed dot product of length n has absolute error at most :math:`\gamma_n\sum|x_iy_i|`,
@@ -194,7 +193,7 @@ def exact_dual_bound(
     dual: FactoredDual,
     w_min: float,
 ) -> tuple[float, float, float]:
-    r"""Rigorous self-bounding lower bound of MATH.md §12.2.
+    r"""Rigorous self-bounding lower bound
 
     Parameters
     ----------

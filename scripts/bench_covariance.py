@@ -3,10 +3,11 @@ r"""Benchmark: dpopt's structured covariance solver against generic conic solver
 
 On the same instances and with the same BLAS thread count (default 1) this runs
 
-* ``natural/clarabel``, ``natural/scs``: the seed's natural cvxpy form, J PSD blocks
+* ``natural/clarabel``, ``natural/scs``: the optimal-covariance paper's natural cvxpy form, J PSD
+  blocks
   ``[[Sigma, s_j], [s_j^T, q]] >= 0`` (``solvers.cvx_forms.build_primal``); Clarabel with the
   tight tolerances of ``solvers.cvx`` (gap/feasibility 1e-10), SCS at its defaults;
-* ``inverse/clarabel``: the N = Sigma^{-1} reformulation of MATH.md §11.7 (J linear rows and one
+* ``inverse/clarabel``: the N = Sigma^{-1} reformulation (J linear rows and one
   2d x 2d LMI; ``solvers.cvx_forms.build_inverse``), the strongest generic peer;
 * ``dpopt``: :func:`solvers.structured.solve_structured` (column generation on the reduced dual).
 
@@ -20,9 +21,9 @@ Every generic run happens in a subprocess killed at ``--timeout`` seconds ("DNF"
 memory would be prohibitive are skipped ("skip"). For every run the script reports the wall time
 (cvxpy compilation included), the constraint violation of Sigma as returned
 (``max_j s_j^T Sigma^+ s_j / q - 1`` and ``eta - lambda_min``), and the relative gap reached after
-scaling Sigma to feasibility, measured against dpopt's certified lower bound ``T^2/q``
-(MATH.md §11.1). dpopt's time is also given in multiples of one float64 pass over the data (one
-GEMM per chunk: the physical floor, §11.6). Results are printed and saved as CSV under
+scaling Sigma to feasibility, measured against dpopt's certified lower bound ``T^2/q``.
+dpopt's time is also given in multiples of one float64 pass over the data (one GEMM per chunk:
+the physical floor). Results are printed and saved as CSV under
 ``results/``.
 
 Usage::

@@ -1,7 +1,7 @@
 """One entry point for the covariance program: ``solve(problem, method=..., form=...)``.
 
 ``method`` is ``"auto"``, ``"structured"`` (the column-generation solver of
-:mod:`solvers.structured`, MATH.md §11) or the name of a cvxpy backend from
+:mod:`solvers.structured`) or the name of a cvxpy backend from
 :func:`solvers.cvx.available_backends` (``"clarabel"``, ``"scs"``, ...).
 
 ``"auto"`` is the structured solver: on the benchmark instances it is 30-1000x faster than
@@ -25,7 +25,7 @@ __all__ = ["AUTO_MAX_COUNT", "AUTO_MAX_DIM", "methods", "solve"]
 
 #: A generic fallback uses the natural (block) form for at most this many vectors ...
 AUTO_MAX_COUNT = 2000
-#: ... and at most this dimension (MATH.md §11.7: the block form slows down quickly beyond).
+#: ... and at most this dimension (the theory page: the block form slows down quickly beyond).
 AUTO_MAX_DIM = 8
 
 

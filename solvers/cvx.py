@@ -1,4 +1,4 @@
-r"""Conic backends for the optimal-covariance program, via cvxpy (MATH.md §6, §11.7).
+r"""Conic backends for the optimal-covariance program, via cvxpy.
 
 One adapter per backend behind :class:`CvxBackend` (lazy imports, our own documented tolerances,
 a per-backend status map into :data:`solvers._types.STATUSES`, unknown codes to
@@ -18,7 +18,7 @@ reported, never used as proof.
 
 For :math:`\eta = 0` and vectors that do not span :math:`\mathbb R^d` the program is solved in the
 span (basis ``B``, :math:`W_r = B^\top W B`) and the dual is lifted with the Schur-complement
-correction of MATH.md §6.3: :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
+correction: :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
 :math:`H = C(C^\top W C - C^\top W B W_r^{-1} B^\top W C)C^\top`. The singular optimum
 :math:`B\Sigma_r B^\top` is returned with a tiny ridge :math:`\tau CC^\top` on the complement
 (relative cost ``RIDGE_RELATIVE``) so that the returned covariance is positive definite.
@@ -155,7 +155,7 @@ class ClarabelBackend(CvxBackend):
 
 
 class SCSBackend(CvxBackend):
-    """SCS (first order; least accurate, MATH.md §6.5). Tolerances: ``eps_abs = eps_rel =
+    """SCS (first order; least accurate). Tolerances: ``eps_abs = eps_rel =
     min(tol, 1e-7) / 100``, at most 200,000 iterations."""
 
     name = "scs"
@@ -331,7 +331,7 @@ def _polish(
 
     Candidates: the solver's own; a refit at the solver's Sigma (:math:`u_j = \Sigma^{-1}s_j`,
     :math:`\lambda = \arg\min_{\lambda\ge 0}\|W - H - \sum_j\lambda_ju_ju_j^\top\|_F` by NNLS);
-    and the reduced-dual map of MATH.md §6.3 / §11.2 applied to the solver's multipliers
+    and the reduced-dual map applied to the solver's multipliers
     (:func:`_dual_from_mu`; for eta > 0 the eigenvectors of H become floor atoms
     :math:`\sqrt{q\eta}\,v_i` with weights :math:`h_i\eta/q`). Every candidate is a valid factored
     dual, so the choice only tightens the certificate.
@@ -385,7 +385,7 @@ def _dual_from_mu(
     bound: float,
     weights: NDArray[np.float64],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
-    r"""MATH.md §6.3 map from reduced-dual weights :math:`\mu` (any solver's multipliers,
+    r"""the theory page map from reduced-dual weights :math:`\mu` (any solver's multipliers,
     normalised) to a factored dual with :math:`E = 0` up to rounding (eta = 0):
     :math:`\lambda = (T/q)^2\mu`, :math:`u_j = \Sigma_*^{-1}s_j`,
     :math:`\Sigma_*^{-1} = (q/T)W^{1/2}R^{-1}W^{1/2}`, :math:`R = (W^{1/2}MW^{1/2})^{1/2}`.

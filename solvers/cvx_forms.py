@@ -1,4 +1,4 @@
-r"""cvxpy builders of the optimal-covariance program and its duals (MATH.md §6, §11.7).
+r"""cvxpy builders of the optimal-covariance program and its duals.
 
 Three equivalent forms of
 
@@ -13,13 +13,14 @@ are built here from plain arrays (so that ``dpopt.covariance.program`` can deleg
 knowing about privacy):
 
 ``primal``
-    the seed's natural form (seed 002, Theorem 3): ``J`` blocks of size ``d + 1``.
+    the natural form of the optimal-covariance paper (Theorem 3): ``J`` blocks of size
+    ``d + 1``.
 ``dual``
-    the paper's conic dual (MATH.md §6.2): :math:`\max\ \eta\operatorname{tr}H - 2\sum_j b_j^\top
+    the paper's conic dual: :math:`\max\ \eta\operatorname{tr}H - 2\sum_j b_j^\top
     s_j - q\sum_j g_j` s.t. :math:`\sum_j A_j + H = W`, :math:`Z_j = [[A_j, b_j],[b_j^\top, g_j]]
     \succeq 0`, :math:`H \succeq 0`.
 ``inverse``
-    the :math:`N = \Sigma^{-1}` form (MATH.md §11.7): :math:`\min \operatorname{tr}X` s.t.
+    the :math:`N = \Sigma^{-1}` form: :math:`\min \operatorname{tr}X` s.t.
     :math:`s_j^\top N s_j \le q`, :math:`[[X, W^{1/2}],[W^{1/2}, N]] \succeq 0` and
     :math:`N \preceq I/\eta` when :math:`\eta > 0`. It has ``J`` linear rows and one
     ``2d x 2d`` LMI, which generic conic solvers handle far better at moderate ``d``.
@@ -73,7 +74,7 @@ class SpanReduction:
     r"""Orthonormal basis ``basis`` (d x r) of span{s_j} and ``complement`` (d x (d - r)).
 
     For :math:`\eta = 0` and vectors not spanning :math:`\mathbb R^d` the program is solved in the
-    span with :math:`W_r = B^\top W B`, :math:`s_j \to B^\top s_j` (MATH.md §6.3, §11.3).
+    span with :math:`W_r = B^\top W B`, :math:`s_j \to B^\top s_j`.
     """
 
     basis: NDArray[np.float64]
@@ -130,7 +131,7 @@ def build_primal(
 def build_dual(
     vectors: NDArray[np.float64], weight: NDArray[np.float64], bound: float, noise_floor: float
 ) -> CvxForm:
-    r"""The paper's conic dual (D) of MATH.md §6.2 with variables :math:`Z_j` and :math:`H`.
+    r"""The paper's conic dual (D) with variables :math:`Z_j` and :math:`H`.
 
     The equality :math:`\sum_j A_j + H = W` is imposed on the diagonal and the strict upper
     triangle separately, so the primal Sigma is read off their multipliers.
@@ -171,7 +172,7 @@ def build_dual(
 def build_inverse(
     vectors: NDArray[np.float64], weight: NDArray[np.float64], bound: float, noise_floor: float
 ) -> CvxForm:
-    r"""The :math:`N = \Sigma^{-1}` form of MATH.md §11.7.
+    r"""The :math:`N = \Sigma^{-1}` form
 
     :math:`\min \operatorname{tr} X` s.t. :math:`\operatorname{diag}(S N S^\top) \le q`,
     :math:`[[X, W^{1/2}],[W^{1/2}, N]] \succeq 0` and, for :math:`\eta > 0`,

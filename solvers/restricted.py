@@ -187,7 +187,7 @@ def _rotate_floor(state: Restricted, point: RestrictedPoint) -> None:
 
 
 def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
-    """Damped Newton for max T on the working set (MATH.md §11.5).
+    """Damped Newton for max T on the working set.
 
     Vector weights are handled by an active set (ratio test, atoms enter when ``q_i > T``); the
     floor block ``Pi`` by a log-det barrier ``tb * log det Pi`` driven to zero (its Hessian is

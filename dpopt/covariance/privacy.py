@@ -71,7 +71,7 @@ class CovariancePrivacy:
     ----------
     mahalanobis_bound : float
         The bound used for accounting: :math:`\rho^*(\Sigma)` safely rounded up
-        (``sup.upper``), times 4 for ``relation="replacement"`` (seed eq. 11).
+        (``sup.upper``), times 4 for ``relation="replacement"`` (eq. 11).
     sup : MahalanobisSup
         The add/remove sup computation (value, attained lower value, exactness, maximiser).
     exact : bool
@@ -154,7 +154,7 @@ def privacy_of(
         :func:`dpopt.covariance.sensitivity.add_remove_set` or
         :func:`dpopt.covariance.sensitivity.uniform_query_set`.
     relation : {"add_remove", "replacement"}
-        Neighbouring relation. ``"replacement"`` uses the bound :math:`4\rho^*` of seed eq. (11)
+        Neighbouring relation. ``"replacement"`` uses the bound :math:`4\rho^*` of eq. (11)
         (a valid upper bound, not the exact replacement sup).
 
     Returns

@@ -1,4 +1,4 @@
-r"""Figures and tables of the α-Wasserstein RPP experiments (seed 000) on the UCI datasets.
+r"""Figures and tables of the α-Wasserstein Rényi Pufferfish experiments on the UCI datasets.
 
 One PNG and one CSV per scenario of :data:`dpopt.experiments.rpp.SCENARIOS`, written under
 ``results/rpp/``; each figure carries its scenario as title. Panels:
@@ -7,11 +7,11 @@ One PNG and one CSV per scenario of :data:`dpopt.experiments.rpp.SCENARIOS`, wri
     against the W∞ baselines (W∞/ε and the W∞-RPP calibration) and the tight scale (the least
     private scale, proven within 1 %, :func:`dpopt.pufferfish.calibrate_tight`);
 (b) Laplace scale against α at ε = 1 (the α → 1 behaviour: exact cost shrinks, paper cost
-    blows up, MATH.md §2.5 / §10.3);
+    blows up);
 (c) Gaussian σ against ε, α-W and tight against the W∞ baseline
     :math:`\sqrt{\alpha W_\infty^2/(2ε)}`;
 (d) noise power ratio :math:`\sigma^2 / (2 b_{exact}^2)` against ε for each α (Gaussian better
-    below 1, MATH.md §10.4).
+    below 1).
 
 Panel (b) also draws the tight scale against α (and at α = ∞ as a horizontal line).
 """

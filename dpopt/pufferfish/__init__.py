@@ -1,4 +1,4 @@
-"""Rényi Pufferfish privacy: α-Wasserstein calibration of additive noise (MATH.md §2–§3, §10).
+"""Rényi Pufferfish privacy: α-Wasserstein calibration of additive noise.
 
 Scenarios (:class:`Scenario`) hold the conditional laws of a query given each secret; costs
 (:class:`LaplaceCost`, :class:`GaussianCost`, :class:`ExponentialCost`) turn a shift into a Rényi

@@ -11,7 +11,7 @@ value on a grid (which covers the atoms and the Gaussian "centres"
 :math:`\alpha x_k - (\alpha-1) y_l`), and integrated by ``scipy.integrate.quad`` on the pieces
 between breakpoints at the atoms and at the grid maximum, with the two infinite tails. This is the
 independent check that a calibrated scale really gives :math:`D_\alpha \le \varepsilon` in both
-orders (the OT conditions are sufficient, not necessary, MATH.md §2.7). Noise densities:
+orders (the OT conditions are sufficient, not necessary). Noise densities:
 ``laplace`` :math:`e^{-|u|/b}/(2b)` (and ``exponential``, which is Laplace in 1-D) and
 ``gaussian`` :math:`N(0, \sigma^2)`.
 """
@@ -238,9 +238,9 @@ def minimal_scale_1d(
 ) -> float:
     r"""Numerically least scale with true :math:`D_\alpha \le \varepsilon` (1-D, by quadrature).
 
-    The OT conditions are sufficient, not necessary (MATH.md §2.7: the true minimal scale was
-    44–99 % of the calibrated one). The true divergence is nonincreasing in the scale (MATH.md
-    §3.1: Gaussian by adding independent noise; Laplace because :math:`\mathrm{Lap}(b_2)` is
+    The OT conditions are sufficient, not necessary (on the UCI scenarios the true minimal scale was
+    44–99 % of the calibrated one). The true divergence is nonincreasing in the scale (Gaussian:
+    by adding independent noise; Laplace: because :math:`\mathrm{Lap}(b_2)` is
     :math:`\mathrm{Lap}(b_1)` convolved with :math:`r^2\delta_0 + (1-r^2)\mathrm{Lap}(b_2)`,
     :math:`r = b_1/b_2`), so bisection (Brent in log scale) on :func:`audit` finds it; the
     result is then multiplied by ``1 + margin`` and re-audited. This is a numerical answer
