@@ -51,6 +51,7 @@ from dpopt.errors import (
 )
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
+from solvers.dask_passes import PassFailedError
 
 __all__ = ["Design", "design_covariance"]
 
@@ -185,6 +186,7 @@ def design_covariance(
     solver: str = "auto",
     tol: float = 1e-6,
     rigorous: bool = False,
+    dask: Any = None,
 ) -> Design:
     r"""The least-error Gaussian covariance meeting a privacy budget, certified.
 
@@ -211,6 +213,13 @@ def design_covariance(
         Relative gap required for certification.
     rigorous : bool, default False
         Certify with every rounding error accounted for (:mod:`certificates.rigorous`).
+    dask : None, "local", str or distributed.Client, optional
+        Run the structured solver's passes over the vectors as Dask tasks
+        (:class:`solvers.dask_passes.DaskPasses`): ``"local"`` starts a ``LocalCluster`` for this
+        call and closes it, a scheduler address (``"tcp://host:8786"``) or a ``Client`` uses that
+        cluster. The answer is the same as in process. The certificate check and the privacy
+        re-check run in this process. Needs ``pip install dpopt[distributed]``; ``None``
+        (default) never imports Dask.
 
     Returns
     -------
@@ -229,6 +238,23 @@ def design_covariance(
         The design is private (strictly feasible, re-checked) but its optimality gap exceeds
         ``tol``; ``design.certified`` is False.
     """
+    if dask is not None:
+        from dpopt.parallel import dask_executor
+
+        with dask_executor(dask) as executor:
+            return _design(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous,
+                           executor)
+    return _design(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous, None)
+
+
+def _executor_option(executor: Any, method: str) -> dict[str, Any]:
+    """The pass executor goes to the structured solver only (the cvxpy backends hold the vectors
+    in their own model)."""
+    return {"executor": executor} if executor is not None and method == "structured" else {}
+
+
+def _design(sensitivity: Any, budgets: Any, weight: Any, noise_floor: float, solver: str,
+            tol: float, rigorous: bool, executor: Any) -> Design:
     q, _ = _bound_of(budgets)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     problem = CovarianceProgram(_vectors_of(sensitivity), weight, q, noise_floor)
@@ -239,8 +265,11 @@ def design_covariance(
     solve_tol = max(1e-10, min(1e-8, tol / 100))
     for method, form in _attempts(problem, solver):
         try:
-            sol = solve(problem, method=method, form=form, tol=solve_tol)
+            sol = solve(problem, method=method, form=form, tol=solve_tol,
+                        **_executor_option(executor, method))
         except SolverError as exc:
+            if isinstance(exc, PassFailedError):
+                raise  # a distributed pass could not complete: no fallback on a partial pass
             errors.append(str(exc))
             continue
         except InvalidParameterError:
