@@ -111,6 +111,33 @@ def run_dask(problem: CovarianceProgram, workers: int, tol: float,
             "rss_base": max(base.values()), "rss_peak": max(peak.values())}
 
 
+def run_passes_only(problem: CovarianceProgram, workers: int, reps: int) -> dict[str, Any]:
+    """No solve: ``reps`` interleaved single passes (in process, then on Dask, same B) on a fresh
+    LocalCluster, with the workers' peak memory. For sizes whose full solves do not fit the
+    time available; the solve times are then extrapolated from these pass times."""
+    from dpopt.parallel import local_cluster
+    from solvers.dask_passes import DaskPasses
+    from solvers.passes import IN_PROCESS
+
+    d = problem.dim
+    bmat = np.random.default_rng(3).standard_normal((d, d))
+    chunk = _default_chunk(d)
+    with local_cluster(workers) as c:
+        base = c.run(_warm)
+        ex = DaskPasses(c)
+        t_in, t_dk, c_in = [], [], []
+        for _ in range(reps):
+            c0 = time.process_time()
+            t_in.append(IN_PROCESS.score(problem.source, bmat, chunk, 2 * d, 0.0).seconds)
+            c_in.append(time.process_time() - c0)
+            t_dk.append(ex.score(problem.source, bmat, chunk, 2 * d, 0.0).seconds)
+        peak = c.run(_peak_rss_mib)
+        ex.close()
+    return {"t_in": float(np.median(t_in)), "t_dk": float(np.median(t_dk)),
+            "cpu_in": float(np.median(c_in)),
+            "rss_base": max(base.values()), "rss_peak": max(peak.values())}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e6, 1e7, 1e8])
@@ -119,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tol", type=float, default=1e-8)
     parser.add_argument("--inprocess-max", type=float, default=2e8,
                         help="largest J also solved in process (larger: extrapolated)")
+    parser.add_argument("--solve-max", type=float, default=2e8,
+                        help="largest J solved; larger sizes: single passes only, solve times "
+                        "extrapolated from them")
     parser.add_argument("--reps", type=int, default=3,
                         help="interleaved single passes per path for the pass-time ratio")
     parser.add_argument("--target", type=float, default=1e10, help="J of the extrapolated row")
@@ -148,10 +178,28 @@ def main(argv: list[str] | None = None) -> int:
               f"{f('cpu_ratio', '.2f'):>6} {f('pass_ratio', '.2f'):>6} {r['same']:>5} "
               f"{rss:>14} {r['note']}", flush=True)
 
+    last_passes, last_newton = 15, 0.0
     for size in args.sizes:
         m = points_for(size)
         prob = instance(m, args.dim)
         n = prob.count
+        if n > args.solve_max:
+            po = run_passes_only(prob, args.workers, max(1, min(args.reps, 1)))
+            note = (f"single passes measured side by side; solves EXTRAPOLATED as "
+                    f"{last_passes} passes + {last_newton:.1f} s Newton")
+            for path, t_pass in (("in-process", po["t_in"]), ("dask", po["t_dk"])):
+                row = {"J": n, "m": m, "path": path,
+                       "wall_s": last_passes * t_pass + last_newton, "cpu_s": "",
+                       "passes": last_passes, "pass_equivalents": "", "pass_median_s": t_pass,
+                       "gap": "", "ratio": t_pass / po["t_in"], "cpu_ratio": "",
+                       "pass_ratio": "" if path == "in-process" else po["t_dk"] / po["t_in"],
+                       "same": "",
+                       "worker_rss_base_mib": po["rss_base"] if path == "dask" else "",
+                       "worker_rss_peak_mib": po["rss_peak"] if path == "dask" else "",
+                       "note": note}
+                rows.append(row)
+                show(row)
+            continue
         ref = None
         t_in = cpu_in = math.nan
         label_in = "measured"
@@ -191,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                else "(wall r, cpu r vs EXTRAPOLATED in-process; pass r measured side by side)"}
         rows.append(row)
         show(row)
+        last_passes = sol.stats.passes
+        last_newton = float(sol.stats.extra["newton_seconds"])
     dask_rows = [r for r in rows if r["path"] == "dask"]
     fields = list(rows[0])
     if dask_rows:
