@@ -6,13 +6,14 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: help install run test test-slow lint bench bench-full figures fig1 fig-rpp-adult \
 	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks docs \
-	docs-check docs-assets clean
+	docs-check docs-assets clean bench-scale
 
 help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
 	@echo "make test       the test suite (what CI runs)"
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
+	@echo "make bench-scale  Dask LocalCluster vs in-process passes, J = 1e6..1e8 (long)"
 	@echo "make figures    every reproduction figure under results/"
 	@echo "make notebooks  execute the notebooks into docs/notebooks (the site's copies)"
 	@echo "make docs       build the documentation site into site/ (mkdocs --strict)"
@@ -43,6 +44,9 @@ bench: $(STAMP)
 	$(PY) scripts/bench_covariance.py
 	$(PY) scripts/bench_transport.py
 	$(PY) scripts/bench_accounting.py
+
+bench-scale: $(STAMP)
+	$(PY) scripts/bench_scale.py
 
 bench-full: $(STAMP)
 	$(PY) scripts/bench_covariance.py --full

@@ -266,6 +266,13 @@ def check(
     Returns
     -------
     CovarianceCertificate
+
+    Notes
+    -----
+    The check is single-process: its passes over a :class:`~certificates.problem.VectorSource`
+    run here, chunk by chunk (memory bounded by one chunk, time linear in J), even when the
+    solver's passes ran on a Dask cluster. The checker deliberately shares no code path with the
+    solver's executors.
     """
     if not isinstance(problem, CovarianceProgram):
         raise InvalidTypeError("problem", problem, "a CovarianceProgram")

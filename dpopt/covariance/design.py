@@ -55,6 +55,7 @@ from dpopt.errors import (
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
+from solvers.dask_passes import PassFailedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -297,6 +298,7 @@ def design_covariance(
     tol: float = 1e-6,
     rigorous: bool = False,
     relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
+    dask: Any = None,
 ) -> Design:
     r"""The least-error Gaussian covariance meeting a privacy budget, certified.
 
@@ -329,6 +331,13 @@ def design_covariance(
         The neighbouring relation the budget is stated for. ``sensitivity`` is always the
         add/remove set; for ``"replacement"`` the program's bound is
         :func:`dpopt.relation.add_remove_bound` of the budget's (a quarter of it).
+    dask : None, "local", str or distributed.Client, optional
+        Run the structured solver's passes over the vectors as Dask tasks
+        (:class:`solvers.dask_passes.DaskPasses`): ``"local"`` starts a ``LocalCluster`` for this
+        call and closes it, a scheduler address (``"tcp://host:8786"``) or a ``Client`` uses that
+        cluster. The answer is the same as in process. The certificate check and the privacy
+        re-check run in this process. Needs ``pip install dpopt[distributed]``; ``None``
+        (default) never imports Dask.
 
     Returns
     -------
@@ -347,6 +356,24 @@ def design_covariance(
         The design is private (strictly feasible, re-checked) but its optimality gap exceeds
         ``tol``; ``design.certified`` is False.
     """
+    if dask is not None:
+        from dpopt.parallel import dask_executor
+
+        with dask_executor(dask) as executor:
+            return _design(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous,
+                           relation, executor)
+    return _design(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous, relation,
+                   None)
+
+
+def _executor_option(executor: Any, method: str) -> dict[str, Any]:
+    """The pass executor goes to the structured solver only (the cvxpy backends hold the vectors
+    in their own model)."""
+    return {"executor": executor} if executor is not None and method == "structured" else {}
+
+
+def _design(sensitivity: Any, budgets: Any, weight: Any, noise_floor: float, solver: str,
+            tol: float, rigorous: bool, relation: RelationLike, executor: Any) -> Design:
     q, _ = _bound_of(budgets)
     rel = as_relation(relation)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
@@ -363,8 +390,11 @@ def design_covariance(
             options["time_limit"] = budget
         started = time.perf_counter()
         try:
-            sol = solve(problem, method=method, form=form, tol=solve_tol, **options)
+            sol = solve(problem, method=method, form=form, tol=solve_tol,
+                        **options, **_executor_option(executor, method))
         except SolverError as exc:
+            if isinstance(exc, PassFailedError):
+                raise  # a distributed pass could not complete: no fallback on a partial pass
             errors.append(f"{method}: {exc}")
             continue
         except InvalidParameterError:

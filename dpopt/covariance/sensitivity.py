@@ -125,20 +125,29 @@ class _PairVectors:
     def _block(self, i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.float64]:
         raise NotImplementedError
 
+    def block(self, start: int, stop: int) -> NDArray[np.float64]:
+        """The vectors ``start .. stop - 1`` as a ``(stop - start, d)`` array.
+
+        A block is generated from the points alone (nothing of size ``count`` is read), so a
+        worker holding this small object can produce any range of the set; :meth:`chunks` is
+        this method applied to consecutive ranges, so both give the same vectors bit for bit.
+        """
+        count = self.count
+        if isinstance(start, bool) or isinstance(stop, bool) or not 0 <= start <= stop <= count:
+            raise InvalidParameterError(
+                "(start, stop)", (start, stop), f"must satisfy 0 <= start <= stop <= {count}"
+            )
+        j = np.arange(start, stop, dtype=np.int64)
+        i = np.searchsorted(self._offsets, j, side="right") - 1
+        k = i + 1 + (j - self._offsets[i])
+        return self._block(i.astype(np.intp), k.astype(np.intp))
+
     def chunks(self, size: int = DEFAULT_CHUNK) -> Iterator[tuple[int, NDArray[np.float64]]]:
         """Yield ``(start, block)`` with ``block`` the vectors ``start .. start + k - 1``."""
         size = chunk_size_of(size)
-        m = self._m
         count = self.count
-        start = 0
-        while start < count:
-            stop = min(count, start + size)
-            j = np.arange(start, stop, dtype=np.int64)
-            i = np.searchsorted(self._offsets, j, side="right") - 1
-            k = i + 1 + (j - self._offsets[i])
-            yield start, self._block(i.astype(np.intp), k.astype(np.intp))
-            start = stop
-        del m
+        for start in range(0, count, size):
+            yield start, self.block(start, min(count, start + size))
 
     def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
         """The vectors with the given indices, shape (len(indices), d)."""
@@ -286,12 +295,20 @@ class BoxVertexDifferences:
         out[:, 1:] = (1.0 - 2.0 * bits) * self._lengths[1:]
         return out
 
+    def block(self, start: int, stop: int) -> NDArray[np.float64]:
+        """The vectors ``start .. stop - 1`` (generated from the box alone)."""
+        count = self.count
+        if isinstance(start, bool) or isinstance(stop, bool) or not 0 <= start <= stop <= count:
+            raise InvalidParameterError(
+                "(start, stop)", (start, stop), f"must satisfy 0 <= start <= stop <= {count}"
+            )
+        return self._block(np.arange(start, stop, dtype=np.int64))
+
     def chunks(self, size: int = DEFAULT_CHUNK) -> Iterator[tuple[int, NDArray[np.float64]]]:
         """Yield ``(start, block)`` in index order."""
         size = chunk_size_of(size)
         for start in range(0, self.count, size):
-            stop = min(self.count, start + size)
-            yield start, self._block(np.arange(start, stop, dtype=np.int64))
+            yield start, self.block(start, min(self.count, start + size))
 
     def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
         """The vectors with the given indices."""
