@@ -8,7 +8,7 @@ The docstrings are numpy style but use a few reST constructs that Markdown shows
 - ``.. math::`` blocks become fenced code blocks;
 - a section titled ``Example`` becomes ``Examples`` (so doctests render as code);
 - citations of team-internal notes are rewritten for readers: a parenthetical reference to the
-  team's math notes is dropped, and "the α-Wasserstein paper/001/002" become the papers' names.
+  team's math notes is dropped, and "seed 000/001/002" become the papers' names.
 
 Only the rendered text changes; the source docstrings stay as they are.
 """
@@ -27,9 +27,9 @@ _NOTES = re.compile(
     rf"\s*\((?:see )?MATH\.md[^()]*(?:\([^()]*\)[^()]*)*\)|,?\s*MATH\.md(?:\s*{_SECS})?")
 _SECTION_SIGN = re.compile(rf"\s*\({_SECS}\)|{_SECS}")
 _SEEDS = {
-    "the α-Wasserstein paper": "the α-Wasserstein paper (Ding, Yang, Zhang)",
-    "Dong, Roth, Su (Gaussian DP)": "the Gaussian-DP paper (Dong, Roth, Su)",
-    "the optimal-covariance paper": "the optimal-covariance paper",
+    "seed 000": "the α-Wasserstein paper (Ding, Yang, Zhang)",
+    "seed 001": "the Gaussian-DP paper (Dong, Roth, Su)",
+    "seed 002": "the optimal-covariance paper",
 }
 
 

@@ -312,4 +312,4 @@ def test_output_wording(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
                         "-q"], capsys)
     assert code == 0 and "% less error than isotropic noise" in out and "x less" not in out
     code, out, _ = run(["verify", str(design), "-q"], capsys)
-    assert code == 0 and "+ -" not in out and "(1 " in out
+    assert code == 0 and "+ -" not in out and "strictly feasible as stored" in out
