@@ -610,16 +610,18 @@ def check_coupling(
     log_lower: float | None = None
     gap: float | None = None
     if potentials is not None:
-        u = as_float_array("u", potentials[0], ndim=1)
-        v = as_float_array("v", potentials[1], ndim=1)
+        pu = as_float_array("u", potentials[0], ndim=1)
+        pv = as_float_array("v", potentials[1], ndim=1)
         shift = as_scalar("shift", potentials[2])
-        if u.size != n or v.size != m:
-            raise InvalidParameterError("potentials", (u.shape, v.shape), f"must be ({n},), ({m},)")
+        if pu.size != n or pv.size != m:
+            raise InvalidParameterError(
+                "potentials", (pu.shape, pv.shape), f"must be ({n},), ({m},)"
+            )
         ii, jj = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
         full = _eval_cost(cost, ii.ravel().astype(np.intp), jj.ravel().astype(np.intp))
         scaled = np.exp(np.minimum(full.reshape(n, m) - shift, 700.0))
-        viol = max(0.0, float(np.max(u[:, None] + v[None, :] - scaled)))
-        lower = float((pw / pw.sum()) @ (u - viol) + (qw / qw.sum()) @ v)
+        viol = max(0.0, float(np.max(pu[:, None] + pv[None, :] - scaled)))
+        lower = float((pw / pw.sum()) @ (pu - viol) + (qw / qw.sum()) @ pv)
         log_lower = float(np.log(lower)) + shift if lower > 0 else float("-inf")
         gap = value - log_lower
 

@@ -1,4 +1,4 @@
-r"""Discrete optimal-transport couplings for the Rényi Pufferfish calibration (MATH.md §2–§3).
+r"""Discrete optimal-transport couplings for the Rényi Pufferfish calibration.
 
 Given two discrete laws :math:`P = \sum_i p_i \delta_{x_i}` and :math:`Q = \sum_j q_j \delta_{y_j}`
 and a cost matrix given by its logarithm :math:`\log C_{ij}`, these solvers return a coupling
@@ -13,12 +13,12 @@ and a cost matrix given by its logarithm :math:`\log C_{ij}`, these solvers retu
 Three routes are offered, and they agree on shared instances:
 
 1. :func:`quantile_coupling` — 1-D, the comonotone (north-west-corner) coupling, optimal for every
-   cost :math:`h(x - y)` with :math:`h` convex (MATH.md §3.2). It does not depend on the cost, so
-   it is computed once and reused through a whole root-find. :math:`O((n+m)\log(n+m))`.
+   cost :math:`h(x - y)` with :math:`h` convex (Santambrogio, ch. 2). It does not depend on the
+   cost, so it is computed once and reused through a whole root-find. :math:`O((n+m)\log(n+m))`.
 2. :func:`emd_coupling` — any dimension, the network-simplex LP of POT ``ot.emd``. Costs span
    hundreds of orders of magnitude, so the LP is fed the shifted, capped costs
    :math:`\tilde C_{ij} = \min(\exp(\log C_{ij} - s), e^{12})` and the returned plan is
-   re-scored exactly in log domain (MATH.md §3.3: naive rescaling by the largest cost underflows
+   re-scored exactly in log domain (naive rescaling by the largest cost underflows
    and returns the value 0).
 3. :func:`lp_coupling` — the same LP as a cvxpy program (:func:`coupling_lp_primal`,
    :func:`coupling_lp_dual`), whose dual potentials :math:`u_i + v_j \le \tilde C_{ij}` give a
@@ -68,7 +68,7 @@ __all__ = [
     "quantile_coupling",
 ]
 
-#: Largest log-cost fed (after the shift) to an LP solver; see :func:`capped_costs`. MATH.md §3.3
+#: Largest log-cost fed (after the shift) to an LP solver; see :func:`capped_costs`. A cap near e^50
 #: suggests 50 / 1e15, but the network simplex works in absolute precision ~1e-16 * max cost, so a
 #: cap of 1e15 hides every cost below ~0.1 (measured: errors up to 1.0 in log value on random
 #: Gaussian costs); with e^12 the error was below 1e-11 and the re-solve loop handles plans that
@@ -170,7 +170,7 @@ def quantile_coupling(
     :math:`(t_{k-1}, t_k]` of the merged cumulative distribution functions of the laws
     :math:`\hat p = p / \sum p` and :math:`\hat q = q / \sum q` from the atom of :math:`P` whose
     quantile range contains it to the atom of :math:`Q` likewise. The result is optimal for
-    every cost :math:`h(x - y)` with :math:`h` convex (Santambrogio, Theorem 2.9), and it is a
+    every cost :math:`h(x - y)` with :math:`h` convex (Santambrogio, ch. 2), and it is a
     :math:`W_\infty`-optimal coupling.
 
     The merge is exact: probabilities are binary fractions, so the cumulative sums are computed
@@ -366,14 +366,12 @@ def _tree_solve(
         i, j = tree[k]
         u = n + j if v == i else i
         f = res[v]
-        if f < 0:
-            return None
         alive[k] = False
         degree[v] = 0
         degree[u] -= 1
         res[v] = 0
         res[u] -= f
-        if f > 0:
+        if f != 0:
             flow[(i, j)] = flow.get((i, j), 0) + f
         if degree[u] == 1:
             stack.append(u)
@@ -384,19 +382,23 @@ def _tree_solve(
     return flow
 
 
-def _greedy_solve(
-    a: list[int], b: list[int], edges: list[tuple[int, int]], rank: NDArray[np.float64],
-    mass: NDArray[np.float64],
-) -> dict[tuple[int, int], int] | None:
-    """Fallback: floor the plan, shrink the most expensive pieces of rows and columns that
-    exceed their targets, then move the deficits along the cheapest admissible pairs."""
-    n, m = len(a), len(b)
-    total = sum(a)
+def _floored(
+    edges: list[tuple[int, int]], mass: NDArray[np.float64], total: int
+) -> dict[tuple[int, int], int]:
     flow: dict[tuple[int, int], int] = {}
     for k, (i, j) in enumerate(edges):
         v = _floor_scaled(float(mass[k]), total)
         if v > 0:
             flow[(i, j)] = flow.get((i, j), 0) + v
+    return flow
+
+
+def _rebalance(
+    a: list[int], b: list[int], start: dict[tuple[int, int], int], rank: NDArray[np.float64],
+) -> dict[tuple[int, int], int] | None:
+    """From a non-negative integer flow: trim the most expensive pieces of rows and columns
+    that exceed their targets, then move the deficits along cheapest augmenting paths."""
+    flow = {k: v for k, v in start.items() if v > 0}
     for axis, target in ((0, a), (1, b)):
         by: dict[int, list[tuple[int, int]]] = {}
         for key in flow:
@@ -415,24 +417,138 @@ def _greedy_solve(
     for (i, j), v in flow.items():
         dr[i] -= v
         dc[j] -= v
-    ri = np.array([i for i in range(n) if dr[i] > 0], dtype=np.intp)
-    cj = np.array([j for j in range(m) if dc[j] > 0], dtype=np.intp)
-    if ri.size and cj.size:
-        sub = rank[np.ix_(ri, cj)]
-        for f in np.argsort(sub, axis=None, kind="stable").tolist():
-            ii, jj = divmod(f, cj.size)
-            i, j = int(ri[ii]), int(cj[jj])
-            move = min(dr[i], dc[j])
-            if move <= 0:
-                continue
-            if not np.isfinite(sub[ii, jj]):
-                return None
-            flow[(i, j)] = flow.get((i, j), 0) + move
-            dr[i] -= move
-            dc[j] -= move
+    budget = 3 * (sum(1 for v in dr if v) + sum(1 for v in dc if v)) + 20
+    _augment(flow, dr, dc, rank, max_rounds=budget)
+    _pair_cheapest(flow, dr, dc, rank)
     if any(dr) or any(dc):
         return None
     return flow
+
+
+def _pair_cheapest(
+    flow: dict[tuple[int, int], int], dr: list[int], dc: list[int], rank: NDArray[np.float64]
+) -> None:
+    """Move what deficits remain directly along the cheapest admissible (row, column) pairs
+    (in place); used when the augmenting-path budget is spent."""
+    ri = np.array([i for i, v in enumerate(dr) if v > 0], dtype=np.intp)
+    cj = np.array([j for j, v in enumerate(dc) if v > 0], dtype=np.intp)
+    if not (ri.size and cj.size):
+        return
+    sub = rank[np.ix_(ri, cj)]
+    for f in np.argsort(sub, axis=None, kind="stable").tolist():
+        ii, jj = divmod(f, cj.size)
+        if not np.isfinite(sub[ii, jj]):
+            return
+        i, j = int(ri[ii]), int(cj[jj])
+        move = min(dr[i], dc[j])
+        if move > 0:
+            flow[(i, j)] = flow.get((i, j), 0) + move
+            dr[i] -= move
+            dc[j] -= move
+
+
+def _augment(
+    flow: dict[tuple[int, int], int], dr: list[int], dc: list[int], rank: NDArray[np.float64],
+    max_rounds: int | None = None,
+) -> None:
+    """Move row deficits ``dr`` to column deficits ``dc`` (in place) along cheapest augmenting
+    paths of the residual graph (successive shortest paths, Bellman-Ford in numpy), cancelling
+    any negative cycle met on the way.
+
+    A path may add mass to a pair, take it off an existing piece, add it to another pair, and so
+    on, so a tiny atom the LP did not see is served by re-routing a sliver of a nearby piece
+    instead of being sent across the plan; a negative cycle (the LP solved capped costs, or
+    its tolerance hid an improvement) is cancelled, which lowers the true cost. Costs are
+    ``exp(rank)`` (clipped at e^690); ``+inf`` pairs are never used. Amounts are exact integers.
+    """
+    n, m = len(dr), len(dc)
+    cost = np.exp(np.minimum(rank, 690.0))
+    rounds = 4 * (n + m) + 50 if max_rounds is None else max_rounds
+    for _ in range(rounds):
+        src = [i for i in range(n) if dr[i] > 0]
+        if not src:
+            return
+        keys = [k for k, v in flow.items() if v > 0]
+        pr = np.array([k[0] for k in keys], dtype=np.intp)
+        pc = np.array([k[1] for k in keys], dtype=np.intp)
+        back = cost[pr, pc] if keys else np.zeros(0)
+        is_src = np.zeros(n, dtype=bool)
+        is_src[src] = True
+        dist_r = np.where(is_src, 0.0, np.inf)
+        pred_r = np.full(n, -1, dtype=np.intp)  # column whose piece was reduced to reach row
+        dist_c = np.full(m, np.inf)
+        pred_c = np.full(m, -1, dtype=np.intp)
+        for _ in range(n + m + 1):
+            cand = dist_r[:, None] + cost
+            best_i = np.argmin(cand, axis=0)
+            new_c = cand[best_i, np.arange(m)]
+            # an improvement must exceed the round-off of the sums that produced it
+            size_c = np.abs(dist_r[best_i]) + cost[best_i, np.arange(m)] + np.abs(dist_c)
+            with np.errstate(invalid="ignore"):
+                upd_c = np.where(np.isfinite(dist_c),
+                                 new_c < dist_c - 1e-12 * size_c - 1e-300,
+                                 np.isfinite(new_c))
+            dist_c = np.where(upd_c, new_c, dist_c)
+            pred_c = np.where(upd_c, best_i, pred_c)
+            changed = bool(upd_c.any())
+            if keys:
+                via = dist_c[pc] - back
+                order = np.lexsort((via, pr))
+                first = np.ones(order.size, dtype=bool)
+                first[1:] = pr[order][1:] != pr[order][:-1]
+                rows_k, vals_k = pr[order][first], via[order][first]
+                cols_k = pc[order][first]
+                old = dist_r[rows_k]
+                size = np.abs(dist_c[cols_k]) + cost[rows_k, cols_k] + np.abs(old)
+                with np.errstate(invalid="ignore"):
+                    upd = np.where(np.isfinite(old), vals_k < old - 1e-12 * size - 1e-300,
+                                   np.isfinite(vals_k)) & ~is_src[rows_k]
+                if upd.any():
+                    dist_r[rows_k[upd]] = vals_k[upd]
+                    pred_r[rows_k[upd]] = cols_k[upd]
+                    changed = True
+            if not changed:
+                break
+        sinks = [j for j in range(m) if dc[j] > 0 and np.isfinite(dist_c[j])]
+        if not sinks:
+            return
+        j = min(sinks, key=lambda jj: dist_c[jj])
+        path: list[tuple[int, int, int]] = []  # (row, col, +1 add / -1 remove), sink first
+        first_edge: dict[int, int] = {}
+        cycle: list[tuple[int, int, int]] | None = None
+        for _ in range(n + 1):
+            i = int(pred_c[j])
+            if i < 0:
+                return
+            if i in first_edge:  # a negative cycle: cancel it
+                cycle = [*path[first_edge[i] + 1:], (i, j, 1)]
+                break
+            first_edge[i] = len(path)
+            path.append((i, j, 1))
+            if is_src[i]:
+                break
+            j = int(pred_r[i])
+            if j < 0:
+                return
+            path.append((i, j, -1))
+        else:
+            return
+        edges = cycle if cycle is not None else path
+        amount = min((flow.get((ii, jj), 0) for ii, jj, sg in edges if sg < 0), default=None)
+        if cycle is None:
+            ends = min(dc[path[0][1]], dr[path[-1][0]])
+            amount = ends if amount is None else min(amount, ends)
+        if amount is None or amount <= 0:
+            return
+        for ii, jj, sign in edges:
+            v = flow.get((ii, jj), 0) + sign * amount
+            if v:
+                flow[(ii, jj)] = v
+            else:
+                flow.pop((ii, jj), None)
+        if cycle is None:
+            dr[path[-1][0]] -= amount
+            dc[path[0][1]] -= amount
 
 
 def exact_coupling(
@@ -445,9 +561,9 @@ def exact_coupling(
     POT ~1e-16 times the largest mass), which is meaningless for an atom of mass 1e-8 or
     1e-300. This repair never drops an atom: it solves the marginal equations exactly on a
     spanning forest of the plan's support (the basis of the simplex method), linking components
-    whose exact totals do not balance by the cheapest admissible edges; if that gives a negative
-    mass it falls back to flooring the plan, trimming the most expensive pieces of over-full rows
-    and columns, and moving the deficits along the cheapest admissible pairs.
+    whose exact totals do not balance by the cheapest admissible edges; negative masses are
+    then clipped, the most expensive pieces of over-full rows and columns trimmed, and the
+    deficits moved along cheapest augmenting paths of the residual graph.
 
     Parameters
     ----------
@@ -479,8 +595,9 @@ def exact_coupling(
     b = [v * tp for v in big_q]
     edges = list(zip(ri.tolist(), ci.tolist(), strict=True))
     flow = _tree_solve(a, b, edges, rk, w)
-    if flow is None:
-        flow = _greedy_solve(a, b, edges, rk, w)
+    if flow is None or min(flow.values(), default=0) < 0:
+        start = _floored(edges, w, sum(a)) if flow is None else flow
+        flow = _rebalance(a, b, start, rk)
     if flow is None:
         return None
     keys = sorted(k for k, v in flow.items() if v > 0)
@@ -544,13 +661,25 @@ def _lp_inputs(
     return pw, qw, lc, s
 
 
+_REPAIRS: dict[tuple[bytes, ...], tuple[Any, Any, ExactMasses]] = {}
+
+
 def _exactify(
     pw: NDArray[np.float64], qw: NDArray[np.float64], lc: NDArray[np.float64],
     plan: NDArray[np.float64], **fields: Any,
 ) -> Coupling:
     """An exact coupling from a solver's dense floating-point plan (see :func:`exact_coupling`)."""
     rows, cols = np.nonzero(plan > 0.0)
-    out = exact_coupling(pw, qw, rows, cols, plan[rows, cols], lc)
+    # The exact masses depend on the plan's support (the LP basis), not on the costs: a root
+    # find re-solving at nearby scales mostly meets the same basis, so reuse its repair.
+    key = (pw.tobytes(), qw.tobytes(), rows.tobytes(), cols.tobytes())
+    out = _REPAIRS.get(key)
+    if out is None:
+        out = exact_coupling(pw, qw, rows, cols, plan[rows, cols], lc)
+        if out is not None:
+            if len(_REPAIRS) >= 256:
+                _REPAIRS.pop(next(iter(_REPAIRS)))
+            _REPAIRS[key] = out
     if out is None:  # pragma: no cover - every pair is admissible here
         raise SolverError("could not repair the LP plan to an exact coupling")
     r, c, ex = out

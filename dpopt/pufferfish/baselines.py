@@ -1,4 +1,4 @@
-r""":math:`W_\infty` baselines for (Rényi) Pufferfish privacy (MATH.md §2.4).
+r""":math:`W_\infty` baselines for (Rényi) Pufferfish privacy.
 
 With :math:`W_\infty(P,Q) = \min_\pi \max_{\operatorname{supp}\pi}\lVert x - y\rVert` (the ground
 norm of the cost: :math:`\ell_1` for product Laplace, Mahalanobis for Gaussian) and the largest
@@ -7,7 +7,7 @@ value over pairs and priors:
 * pure Pufferfish, Wasserstein mechanism of Song, Wang and Chaudhuri (2017):
   :math:`b = W_\infty/\varepsilon`;
 * RPP with :math:`W_\infty` (general Wasserstein mechanism of Pierquin et al., 2024, re-derived in
-  MATH.md §2.4): Laplace, the smallest :math:`b` with :math:`D^{Lap}_\alpha(W_\infty/b)\le
+  Pierquin et al.): Laplace, the smallest :math:`b` with :math:`D^{Lap}_\alpha(W_\infty/b)\le
   \varepsilon` (:math:`\log M^{Lap}_\alpha(W_\infty/b) \le (\alpha-1)\varepsilon`); Gaussian,
   :math:`\sigma^2 = \alpha W_\infty^2/(2\varepsilon)`.
 
@@ -110,7 +110,7 @@ def winf_laplace(scenario: Scenario, epsilon: float) -> Baseline:
 
 def rpp_winf_laplace(scenario: Scenario, alpha: float, epsilon: float) -> Baseline:
     r"""RPP with :math:`W_\infty`, Laplace: least :math:`b` with
-    :math:`D^{Lap}_\alpha(W_\infty/b) \le \varepsilon` (MATH.md §2.4)."""
+    :math:`D^{Lap}_\alpha(W_\infty/b) \le \varepsilon` (Pierquin et al.)."""
     return winf_baseline(scenario, LaplaceCost(alpha, form="exact"), epsilon)
 
 

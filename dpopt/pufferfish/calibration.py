@@ -1,18 +1,20 @@
-r"""α-Wasserstein calibration of additive noise for Rényi Pufferfish privacy (MATH.md §2–§3).
+r"""α-Wasserstein calibration of additive noise for Rényi Pufferfish privacy.
+
+Reference: Ding, Yang, Zhang, "α-Wasserstein Mechanism for Rényi Pufferfish Privacy".
 
 For every prior :math:`\theta` and discriminative pair :math:`(s_i, s_j)` with conditional laws
 :math:`P, Q`, the scale :math:`b` (Laplace), :math:`\sigma` (Gaussian) or :math:`\theta`
-(exponential mechanism) must satisfy the sufficient condition of MATH.md §2.2
+(exponential mechanism) must satisfy the sufficient condition of Ding, Yang and Zhang
 
 .. math:: \log V_\alpha(b) = \log\min_{\pi\in\Pi(P,Q)} \sum_{kl}\pi_{kl}\,C_\alpha(x_k - y_l; b)
           \le (\alpha-1)\varepsilon,
 
 which implies :math:`D_\alpha(P*N_b\,\|\,Q*N_b) \le \varepsilon` *and* the reverse order (the
 costs are symmetric in the shift). :math:`V_\alpha` is continuous and nonincreasing in :math:`b`
-(MATH.md §3.1), so the least feasible scale of a pair is the root of
+(each cost is nonincreasing in the scale), so the least feasible scale of a pair is the root of
 :math:`\log V_\alpha(e^u) = (\alpha-1)\varepsilon` in :math:`u = \log b`, bracketed above by the
-:math:`W_\infty` baseline (always feasible: an average never exceeds a maximum, §2.4) and below by
-Jensen's bound :math:`V_\alpha \ge C_\alpha(\bar x - \bar y)` (costs convex in the shift, §3.1),
+:math:`W_\infty` baseline (always feasible: an average never exceeds a maximum) and below by
+Jensen's bound :math:`V_\alpha \ge C_\alpha(\bar x - \bar y)` (costs convex in the shift),
 and found by Brent's method. The released scale is the maximum over pairs and priors.
 
 Safety: the root-find targets :math:`(1 - 10^{-11})(\alpha-1)\varepsilon` (log values are

@@ -1,6 +1,8 @@
-r"""Transport costs for the RPP-OT condition, all as log-costs (MATH.md §2.3, §2.6, §3.3).
+r"""Transport costs for the RPP-OT condition, all as log-costs.
 
-For noise :math:`N_b` of scale :math:`b` the condition of MATH.md §2.2 is
+Reference: Ding, Yang, Zhang, "α-Wasserstein Mechanism for Rényi Pufferfish Privacy".
+
+For noise :math:`N_b` of scale :math:`b` the sufficient condition of Ding, Yang and Zhang is
 
 .. math:: \log \min_\pi \sum_{kl} \pi_{kl}\, C_\alpha(x_k - y_l;\, b) \le (\alpha - 1)\varepsilon,
 
@@ -8,21 +10,21 @@ for any cost with :math:`M_\alpha(z) \le C_\alpha(z)`. Every cost here has the f
 :math:`\log C_\alpha(z; b) \le g(\lVert z\rVert / b)` for a ground norm :math:`\lVert\cdot\rVert`
 (:meth:`RenyiCost.distance`) and an increasing *profile* :math:`g` with :math:`g(0) = 0`, with
 equality whenever the cost depends on :math:`z` through the norm only; this gives the
-:math:`W_\infty` baselines (MATH.md §2.4) and brackets. All costs are convex in :math:`z` (so the
-1-D quantile coupling is optimal, MATH.md §3.2) and nonincreasing in the scale (MATH.md §3.1).
+:math:`W_\infty` baselines and brackets. All costs are convex in :math:`z` (so the
+1-D quantile coupling is optimal) and nonincreasing in the scale.
 
 ========================  =========================================  ==========================
 cost                      :math:`\log C_\alpha(z; b)`                 ground norm / status
 ========================  =========================================  ==========================
 ``LaplaceCost("exact")``  :math:`\sum_c \log M^{Lap}_\alpha(|z_c|/b)`  :math:`\ell_1`; exact moment
 ``LaplaceCost("ratio")``  :math:`(\alpha-1)\lVert z\rVert_1/b`          likelihood-ratio bound
-``LaplaceCost("paper")``  :math:`\alpha\lVert z\rVert_1/b`              seed 000 form, loosest
+``LaplaceCost("paper")``  :math:`\alpha\lVert z\rVert_1/b`              paper's form, loosest
 ``GaussianCost``          :math:`\alpha(\alpha-1) z^\top S^{-1}z/(2\sigma^2)`  Mahalanobis; exact
-``ExponentialCost``       :math:`(\alpha-1)\lVert z\rVert/\theta`       any norm (§2.6)
+``ExponentialCost``       :math:`(\alpha-1)\lVert z\rVert/\theta`       any norm
 ========================  =========================================  ==========================
 
 Laplace noise in :math:`\mathbb{R}^d` is the product of independent :math:`\mathrm{Lap}(0, b)`
-coordinates (log-moments add, MATH.md §1.3); Gaussian noise is :math:`N(0, \sigma^2 S)`;
+coordinates (log-moments add); Gaussian noise is :math:`N(0, \sigma^2 S)`;
 exponential-mechanism noise has density :math:`\propto \exp(-\lVert z\rVert/\theta)`.
 With :math:`\alpha = \infty` (Laplace, exponential) the log-cost is the pure-DP log density-ratio
 bound :math:`\lVert z\rVert/b` and the condition is its maximum over the coupling's support.
@@ -151,9 +153,10 @@ class LaplaceCost(RenyiCost):
     alpha : float
         Rényi order > 1; ``np.inf`` for pure Pufferfish (log-cost :math:`\lVert z\rVert_1/b`).
     form : {"exact", "ratio", "paper"}
-        ``exact`` (default): :math:`\sum_c \log M^{Lap}_\alpha(|z_c|/b)` (MATH.md §1.1, the
-        tightest); ``ratio``: :math:`(\alpha-1)\lVert z\rVert_1/b`; ``paper``:
-        :math:`\alpha\lVert z\rVert_1/b` (seed 000's form, for reproduction only; MATH.md §10.1).
+        ``exact`` (default): :math:`\sum_c \log M^{Lap}_\alpha(|z_c|/b)` (Mironov, "Rényi
+        Differential Privacy"; the tightest); ``ratio``: :math:`(\alpha-1)\lVert z\rVert_1/b`;
+        ``paper``: :math:`\alpha\lVert z\rVert_1/b` (the form quoted from Ding, Yang and Zhang,
+        for reproduction only).
     """
 
     form: str = "exact"
@@ -210,8 +213,8 @@ def _safe_div(level: float, factor: float, g: Any) -> float:
 class GaussianCost(RenyiCost):
     r"""Gaussian noise :math:`N(0, \sigma^2 S)`; the cost is the exact Rényi moment.
 
-    :math:`\log C = \alpha(\alpha-1) z^\top S^{-1} z / (2\sigma^2)` (MATH.md §1.2, §2.3: the
-    seed's Gaussian cost is right). The ground norm is the Mahalanobis norm
+    :math:`\log C = \alpha(\alpha-1) z^\top S^{-1} z / (2\sigma^2)` (Mironov, "Rényi
+    Differential Privacy": the exact Rényi moment). The ground norm is the Mahalanobis norm
     :math:`\sqrt{z^\top S^{-1} z}` (computed by a Cholesky solve).
 
     Parameters
@@ -283,7 +286,7 @@ class ExponentialCost(RenyiCost):
 
     For a symmetric subadditive :math:`c` (any norm) :math:`f(y-x)/f(y-x') \le e^{c(x-x')/\theta}`,
     so :math:`M_\alpha(z) \le \exp((\alpha-1)c(z)/\theta)` (``form="ratio"``, default) and
-    :math:`\le \exp(\alpha c(z)/\theta)` (``form="paper"``); MATH.md §2.6. ``alpha = np.inf``
+    :math:`\le \exp(\alpha c(z)/\theta)` (``form="paper"``). ``alpha = np.inf``
     gives the pure condition :math:`c(z)/\theta \le \varepsilon`.
 
     Parameters

@@ -9,8 +9,9 @@ conditional laws of the query matter,
 
 and :math:`(\alpha,\varepsilon)`-Rényi Pufferfish privacy asks
 :math:`D_\alpha(P_{s_i,\theta} * N \,\|\, P_{s_j,\theta} * N) \le \varepsilon` for every pair in
-both orders and every :math:`\theta` (MATH.md conventions). A :class:`Scenario` holds exactly these
-discrete laws (support points in :math:`\mathbb{R}^d`, probabilities).
+both orders and every :math:`\theta` (Pierquin et al., "Rényi Pufferfish Privacy: General
+Additive Noise Mechanisms and Privacy Amplification by Iteration"). A :class:`Scenario` holds
+exactly these discrete laws (support points in :math:`\mathbb{R}^d`, probabilities).
 
 Validation: probabilities are finite and :math:`\ge 0`, sum to 1 within :data:`PROB_TOL` and are
 then divided by their sum; zero-mass atoms are dropped; supports are finite and non-empty; every
@@ -151,7 +152,7 @@ class Scenario:
     laws : mapping prior -> (mapping secret -> DiscreteLaw or (support, probabilities))
         One conditional law of the query per secret, for each prior :math:`\theta`.
     pairs : sequence of (secret, secret), optional
-        Discriminative pairs (unordered: the RPP-OT condition is symmetric, MATH.md §2.2, and the
+        Discriminative pairs (unordered: the RPP-OT condition is symmetric, and the
         audit checks both orders). Default: every pair of distinct secrets.
 
     Use :meth:`from_laws` (one prior), :meth:`from_arrays` or :meth:`from_dataframe`.

@@ -49,14 +49,62 @@ def test_callable_cost_matches_matrix() -> None:
     assert a.log_value == b.log_value
 
 
-def test_small_marginal_error_is_repaired_exactly() -> None:
+def test_small_marginal_error_is_charged_at_the_largest_cost_it_meets() -> None:
     mass = MASS + np.array([3e-11, -1e-11, 2e-11, 0.0])
-    cert = check_coupling(P, Q, ROWS, COLS, mass, r1_cost(1.0), 1.0)
+    cost = r1_cost(1.0)
+    cert = check_coupling(P, Q, ROWS, COLS, mass, cost, 1.0)
     assert cert.repaired and cert.certified
-    r = np.bincount(cert.rows, weights=cert.mass, minlength=3)
-    c = np.bincount(cert.cols, weights=cert.mass, minlength=4)
-    np.testing.assert_allclose(r, P, atol=1e-16)
-    np.testing.assert_allclose(c, Q, atol=1e-16)
+    exact = check_coupling(P, Q, ROWS, COLS, MASS, cost, 1.0)
+    # independent bound: V <= sum (w/W)(C - 1)^+ + E (Cmax - 1)^+ + 1, E >= 4e-11 (excess)
+    assert cert.residual_mass >= 3e-11
+    assert cert.residual_log_cost <= float(np.max(cost)) + 1e-15
+    assert cert.log_value >= exact.log_value  # never below the exact coupling's value
+
+
+def test_residual_meeting_a_far_atom_is_charged() -> None:
+    # issue 12: a plan ignoring an atom of mass 1e-13 at 300 was treated as exact
+    p, q = np.array([0.5, 0.5]), np.array([0.5, 0.5 - 1e-13, 1e-13])
+    x, y = np.array([0.0, 10.0]), np.array([1.0, 11.0, 300.0])
+    b = 0.7153334908745834
+
+    def cost(i, j):
+        return lap_log_moment(2.0, np.abs(x[i] - y[j]) / b)
+
+    old = check_coupling(p, q, [0, 1], [0, 1], [0.5, 0.5], cost, 1.0)
+    assert not old.certified and old.log_value > 300  # ~ log(1e-13) + 289/b
+    # the exact coupling (with the far piece) is scored, and fails at that b, too
+    full = check_coupling(p, q, [0, 1, 1], [0, 1, 2], [0.5, 0.5 - 1e-13, 1e-13], cost, 1.0)
+    assert not full.certified and full.log_value > 300
+    # with alpha, a sliver-level relative deviation is priced by the perturbation bound
+    pert = check_coupling(P, Q, ROWS, COLS, MASS * (1 + 1e-15), r1_cost(1.0), 1.0, alpha=2.0)
+    assert pert.relative_deviation < 1e-14
+
+
+def test_perturbation_penalty_formula() -> None:
+    from certificates.coupling import perturbation_penalty
+
+    a, d = 3.0, 1e-7
+    assert perturbation_penalty(a, d) == pytest.approx(a * np.log1p(d) - (a - 1) * np.log1p(-d))
+    assert perturbation_penalty(a, d) >= a * np.log1p(d) - (a - 1) * np.log1p(-d)
+    assert perturbation_penalty(np.inf, d) == pytest.approx(np.log1p(d) - np.log1p(-d))
+    assert perturbation_penalty(a, 0.0) == 0.0 and perturbation_penalty(a, 1.0) == np.inf
+
+
+def test_exact_masses_are_checked_exactly() -> None:
+    from fractions import Fraction
+
+    from certificates.coupling import ExactMasses
+
+    # exact numerators over any integer denominator; a one-unit error is not a coupling
+    p = q = np.array([0.5, 0.5])
+    ok = ExactMasses((1, 1), 2)
+    cert = check_coupling(p, q, [0, 1], [0, 1], [0.5, 0.5], np.zeros((2, 2)), 1e-300, exact=ok)
+    assert cert.certified and cert.marginal_error == 0.0
+    bad = ExactMasses((10**30 + 1, 10**30), 2 * 10**30)
+    cert = check_coupling(p, q, [0, 1], [0, 1], [0.5, 0.5], np.zeros((2, 2)), 0.0, exact=bad,
+                          marginal_tol=0.0)
+    assert not cert.certified
+    assert Fraction(bad.numerators[0], bad.denominator) != Fraction(1, 2)
 
 
 def test_large_marginal_error_fails() -> None:
