@@ -76,7 +76,7 @@ from solvers.passes import score_pass  # noqa: E402
 from solvers.structured import solve_structured  # noqa: E402
 
 PEERS = ("natural/clarabel", "natural/scs", "inverse/clarabel")
-#: Natural form: skip when J * (d + 1)^2 exceeds this (cvxpy used 2.3-3.4 GB at 1.2e6, §11.7).
+#: Natural form: skip when J * (d + 1)^2 exceeds this (cvxpy used 2.3-3.4 GB at 1.2e6).
 NATURAL_MAX_SIZE = 1.3e6
 #: SCS on the natural form: skip when J * (d + 1)^2 exceeds this (it runs into the cap beyond,
 #: and keeping it out keeps the reduced grid under 5 minutes).
@@ -184,8 +184,8 @@ def _peer_worker(spec: dict[str, Any]) -> dict[str, Any]:
     form = build_form("primal" if form_name == "natural" else "inverse", vectors, weight, 1.0,
                       spec["eta"])
     try:
-        # Clarabel with dpopt's tight tolerances; SCS at its own defaults (as measured in §11.7:
-        # at tight tolerances it does not finish)
+        # Clarabel with dpopt's tight tolerances; SCS at its own defaults (at tight tolerances it
+        # does not finish)
         opts = backend.options(spec["tol"]) if solver == "clarabel" else {}
         form.problem.solve(solver=backend.cvxpy_name, **opts)
     except Exception as exc:  # any solver crash is reported as such

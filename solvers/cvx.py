@@ -415,7 +415,7 @@ def _lift(
     sigma_r: NDArray[np.float64],
     u_r: NDArray[np.float64],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Lift (Sigma_r, u_r) from the span to R^d with the §6.3 Schur-complement correction."""
+    """Lift (Sigma_r, u_r) from the span to R^d with the Schur-complement correction."""
     b, c = red.basis, red.complement
     w_r = b.T @ weight @ b
     wcb = c.T @ weight @ b

@@ -1,8 +1,8 @@
 r"""``design_covariance``: the least-error Gaussian noise covariance for a privacy budget.
 
 Given sensitivity vectors :math:`s_j` (the worst-case changes of a release), a privacy budget (or
-several: all must hold) and a weight :math:`W`, it solves seed 002's Theorem 3 program
-(MATH.md §6)
+several: all must hold) and a weight :math:`W`, it solves the program of Theorem 3 of the
+optimal-covariance paper
 
 .. math::
 
@@ -20,7 +20,7 @@ Example
 >>> from dpopt.accounting.budgets import ZCDP
 >>> s = np.array([[1., 1, 1], [1, 1, -1], [1, -1, 1], [1, -1, -1]])
 >>> w = np.array([[2, .5, 0], [.5, 1, .2], [0, .2, .5]])
->>> d = design_covariance(s, ZCDP(rho=0.5), weight=w)   # q = 2 rho = 1: MATH.md F1
+>>> d = design_covariance(s, ZCDP(rho=0.5), weight=w)   # q = 2 rho = 1: a closed-form test problem
 >>> d.certified, round(d.value, 6), round(d.isotropic_value, 9)
 (True, 9.742641, 10.5)
 """

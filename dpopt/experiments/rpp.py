@@ -1,4 +1,4 @@
-r"""α-Wasserstein Rényi Pufferfish experiments on the UCI datasets (seed 000).
+r"""α-Wasserstein Rényi Pufferfish experiments on the UCI datasets (the α-Wasserstein paper).
 
 Scenarios
 ---------
@@ -12,20 +12,20 @@ secret are dropped; repeated values are merged into one atom with the summed fre
 discriminative pair is :math:`(s_0, s_1)`, the two values of the secret. A mechanism releases
 :math:`g + N` with additive Laplace or Gaussian noise :math:`N`; it is
 :math:`(\alpha, \varepsilon)`-RPP if :math:`D_\alpha(P_{s_0} * N \,\|\, P_{s_1} * N) \le
-\varepsilon` in both directions (MATH.md conventions).
+\varepsilon` in both directions (the usual conventions).
 
-Quantities (MATH.md §2.3–§2.5, §10)
+Quantities
 -----------------------------------
 For every scenario, :math:`\varepsilon` in :data:`EPSILONS` and :math:`\alpha` in :data:`ALPHAS`:
 
 - ``b_exact``: Laplace scale from the α-Wasserstein condition with the exact Rényi moment cost
-  :math:`M^{Lap}_\alpha(|z|/b)` (MATH.md §2.3, the tightest);
+  :math:`M^{Lap}_\alpha(|z|/b)` (the tightest);
 - ``b_lr``: with the likelihood-ratio cost :math:`e^{(\alpha-1)|z|/b}`;
-- ``b_paper``: with the seed's "paper" cost :math:`e^{\alpha|z|/b}` (loosest);
+- ``b_paper``: with the α-Wasserstein paper's "paper" cost :math:`e^{\alpha|z|/b}` (loosest);
 - ``sigma``: Gaussian standard deviation from the exact cost
   :math:`e^{\alpha(\alpha-1)z^2/(2\sigma^2)}` (NaN at
   :math:`\alpha = \infty`: a Gaussian is never pure-DP);
-- baselines from :math:`W_\infty` (MATH.md §2.4): ``b_winf = W_inf/eps`` (Song et al.),
+- baselines from :math:`W_\infty`: ``b_winf = W_inf/eps`` (Song et al.),
   ``b_winf_rpp`` (Laplace RDP calibration at shift :math:`W_\infty`), ``sigma_winf``
   :math:`=\sqrt{\alpha W_\infty^2/(2\varepsilon)}` (Pierquin et al.);
 - noise power: ``power_laplace`` :math:`= 2 b_{exact}^2`, ``power_gauss`` :math:`= \sigma^2`;
@@ -195,7 +195,7 @@ def build_scenario(spec: RPPScenarioSpec) -> Scenario:
 
 
 def _wasserstein(scenario: Scenario) -> tuple[float, float, float]:
-    """(W∞, W1, W2) of the scenario's pair from the quantile coupling (MATH.md §3.2)."""
+    """(W∞, W1, W2) of the scenario's pair from the quantile coupling."""
     _, _, _, p_law, q_law = next(scenario.iter_pairs())
     x, y = p_law.support.ravel(), q_law.support.ravel()
     plan = quantile_coupling(x, p_law.probabilities, y, q_law.probabilities)

@@ -1,4 +1,4 @@
-r"""Seed 002 Fig. 1: how loose the naive sensitivity bound is for the cube (MATH.md §7).
+r"""the optimal-covariance paper, Fig. 1: how loose the naive sensitivity bound is for the cube.
 
 For :math:`K = [0, 1]^d` and a uniform query (Corollary 1) the exact Mahalanobis sup of a
 covariance :math:`\Sigma` is :math:`\rho^* = \max_{v \in \{\pm 1\}^d,\, v_1 = 1} v^\top P v` with
@@ -8,7 +8,7 @@ d\,\lambda_{\max}(P)`. The ratio naive / exact lies in :math:`[1, d]`.
 
 The seed does not say how its covariances were drawn. The default generator, ``"wishart"``
 (:math:`\Sigma = AA^\top`, :math:`A` a :math:`d \times (d+1)` standard Gaussian matrix) at
-:math:`d = 10`, reproduces the seed's mean of about 1.45 (MATH.md §7.2); the figure states the
+:math:`d = 10`, reproduces the α-Wasserstein paper's mean of about 1.45; the figure states the
 generator, d, the number of draws and the seed. The maximum is a sample maximum of a heavy tail and
 depends on the number of draws.
 """
@@ -159,7 +159,7 @@ def fig1_ratios(
         \text{ratio}(\Sigma) = \frac{d\,\lambda_{\max}(\Sigma^{-1})}
         {\max_{v \in \{\pm1\}^d} v^\top \Sigma^{-1} v} \in [1, d]
 
-    (MATH.md §7.1; exact enumeration of the :math:`2^{d-1}` sign patterns with
+    (exact enumeration of the :math:`2^{d-1}` sign patterns with
     :math:`v_1 = 1`, Cholesky solves).
 
     Parameters
