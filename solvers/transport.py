@@ -462,7 +462,7 @@ def _augment(
     ``exp(rank)`` (clipped at e^690); ``+inf`` pairs are never used. Amounts are exact integers.
     """
     n, m = len(dr), len(dc)
-    cost = np.exp(np.minimum(rank, 690.0))
+    cost = np.where(np.isfinite(rank), np.exp(np.minimum(rank, 690.0)), np.inf)
     rounds = 4 * (n + m) + 50 if max_rounds is None else max_rounds
     for _ in range(rounds):
         src = [i for i in range(n) if dr[i] > 0]
