@@ -46,7 +46,9 @@ bench: $(STAMP)
 	$(PY) scripts/bench_accounting.py
 
 bench-scale: $(STAMP)
-	$(PY) scripts/bench_scale.py
+	$(PY) scripts/bench_scale.py --solve-max 2e7   # J = 1e8: one pass per path, solve extrapolated
+bench-scale-full: $(STAMP)
+	$(PY) scripts/bench_scale.py                    # full solves up to J = 1e8 (hours on 2 cores)
 
 bench-full: $(STAMP)
 	$(PY) scripts/bench_covariance.py --full

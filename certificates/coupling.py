@@ -489,7 +489,7 @@ def check_coupling(
     Examples
     --------
     >>> c = check_coupling([.5, .5], [.5, .5], [0, 1], [1, 0], [.5, .5],
-    ...                    lambda i, j: abs(i - j) * 1.0, 1.0)
+    ...                    lambda i, j: abs(i - j) * 1.0, 1.5)
     >>> c.certified, round(c.log_value, 12)
     (True, 1.0)
     """

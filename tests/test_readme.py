@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pathlib
 import re
+import sys
+import types
 import warnings
 
 import pytest
@@ -60,9 +62,11 @@ def test_markdown_block_runs(path: pathlib.Path, index: int, tmp_path: pathlib.P
 
         assert main(["demo", "-q"]) == 0
     name = f"{path.relative_to(ROOT)}[python block {index}]"
+    module = types.ModuleType("__docs__")  # a real module: dataclasses in examples need one
+    monkeypatch.setitem(sys.modules, "__docs__", module)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exec(compile(code, name, "exec"), {"__name__": "__docs__"})
+        exec(compile(code, name, "exec"), module.__dict__)
     try:
         import matplotlib.pyplot as plt
 

@@ -291,6 +291,7 @@ def test_family_masses_near_1e300(expo, seed, mech, a, e) -> None:
     _run("masses near 1e-300", x, p, y, q, mech, a, e)
 
 
+@pytest.mark.slow  # minutes: LP re-solves at every root-finding step
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(30, 120), st.floats(0.05, 0.5), st.floats(0.05, 0.5), MECH, ALPHAS, EPS,
        st.booleans())
@@ -305,6 +306,7 @@ def test_family_binomial_poisson(n, t1, t2, mech, a, e, use_poisson) -> None:
     _run("binomial/poisson", k[keep_p], p[keep_p], k[keep_q], q[keep_q], mech, a, e)
 
 
+@pytest.mark.slow  # minutes: LP re-solves at every root-finding step
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, 2**31 - 1), st.sampled_from(["emd", "lp"]), MECH, ALPHAS)
 def test_family_lp_routes_tiny_tails(seed, method, mech, a) -> None:
