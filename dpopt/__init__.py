@@ -10,9 +10,7 @@ covariance, its privacy, release), :mod:`dpopt.pufferfish` (Rényi Pufferfish ca
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from dpopt._lazy import lazy_exports
 from dpopt.errors import (
     AccuracyWarning,
     ApproximationWarning,
@@ -63,14 +61,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dpopt' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports("dpopt", _EXPORTS, globals())

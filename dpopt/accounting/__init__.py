@@ -19,8 +19,7 @@ the
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpopt._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     **{n: "dpopt.accounting.budgets" for n in (
@@ -51,14 +50,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dpopt.accounting' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports("dpopt.accounting", _EXPORTS, globals())
