@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install run test test-slow lint bench bench-full figures fig1 fig-rpp-adult \
+.PHONY: help install run test test-slow lint bench bench-full bench-scale-full figures fig1 fig-rpp-adult \
 	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks docs \
 	docs-check docs-assets clean bench-scale
 
