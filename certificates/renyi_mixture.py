@@ -229,6 +229,18 @@ class _Stall:
         return self.count >= 4
 
 
+def _refined_enough(tot_l: float, tot_u: float, pieces: int, log_gap: float,
+                    log_decide: float | None, stall: _Stall) -> bool:
+    """Stop refining: the bounds are within the gap, the piece budget is spent, the comparison
+    with the decision level is settled, or rounding stalls further progress."""
+    return (
+        tot_u - tot_l <= log_gap
+        or pieces >= _MAX_PIECES
+        or _decided(tot_l, tot_u, log_decide)
+        or stall(tot_u - tot_l)
+    )
+
+
 def _decided(lo: float, hi: float, threshold: float | None) -> bool:
     """The bounds already settle the comparison with the threshold (a small margin kept for
     the rounding slack)."""
@@ -313,12 +325,7 @@ def _laplace_bounds(
     for _ in range(_MAX_ROUNDS):
         tot_u = logsumexp(np.concatenate([lu, tail_arr]))
         tot_l = logsumexp(np.concatenate([ll, tail_arr]))
-        if (
-            tot_u - tot_l <= log_gap
-            or idx.size >= _MAX_PIECES
-            or _decided(tot_l, tot_u, log_decide)
-            or stall(tot_u - tot_l)
-        ):
+        if _refined_enough(tot_l, tot_u, idx.size, log_gap, log_decide, stall):
             break
         split = _to_split(lu, ll, tot_l, log_gap)
         if not split.any():
@@ -588,12 +595,7 @@ def _gauss_bounds(
         for _round in range(_MAX_ROUNDS):
             tot_u = logsumexp(np.concatenate([lu, tu]))
             tot_l = logsumexp(np.concatenate([ll, tl]))
-            if (
-                tot_u - tot_l <= log_gap
-                or t0.size >= _MAX_PIECES
-                or _decided(tot_l, tot_u, log_decide)
-                or stall(tot_u - tot_l)
-            ):
+            if _refined_enough(tot_l, tot_u, t0.size, log_gap, log_decide, stall):
                 break
             split = _to_split(lu, ll, tot_l, log_gap)
             if not split.any():
