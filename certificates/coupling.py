@@ -54,13 +54,12 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
 from certificates.errors import CertificateError, InvalidParameterError
@@ -88,7 +87,7 @@ _EPS = float(np.finfo(np.float64).eps)
 _TINY = 5e-324
 
 
-def dyadic_integers(values: Sequence[float] | NDArray[np.float64]) -> tuple[list[int], int]:
+def dyadic_integers(values: ArrayLike) -> tuple[list[int], int]:
     r"""Integers :math:`N_i` and an exponent :math:`K` with ``values[i]`` :math:`= N_i 2^{-K}`.
 
     Every finite double is a binary fraction, so this is exact (Python integers have no size
@@ -337,9 +336,9 @@ def round_to_marginals(
     return rows[keep], cols[keep], mass[keep]
 
 
-def _as_log_cost(log_cost: Any, n: int, m: int) -> LogCost:
+def _as_log_cost(log_cost: LogCost | ArrayLike, n: int, m: int) -> LogCost:
     if callable(log_cost):
-        return log_cost  # type: ignore[no-any-return]
+        return log_cost
     arr = as_float_array("log_cost", log_cost, ndim=2, allow_inf=True)
     if arr.shape != (n, m):
         raise InvalidParameterError("log_cost", arr.shape, f"must have shape {(n, m)}")
@@ -405,7 +404,8 @@ def _relative_deviation(excess: list[int], big: list[int], total: int) -> float:
 
 
 def relative_deviation(
-    p: Any, q: Any, rows: Any, cols: Any, mass: Any, exact: ExactMasses | None = None
+    p: ArrayLike, q: ArrayLike, rows: ArrayLike, cols: ArrayLike, mass: ArrayLike,
+    exact: ExactMasses | None = None,
 ) -> float:
     r"""Exact :math:`\delta = \max` over atoms of :math:`|r_i/W - \hat p_i| / \hat p_i` and
     :math:`|c_j/W - \hat q_j| / \hat q_j` for a plan (rows, cols, masses), rounded up."""
@@ -428,18 +428,18 @@ def relative_deviation(
 
 
 def check_coupling(
-    p: Any,
-    q: Any,
-    rows: Any,
-    cols: Any,
-    mass: Any,
-    log_cost: LogCost | NDArray[np.float64],
+    p: ArrayLike,
+    q: ArrayLike,
+    rows: ArrayLike,
+    cols: ArrayLike,
+    mass: ArrayLike,
+    log_cost: LogCost | ArrayLike,
     threshold: float,
     *,
     aggregate: str = "mean",
     marginal_tol: float = 1e-9,
     exact: ExactMasses | None = None,
-    potentials: tuple[Any, Any, float] | None = None,
+    potentials: tuple[ArrayLike, ArrayLike, float] | None = None,
     alpha: float | None = None,
 ) -> CouplingCertificate:
     r"""Check a transport plan against a cost threshold, independently of the solver.

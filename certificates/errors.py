@@ -6,8 +6,6 @@ import cycles; ``dpopt.errors`` re-exports it as the public home.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = [
     "AccuracyWarning",
     "ApproximationWarning",
@@ -20,7 +18,7 @@ __all__ = [
 ]
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
 
@@ -42,7 +40,7 @@ class InvalidParameterError(DpoptError, ValueError):
         What the value must satisfy, e.g. ``"must be > 0"``.
     """
 
-    def __init__(self, name: str, value: Any, requirement: str) -> None:
+    def __init__(self, name: str, value: object, requirement: str) -> None:
         self.name = name
         self.value = value
         self.requirement = requirement
@@ -52,7 +50,7 @@ class InvalidParameterError(DpoptError, ValueError):
 class InvalidTypeError(DpoptError, TypeError):
     """A parameter has the wrong type."""
 
-    def __init__(self, name: str, value: Any, expected: str) -> None:
+    def __init__(self, name: str, value: object, expected: str) -> None:
         self.name = name
         self.value = value
         super().__init__(f"{name} must be {expected}, got {type(value).__name__} {_show(value)}")

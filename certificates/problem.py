@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.errors import InvalidParameterError
 from certificates.validate import as_float_array, as_psd_matrix, as_scalar, as_vectors
@@ -158,7 +158,7 @@ def check_norm_range(largest: float) -> None:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CovarianceProgram:
     r"""Validated data of :math:`\min \operatorname{tr}(W\Sigma)` s.t.
     :math:`s_j^\top\Sigma^{-1}s_j \le q`, :math:`\Sigma \succeq \eta I`.
@@ -175,11 +175,19 @@ class CovarianceProgram:
         :math:`\eta \ge 0`.
     """
 
-    vectors: Any
+    vectors: NDArray[np.float64] | VectorSource
     weight: NDArray[np.float64] | None = None
     bound: float = 1.0
     noise_floor: float = 0.0
     source: VectorSource = field(init=False, repr=False, compare=False)
+
+    def __init__(self, vectors: ArrayLike | VectorSource, weight: ArrayLike | None = None,
+                 bound: float = 1.0, noise_floor: float = 0.0) -> None:
+        object.__setattr__(self, "vectors", vectors)
+        object.__setattr__(self, "weight", weight)
+        object.__setattr__(self, "bound", bound)
+        object.__setattr__(self, "noise_floor", noise_floor)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if isinstance(self.vectors, VectorSource) and not isinstance(self.vectors, np.ndarray):

@@ -76,7 +76,7 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import log_ndtr, ndtr
 
 from certificates.errors import CertificateError, InvalidParameterError, InvalidTypeError
@@ -260,7 +260,7 @@ def _merge(x: Arr, p: Arr, y: Arr, q: Arr) -> tuple[Arr, Arr, Arr]:
         return z, np.log(mp), np.log(mq)
 
 
-def _check_law(name: str, atoms: Any, probs: Any) -> tuple[Arr, Arr]:
+def _check_law(name: str, atoms: ArrayLike, probs: ArrayLike) -> tuple[Arr, Arr]:
     a = as_float_array(f"{name} atoms", atoms, ndim=1)
     w = as_float_array(f"{name} probabilities", probs, ndim=1, low=0.0, low_open=False)
     if a.size != w.size:
@@ -636,10 +636,10 @@ def _gauss_bounds(
 
 # ---------------------------------------------------------------------------------- public
 def divergence_bounds(
-    x: Any,
-    p: Any,
-    y: Any,
-    q: Any,
+    x: ArrayLike,
+    p: ArrayLike,
+    y: ArrayLike,
+    q: ArrayLike,
     *,
     noise: str,
     scale: float,

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.problem import DEFAULT_CHUNK, FactoredDual, VectorSource
 
@@ -65,12 +65,12 @@ class ExactArray:
 
     __slots__ = ("ints", "scale")
 
-    def __init__(self, ints: Any, scale: int) -> None:
+    def __init__(self, ints: NDArray[np.object_], scale: int) -> None:
         self.ints = ints
         self.scale = scale
 
     @classmethod
-    def of(cls, a: Any) -> ExactArray:
+    def of(cls, a: ArrayLike) -> ExactArray:
         """The exact value of a float array (or scalar)."""
         arr = np.asarray(a, dtype=np.float64)
         ratios = [float(x).as_integer_ratio() for x in arr.ravel()]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,7 +20,7 @@ __all__ = [
 
 def as_scalar(
     name: str,
-    value: Any,
+    value: object,
     *,
     low: float | None = None,
     high: float | None = None,
@@ -41,10 +40,13 @@ def as_scalar(
     if isinstance(value, bool) or not isinstance(value, numbers.Real | np.number):
         arr = np.asarray(value) if isinstance(value, np.ndarray) else None
         if arr is not None and arr.ndim == 0 and np.issubdtype(arr.dtype, np.number):
-            value = arr.item()
+            item = arr.item()
+            value = item  # the Python number is what the errors below echo
+            x = float(item)
         else:
             raise InvalidTypeError(name, value, "a real number")
-    x = float(value)
+    else:
+        x = float(value)
     if np.isnan(x):
         raise InvalidParameterError(name, value, "must not be NaN")
     if np.isinf(x) and not allow_inf:
@@ -55,7 +57,7 @@ def as_scalar(
 
 def _check_range(
     name: str,
-    original: Any,
+    original: object,
     x: NDArray[np.float64],
     low: float | None,
     high: float | None,
@@ -76,7 +78,7 @@ def _check_range(
 
 def as_float_array(
     name: str,
-    value: Any,
+    value: object,
     *,
     ndim: int | None = None,
     low: float | None = None,
@@ -112,7 +114,7 @@ def as_float_array(
     return arr
 
 
-def as_vectors(name: str, value: Any, *, dim: int | None = None) -> NDArray[np.float64]:
+def as_vectors(name: str, value: object, *, dim: int | None = None) -> NDArray[np.float64]:
     """Return a (J, d) float array of finite vectors (a 1-D input is one vector)."""
     arr = as_float_array(name, value)
     if arr.ndim == 1:
@@ -126,7 +128,7 @@ def as_vectors(name: str, value: Any, *, dim: int | None = None) -> NDArray[np.f
     return arr
 
 
-def as_matrix(name: str, value: Any, *, dim: int | None = None) -> NDArray[np.float64]:
+def as_matrix(name: str, value: object, *, dim: int | None = None) -> NDArray[np.float64]:
     """Return a finite square (d, d) matrix, symmetric to relative tolerance 1e-10 (symmetrized)."""
     arr = as_float_array(name, value, ndim=2)
     if arr.shape[0] != arr.shape[1]:
@@ -140,7 +142,7 @@ def as_matrix(name: str, value: Any, *, dim: int | None = None) -> NDArray[np.fl
 
 
 def as_psd_matrix(
-    name: str, value: Any, *, dim: int | None = None, strict: bool = True
+    name: str, value: object, *, dim: int | None = None, strict: bool = True
 ) -> NDArray[np.float64]:
     """Return a symmetric matrix that is positive definite (``strict``) or semidefinite."""
     arr = as_matrix(name, value, dim=dim)

@@ -18,14 +18,30 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from dpopt.errors import InvalidParameterError, InvalidTypeError, SolverError
 
-__all__ = ["dask_client", "dask_executor", "local_cluster", "map_ordered", "show_progress"]
+if TYPE_CHECKING:  # pragma: no cover - Dask is an optional extra, never imported at run time here
+    from distributed import Client
+
+    from solvers.dask_passes import DaskPasses
+
+__all__ = [
+    "DaskOption",
+    "dask_client",
+    "dask_executor",
+    "local_cluster",
+    "map_ordered",
+    "show_progress",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+#: What a ``dask=`` argument accepts: ``None`` (run in process), ``"local"`` (a ``LocalCluster``
+#: for the call), a scheduler address such as ``"tcp://host:8786"``, or a ``distributed.Client``.
+DaskOption: TypeAlias = "str | Client | None"
 
 
 def _distributed() -> Any:
@@ -47,7 +63,7 @@ WORKER_ENV = {"MALLOC_TRIM_THRESHOLD_": 2**30, "MALLOC_MMAP_THRESHOLD_": 2**30}
 
 
 @contextmanager
-def local_cluster(n_workers: int | None = None) -> Iterator[Any]:
+def local_cluster(n_workers: int | None = None) -> Iterator[Client]:
     """A ``LocalCluster`` of single-threaded worker processes (:data:`WORKER_ENV` applied) and
     its client; both closed on exit."""
     import dask
@@ -63,7 +79,7 @@ def local_cluster(n_workers: int | None = None) -> Iterator[Any]:
 
 
 @contextmanager
-def dask_client(dask: Any, *, n_workers: int | None = None) -> Iterator[Any]:
+def dask_client(dask: DaskOption, *, n_workers: int | None = None) -> Iterator[Client | None]:
     """The Dask client named by ``dask``.
 
     Parameters
@@ -103,16 +119,18 @@ def dask_client(dask: Any, *, n_workers: int | None = None) -> Iterator[Any]:
 
 
 @contextmanager
-def dask_executor(dask: Any, **options: Any) -> Iterator[Any]:
+def dask_executor(dask: DaskOption, *, blocks: int | None = None,
+                  timeout: float | None = None) -> Iterator[DaskPasses | None]:
     """A :class:`solvers.dask_passes.DaskPasses` on the cluster named by ``dask`` (see
-    :func:`dask_client`), or ``None`` when ``dask`` is ``None``; ``options`` go to DaskPasses."""
+    :func:`dask_client`), or ``None`` when ``dask`` is ``None``; ``blocks`` and ``timeout`` go to
+    DaskPasses."""
     with dask_client(dask) as client:
         if client is None:
             yield None
             return
         from solvers.dask_passes import DaskPasses
 
-        with DaskPasses(client, **options) as executor:
+        with DaskPasses(client, blocks=blocks, timeout=timeout) as executor:
             yield executor
 
 
@@ -129,10 +147,10 @@ def show_progress(progress: bool | None) -> bool:
 
 def map_ordered(
     fn: Callable[..., R],
-    items: Sequence[Any],
+    items: Sequence[T],
     *,
-    client: Any = None,
-    args: tuple[Any, ...] = (),
+    client: Client | None = None,
+    args: tuple[object, ...] = (),
     desc: str = "",
     progress: bool | None = None,
 ) -> list[R]:

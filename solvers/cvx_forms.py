@@ -29,11 +29,14 @@ knowing about privacy):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:  # pragma: no cover - cvxpy is imported when a form is built
+    import cvxpy as cp
 
 __all__ = ["FORMS", "CvxForm", "SpanReduction", "build_dual", "build_form", "build_inverse",
            "build_primal", "span_reduction"]
@@ -64,7 +67,7 @@ class CvxForm:
     """
 
     form: str
-    problem: Any
+    problem: cp.Problem
     variables: dict[str, Any] = field(default_factory=dict)
     constraints: dict[str, Any] = field(default_factory=dict)
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,6 +50,9 @@ from threadpoolctl import threadpool_limits
 from certificates.errors import DpoptError, InvalidParameterError, InvalidTypeError, SolverError
 from certificates.problem import ArrayVectors, VectorSource
 from solvers.passes import PassResult
+
+if TYPE_CHECKING:  # pragma: no cover - Dask is optional; imported at run time only when used
+    from distributed import Client
 
 __all__ = ["BlockSource", "DaskPasses", "PassFailedError", "read_block"]
 
@@ -200,7 +203,7 @@ class DaskPasses:
     ...     sol = solve_structured(problem, executor=DaskPasses(c))  # doctest: +SKIP
     """
 
-    def __init__(self, client: Any, *, blocks: int | None = None,
+    def __init__(self, client: Client, *, blocks: int | None = None,
                  timeout: float | None = None) -> None:
         distributed = _import_distributed()
         if not isinstance(client, distributed.Client):
@@ -222,7 +225,7 @@ class DaskPasses:
         self.pass_seconds: list[float] = []
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         """The Dask client."""
         return self._client
 

@@ -43,18 +43,22 @@ from __future__ import annotations
 import bisect
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
 from certificates.coupling import ExactMasses, dyadic_integers
 from certificates.errors import InvalidParameterError, SolverError
 from certificates.validate import as_float_array, as_scalar
 from solvers._types import SolverStats, map_cvxpy_status
+
+if TYPE_CHECKING:  # pragma: no cover - cvxpy is imported lazily, when an LP is built
+    import cvxpy as cp
 
 __all__ = [
     "Coupling",
@@ -153,7 +157,7 @@ class Coupling:
 
 
 
-def _check_law(name: str, weights: Any, tol: float) -> NDArray[np.float64]:
+def _check_law(name: str, weights: ArrayLike, tol: float) -> NDArray[np.float64]:
     w = as_float_array(name, weights, ndim=1, low=0.0, low_open=False)
     total = float(w.sum())
     if abs(total - 1.0) > tol:
@@ -162,7 +166,8 @@ def _check_law(name: str, weights: Any, tol: float) -> NDArray[np.float64]:
 
 
 def quantile_coupling(
-    x: Any, p: Any, y: Any, q: Any, *, mass_tol: float = MASS_TOL, snap: float = 0.0
+    x: ArrayLike, p: ArrayLike, y: ArrayLike, q: ArrayLike, *, mass_tol: float = MASS_TOL,
+    snap: float = 0.0,
 ) -> Coupling:
     r"""The comonotone (quantile) coupling of two 1-D discrete laws, in exact arithmetic.
 
@@ -552,7 +557,8 @@ def _augment(
 
 
 def exact_coupling(
-    p: Any, q: Any, rows: Any, cols: Any, mass: Any, rank: Any
+    p: ArrayLike, q: ArrayLike, rows: ArrayLike, cols: ArrayLike, mass: ArrayLike,
+    rank: ArrayLike,
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], ExactMasses] | None:
     r"""An exact coupling of :math:`\hat p = p/\sum p` and :math:`\hat q = q/\sum q` from a
     floating-point plan (an LP solver's output), in integer arithmetic.
@@ -645,7 +651,7 @@ def capped_costs(log_cost: NDArray[np.float64], shift: float) -> NDArray[np.floa
 
 
 def _lp_inputs(
-    p: Any, q: Any, log_cost: Any, shift: float | None
+    p: ArrayLike, q: ArrayLike, log_cost: ArrayLike, shift: float | None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], float]:
     pw = _check_law("p", p, 1e-9)
     qw = _check_law("q", q, 1e-9)
@@ -690,9 +696,9 @@ def _exactify(
 
 
 def emd_coupling(
-    p: Any,
-    q: Any,
-    log_cost: Any,
+    p: ArrayLike,
+    q: ArrayLike,
+    log_cost: ArrayLike,
     *,
     shift: float | None = None,
     max_iter: int = 1_000_000,
@@ -735,7 +741,8 @@ def emd_coupling(
     return _refined(lambda sh: _emd_once(pw, qw, lc, sh, max_iter), lc, s)
 
 
-def _refined(solve: Any, lc: NDArray[np.float64], shift: float) -> Coupling:
+def _refined(solve: Callable[[float], Coupling], lc: NDArray[np.float64], shift: float
+             ) -> Coupling:
     """Re-solve with the shift moved to the best plan's exact log value until they agree.
 
     The LP is accurate (absolute ~1e-16 * cap) only for shifted costs near 1: entries above the
@@ -796,7 +803,7 @@ def _emd_once(
 
 def coupling_lp_primal(
     p: NDArray[np.float64], q: NDArray[np.float64], cost: NDArray[np.float64]
-) -> tuple[Any, Any, tuple[Any, Any]]:
+) -> tuple[cp.Problem, cp.Variable, tuple[cp.Constraint, cp.Constraint]]:
     r"""The coupling LP in cvxpy: :math:`\min \langle C, \pi\rangle` over :math:`\Pi(p,q)`.
 
     Returns ``(problem, plan_variable, (row_constraint, col_constraint))``. With cvxpy's sign
@@ -813,7 +820,7 @@ def coupling_lp_primal(
 
 def coupling_lp_dual(
     p: NDArray[np.float64], q: NDArray[np.float64], cost: NDArray[np.float64]
-) -> tuple[Any, Any, Any]:
+) -> tuple[cp.Problem, cp.Variable, cp.Variable]:
     r"""The dual LP :math:`\max p^\top u + q^\top v` s.t. :math:`u_i + v_j \le C_{ij}` in cvxpy.
 
     Returns ``(problem, u, v)``.
@@ -830,9 +837,9 @@ def coupling_lp_dual(
 
 
 def lp_coupling(
-    p: Any,
-    q: Any,
-    log_cost: Any,
+    p: ArrayLike,
+    q: ArrayLike,
+    log_cost: ArrayLike,
     *,
     shift: float | None = None,
     solver: str | None = None,
@@ -891,7 +898,8 @@ def _lp_once(
     )
 
 
-def bottleneck_coupling(p: Any, q: Any, distance: Any) -> tuple[float, Coupling]:
+def bottleneck_coupling(p: ArrayLike, q: ArrayLike, distance: ArrayLike
+                        ) -> tuple[float, Coupling]:
     r"""A coupling minimising the largest displacement, :math:`W_\infty = \min_\pi \max d_{ij}`.
 
     The maximum runs over the support of :math:`\pi`.

@@ -34,10 +34,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
@@ -95,7 +95,7 @@ def _at_most(value: float, exact: Fraction) -> float:
     return value
 
 
-def _bound_from_exact(exact: Fraction, name: str, value: Any, what: str) -> float:
+def _bound_from_exact(exact: Fraction, name: str, value: object, what: str) -> float:
     """The largest double <= ``exact`` (> 0), or a named error if it is 0 or beyond the range.
 
     Raises :class:`BoundOverflowError` when ``exact`` exceeds the largest double and
@@ -126,7 +126,15 @@ def _fmt(x: float) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def mi_binary(bound: Any) -> FloatOrArray:
+@overload
+def mi_binary(bound: float) -> float: ...
+
+
+@overload
+def mi_binary(bound: ArrayLike) -> FloatOrArray: ...
+
+
+def mi_binary(bound: ArrayLike) -> FloatOrArray:
     r"""Mutual information (nats) leaked about a binary record: :math:`\psi(q)`.
 
     .. math:: \psi(q) = \log 2 - \mathbb E\,\log\big(1 + e^{-q/2 - \sqrt q Z}\big),
@@ -141,7 +149,15 @@ def mi_binary(bound: Any) -> FloatOrArray:
     return finish(flat.reshape(q.shape))
 
 
-def mi_binary_inverse(kappa: Any) -> FloatOrArray:
+@overload
+def mi_binary_inverse(kappa: float) -> float: ...
+
+
+@overload
+def mi_binary_inverse(kappa: ArrayLike) -> FloatOrArray: ...
+
+
+def mi_binary_inverse(kappa: ArrayLike) -> FloatOrArray:
     r"""Largest ``q`` with :math:`\psi(q) \le \kappa` (safe side), ``0 < kappa < log 2``.
 
     Ill-conditioned as κ → log 2 (ψ is flat there). Vectorised.
@@ -186,7 +202,7 @@ class Budget(ABC):
         return self.describe()
 
 
-def _as_orders(name: str, value: Any, *, low: float, low_open: bool) -> tuple[float, ...]:
+def _as_orders(name: str, value: ArrayLike, *, low: float, low_open: bool) -> tuple[float, ...]:
     arr = real_array(name, value, low=low, low_open=low_open)
     if arr.ndim > 1:
         raise InvalidParameterError(name, value, f"must be a scalar or 1-D, got shape {arr.shape}")
@@ -214,7 +230,7 @@ class RDP(Budget):
     alpha: tuple[float, ...]
     epsilon: tuple[float, ...]
 
-    def __init__(self, alpha: Any, epsilon: Any) -> None:
+    def __init__(self, alpha: ArrayLike, epsilon: ArrayLike) -> None:
         a = _as_orders("alpha", alpha, low=1.0, low_open=True)
         e = _as_orders("epsilon", epsilon, low=0.0, low_open=True)
         if len(a) != len(e):
@@ -389,7 +405,15 @@ def _approx_admits(
     return np.asarray(bw.log_delta_mu(epsilon, _sqrt_up(bound)) <= goal)
 
 
-def approx_dp_bound(epsilon: Any, delta: Any) -> FloatOrArray:
+@overload
+def approx_dp_bound(epsilon: float, delta: float) -> float: ...
+
+
+@overload
+def approx_dp_bound(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray: ...
+
+
+def approx_dp_bound(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray:
     r"""Largest Mahalanobis bound :math:`q` meeting (ε, δ)-DP, for whole arrays of (ε, δ).
 
     The vectorised form of ``ApproxDP(epsilon, delta).mahalanobis_bound()``:
@@ -689,7 +713,13 @@ class PrivacyReport:
         cap = float(np.nextafter(_LOG2, np.inf))
         return min(psi * (1.0 + 2.0 * _MI_MARGIN), cap) if psi > 0.0 else 0.0
 
-    def rdp_epsilon(self, alpha: Any) -> FloatOrArray:
+    @overload
+    def rdp_epsilon(self, alpha: float) -> float: ...
+
+    @overload
+    def rdp_epsilon(self, alpha: ArrayLike) -> FloatOrArray: ...
+
+    def rdp_epsilon(self, alpha: ArrayLike) -> FloatOrArray:
         """RDP curve :math:`\\varepsilon_\\alpha = \\alpha q/2` for order(s) α > 1 (rounded up).
 
         Raises
@@ -718,7 +748,13 @@ class PrivacyReport:
     def _mu_up(self) -> NDArray[np.float64]:
         return _sqrt_up(np.asarray(self.bound, dtype=np.float64))
 
-    def delta(self, epsilon: Any) -> FloatOrArray:
+    @overload
+    def delta(self, epsilon: float) -> float: ...
+
+    @overload
+    def delta(self, epsilon: ArrayLike) -> FloatOrArray: ...
+
+    def delta(self, epsilon: ArrayLike) -> FloatOrArray:
         """Exact δ(ε) on the Balle–Wang curve (arrays; underflows to 0 below ~1e-308).
 
         Evaluated at √q rounded up (a δ never below the exact one, up to the formula's ~1e-14
@@ -727,12 +763,24 @@ class PrivacyReport:
         e = real_array("epsilon", epsilon, low=0.0, low_open=False)
         return finish(np.exp(bw.log_delta_mu(e, self._mu_up())))
 
-    def log_delta(self, epsilon: Any) -> FloatOrArray:
+    @overload
+    def log_delta(self, epsilon: float) -> float: ...
+
+    @overload
+    def log_delta(self, epsilon: ArrayLike) -> FloatOrArray: ...
+
+    def log_delta(self, epsilon: ArrayLike) -> FloatOrArray:
         """Natural log of :meth:`delta`, valid far below the double range."""
         e = real_array("epsilon", epsilon, low=0.0, low_open=False)
         return finish(bw.log_delta_mu(e, self._mu_up()))
 
-    def epsilon(self, delta: Any) -> FloatOrArray:
+    @overload
+    def epsilon(self, delta: float) -> float: ...
+
+    @overload
+    def epsilon(self, delta: ArrayLike) -> FloatOrArray: ...
+
+    def epsilon(self, delta: ArrayLike) -> FloatOrArray:
         """Smallest ε with δ(ε) <= ``delta`` on the exact curve (safe side; vectorised).
 
         Raises
@@ -783,7 +831,7 @@ class PrivacyReport:
         )
 
 
-def privacy_report(bound: Any) -> PrivacyReport:
+def privacy_report(bound: float) -> PrivacyReport:
     """The :class:`PrivacyReport` of a Gaussian mechanism with Mahalanobis bound ``bound`` >= 0.
 
     Examples

@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -70,7 +69,7 @@ MAX_BOUND = 1e4
 MIN_BOUND = 1e-30
 
 
-def as_steps(name: str, value: Any) -> int:
+def as_steps(name: str, value: object) -> int:
     """A whole number of steps >= 1 (fractional, zero, negative, bool -> named error)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real | np.number):
         raise InvalidTypeError(name, value, "a whole number of steps >= 1")
@@ -82,11 +81,11 @@ def as_steps(name: str, value: Any) -> int:
     return int(x)
 
 
-def _rate(value: Any, name: str = "sampling_rate") -> float:
+def _rate(value: object, name: str = "sampling_rate") -> float:
     return as_scalar(name, value, low=0.0, high=1.0, high_open=False)
 
 
-def _delta(value: Any) -> float:
+def _delta(value: object) -> float:
     return as_scalar("delta", value, low=0.0, high=1.0)
 
 
@@ -167,7 +166,7 @@ class AccountingResult:
         return float(self.value)
 
 
-def _as_run(releases: Any) -> tuple[GaussianSteps, ...]:
+def _as_run(releases: GaussianSteps | Sequence[GaussianSteps]) -> tuple[GaussianSteps, ...]:
     if isinstance(releases, GaussianSteps):
         run: tuple[GaussianSteps, ...] = (releases,)
     elif isinstance(releases, Sequence) and not isinstance(releases, str | bytes):
@@ -213,7 +212,7 @@ def _rdp_curve(run: tuple[GaussianSteps, ...], orders: Sequence[float]) -> np.nd
     return total
 
 
-def _check_accountants(accountants: Any) -> tuple[str, ...]:
+def _check_accountants(accountants: str | Sequence[str]) -> tuple[str, ...]:
     if isinstance(accountants, str):
         accountants = (accountants,)
     acc = tuple(accountants)
@@ -223,7 +222,7 @@ def _check_accountants(accountants: Any) -> tuple[str, ...]:
     return acc
 
 
-def _discretization(value: Any) -> float:
+def _discretization(value: object) -> float:
     return as_scalar("discretization", value, low=1e-6, high=0.1, low_open=False,
                      high_open=False)
 
@@ -232,7 +231,8 @@ def _pick(cands: dict[str, float]) -> str:
     return min(cands, key=lambda k: (cands[k], ACCOUNTANTS.index(k)))
 
 
-def composed_epsilon(releases: Any, delta: float, *, accountants: Any = ACCOUNTANTS,
+def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
+                     accountants: str | Sequence[str] = ACCOUNTANTS,
                      discretization: float = 1e-4,
                      orders: Sequence[float] = DEFAULT_ORDERS) -> AccountingResult:
     r"""Certified ε at δ for a run of Gaussian releases: the tightest of the accountants.
@@ -282,7 +282,8 @@ def composed_epsilon(releases: Any, delta: float, *, accountants: Any = ACCOUNTA
     return AccountingResult(cands[best], best, cands, order if best == "rdp" else None)
 
 
-def composed_delta(releases: Any, epsilon: float, *, accountants: Any = ACCOUNTANTS,
+def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, *,
+                   accountants: str | Sequence[str] = ACCOUNTANTS,
                    discretization: float = 1e-4,
                    orders: Sequence[float] = DEFAULT_ORDERS) -> AccountingResult:
     r"""Certified δ at ε for a run of Gaussian releases: the tightest of the accountants.
@@ -322,8 +323,9 @@ def composed_delta(releases: Any, epsilon: float, *, accountants: Any = ACCOUNTA
 # --------------------------------------------------------------------------------------------
 
 
-def certifies(releases: Any, epsilon: float, delta: float, *, discretization: float = 1e-4,
-              accountants: Any = ACCOUNTANTS) -> tuple[bool, str]:
+def certifies(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, delta: float, *,
+              discretization: float = 1e-4,
+              accountants: str | Sequence[str] = ACCOUNTANTS) -> tuple[bool, str]:
     """Whether the run is certified (ε, δ)-DP, and by which accountant (cheapest first)."""
     run = _as_run(releases)
     acc = _check_accountants(accountants)
@@ -346,7 +348,8 @@ def uniform_epsilon(bound: float, steps: int, sampling_rate: float, sampling: st
                             accountants=accountants, discretization=discretization)
 
 
-def _solve(eps_of: Any, target: float, q0: float, rtol: float, what: str) -> float:
+def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: float,
+           what: str) -> float:
     """Largest q (within ``rtol``) with ``eps_of(q) <= target``: bracket from ``q0``, Brent on
     log q, then step down until the check holds (``eps_of`` is increasing in q)."""
 
@@ -407,7 +410,7 @@ def _largest_bound(epsilon: float, delta: float, steps: int, rate: float, sampli
         "certified to reach in double precision); relax epsilon or delta"
     )
 
-    def eps_with(names: tuple[str, ...]) -> Any:
+    def eps_with(names: tuple[str, ...]) -> Callable[[float], float]:
         def eps_of(q: float) -> float:
             return uniform_epsilon(q, steps, rate, sampling, delta, names, discretization).value
         return eps_of
@@ -427,7 +430,7 @@ def _largest_bound(epsilon: float, delta: float, steps: int, rate: float, sampli
 
 def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,
                   sampling: str = "poisson", *, rtol: float = 1e-3,
-                  discretization: float = 1e-4, accountants: Any = ACCOUNTANTS
+                  discretization: float = 1e-4, accountants: str | Sequence[str] = ACCOUNTANTS
                   ) -> tuple[float, str]:
     r"""Largest per-release bound q such that ``steps`` releases are certified (ε, δ)-DP.
 
@@ -462,7 +465,7 @@ def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float
 def smallest_noise_multiplier(epsilon: float, delta: float, steps: int,
                               sampling_rate: float = 1.0, sampling: str = "poisson", *,
                               rtol: float = 1e-3, discretization: float = 1e-4,
-                              accountants: Any = ACCOUNTANTS) -> tuple[float, str]:
+                              accountants: str | Sequence[str] = ACCOUNTANTS) -> tuple[float, str]:
     r"""Smallest noise multiplier σ (noise std / ℓ2 sensitivity) certified for (ε, δ) over the
     schedule: :math:`\sigma = 1/\sqrt q` for q of :func:`largest_bound`, rounded up."""
     q, how = largest_bound(epsilon, delta, steps, sampling_rate, sampling, rtol=rtol,

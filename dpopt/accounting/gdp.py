@@ -30,10 +30,10 @@ import math
 import warnings
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import overload
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 
 from dpopt.accounting import analytic_gaussian as bw
@@ -47,6 +47,7 @@ from dpopt.errors import (
 )
 
 __all__ = [
+    "RDPCurve",
     "clt_mu_poisson",
     "clt_mu_uniform",
     "compose",
@@ -62,20 +63,24 @@ __all__ = [
     "tradeoff",
 ]
 
+#: A Rényi-DP curve given as a function: order α > 1 ↦ ε_α >= 0 (``inf`` allowed); numpy
+#: scalars are fine as values. Each value is validated when it is used.
+RDPCurve = Callable[[float], float]
 
-def _eps(value: Any, name: str = "epsilon") -> NDArray[np.float64]:
+
+def _eps(value: ArrayLike, name: str = "epsilon") -> NDArray[np.float64]:
     return real_array(name, value, low=0.0, low_open=False)
 
 
-def _mu(value: Any, name: str = "mu") -> NDArray[np.float64]:
+def _mu(value: ArrayLike, name: str = "mu") -> NDArray[np.float64]:
     return real_array(name, value, low=0.0, low_open=False)
 
 
-def _delta(value: Any, name: str = "delta") -> NDArray[np.float64]:
+def _delta(value: ArrayLike, name: str = "delta") -> NDArray[np.float64]:
     return real_array(name, value, low=0.0, high=1.0)
 
 
-def _log_delta_arg(value: Any, name: str = "log_delta") -> NDArray[np.float64]:
+def _log_delta_arg(value: ArrayLike, name: str = "log_delta") -> NDArray[np.float64]:
     return real_array(name, value, high=0.0)
 
 
@@ -94,7 +99,15 @@ def _elementwise(func: Callable[..., float], *arrays: NDArray[np.float64]) -> ND
 # --------------------------------------------------------------------------------------------
 
 
-def tradeoff(alpha: Any, mu: Any) -> FloatOrArray:
+@overload
+def tradeoff(alpha: float, mu: float) -> float: ...
+
+
+@overload
+def tradeoff(alpha: ArrayLike, mu: ArrayLike) -> FloatOrArray: ...
+
+
+def tradeoff(alpha: ArrayLike, mu: ArrayLike) -> FloatOrArray:
     r"""Gaussian trade-off function :math:`G_\mu(\alpha) = \Phi(\Phi^{-1}(1-\alpha) - \mu)`.
 
     The smallest type-II error of any test between :math:`N(0,1)` and :math:`N(\mu,1)` with
@@ -125,7 +138,15 @@ def tradeoff(alpha: Any, mu: Any) -> FloatOrArray:
         return finish(special.ndtr(-special.ndtri(al) - m))
 
 
-def log_delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
+@overload
+def log_delta_for_epsilon(epsilon: float, mu: float) -> float: ...
+
+
+@overload
+def log_delta_for_epsilon(epsilon: ArrayLike, mu: ArrayLike) -> FloatOrArray: ...
+
+
+def log_delta_for_epsilon(epsilon: ArrayLike, mu: ArrayLike) -> FloatOrArray:
     r"""Natural log of the exact δ(ε; μ) of a μ-GDP (Gaussian) mechanism (Balle & Wang, Theorem 8).
 
     .. math:: \delta(\varepsilon;\mu) = \Phi\Big(\frac{\mu}{2} - \frac{\varepsilon}{\mu}\Big)
@@ -147,7 +168,15 @@ def log_delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
     return finish(bw.log_delta_mu(e, m))
 
 
-def delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
+@overload
+def delta_for_epsilon(epsilon: float, mu: float) -> float: ...
+
+
+@overload
+def delta_for_epsilon(epsilon: ArrayLike, mu: ArrayLike) -> FloatOrArray: ...
+
+
+def delta_for_epsilon(epsilon: ArrayLike, mu: ArrayLike) -> FloatOrArray:
     r"""Exact δ(ε; μ) of a μ-GDP mechanism: it is (ε, δ(ε))-DP for all ε >= 0 at once, tightly.
 
     See :func:`log_delta_for_epsilon` for the formula; values below ~1e-308 underflow to 0 here,
@@ -161,7 +190,15 @@ def delta_for_epsilon(epsilon: Any, mu: Any) -> FloatOrArray:
     return finish(np.exp(np.asarray(log_delta_for_epsilon(epsilon, mu))))
 
 
-def epsilon_for_log_delta(log_delta: Any, mu: Any) -> FloatOrArray:
+@overload
+def epsilon_for_log_delta(log_delta: float, mu: float) -> float: ...
+
+
+@overload
+def epsilon_for_log_delta(log_delta: ArrayLike, mu: ArrayLike) -> FloatOrArray: ...
+
+
+def epsilon_for_log_delta(log_delta: ArrayLike, mu: ArrayLike) -> FloatOrArray:
     r"""Smallest ε >= 0 with :math:`\log\delta(\varepsilon;\mu) \le` ``log_delta`` (exact curve).
 
     A safeguarded Newton iteration on the decreasing function ε ↦ log δ(ε; μ), run on the whole
@@ -192,7 +229,15 @@ def epsilon_for_log_delta(log_delta: Any, mu: Any) -> FloatOrArray:
     return finish(eps)
 
 
-def epsilon_for_delta(delta: Any, mu: Any) -> FloatOrArray:
+@overload
+def epsilon_for_delta(delta: float, mu: float) -> float: ...
+
+
+@overload
+def epsilon_for_delta(delta: ArrayLike, mu: ArrayLike) -> FloatOrArray: ...
+
+
+def epsilon_for_delta(delta: ArrayLike, mu: ArrayLike) -> FloatOrArray:
     r"""Smallest ε >= 0 such that a μ-GDP mechanism is (ε, δ)-DP (exact curve, safe side).
 
     Parameters
@@ -223,7 +268,15 @@ def _max_mu_checked(e: NDArray[np.float64], ld: NDArray[np.float64]) -> NDArray[
     return mu
 
 
-def mu_for_log_delta(epsilon: Any, log_delta: Any) -> FloatOrArray:
+@overload
+def mu_for_log_delta(epsilon: float, log_delta: float) -> float: ...
+
+
+@overload
+def mu_for_log_delta(epsilon: ArrayLike, log_delta: ArrayLike) -> FloatOrArray: ...
+
+
+def mu_for_log_delta(epsilon: ArrayLike, log_delta: ArrayLike) -> FloatOrArray:
     r"""Largest μ with :math:`\log\delta(\varepsilon;\mu) \le` ``log_delta`` (exact curve, safe).
 
     δ(ε; μ) is increasing in μ with :math:`\partial\delta/\partial\mu = \varphi(\mu/2 -
@@ -240,7 +293,15 @@ def mu_for_log_delta(epsilon: Any, log_delta: Any) -> FloatOrArray:
     return finish(_max_mu_checked(e, ld))
 
 
-def mu_for(epsilon: Any, delta: Any) -> FloatOrArray:
+@overload
+def mu_for(epsilon: float, delta: float) -> float: ...
+
+
+@overload
+def mu_for(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray: ...
+
+
+def mu_for(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray:
     r"""Largest μ such that every μ-GDP mechanism is (ε, δ)-DP (inverse of the exact curve).
 
     Equivalently :math:`\mu = \sqrt{q^*}` where :math:`q^*(\varepsilon,\delta)` is the Balle–Wang
@@ -262,7 +323,19 @@ def mu_for(epsilon: Any, delta: Any) -> FloatOrArray:
     return mu_for_log_delta(epsilon, np.log(d))
 
 
-def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrArray:
+@overload
+def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float: ...
+
+
+@overload
+def gaussian_sigma(
+    epsilon: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
+) -> FloatOrArray: ...
+
+
+def gaussian_sigma(
+    epsilon: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
+) -> FloatOrArray:
     r"""Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Algorithm 1).
 
     The smallest σ (up to a relative rounding margin, always on the safe side) such that adding
@@ -319,7 +392,15 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> FloatOrA
 # --------------------------------------------------------------------------------------------
 
 
-def compose(*mus: Any) -> FloatOrArray:
+@overload
+def compose(*mus: float) -> float: ...
+
+
+@overload
+def compose(*mus: ArrayLike) -> FloatOrArray: ...
+
+
+def compose(*mus: ArrayLike) -> FloatOrArray:
     r"""Exact composition of GDP guarantees: :math:`\mu = \sqrt{\sum_i \mu_i^2}`.
 
     Gaussian trade-off functions tensorise (Dong, Roth & Su, Cor. 3.3), so this is exact, not a
@@ -373,7 +454,7 @@ def _sqrt_sum_up(guess: float, values: list[float]) -> float:
 
 
 def _clt_args(
-    sample_rate: Any, noise_multiplier: Any, steps: Any
+    sample_rate: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLike
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     p = real_array("sample_rate", sample_rate, low=0.0, high=1.0, high_open=False)
     sig = real_array("noise_multiplier", noise_multiplier, low=0.0)
@@ -390,7 +471,19 @@ _CLT_WARNING = (
 )
 
 
-def clt_mu_poisson(sample_rate: Any, noise_multiplier: Any, steps: Any) -> FloatOrArray:
+@overload
+def clt_mu_poisson(sample_rate: float, noise_multiplier: float, steps: float) -> float: ...
+
+
+@overload
+def clt_mu_poisson(
+    sample_rate: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLike
+) -> FloatOrArray: ...
+
+
+def clt_mu_poisson(
+    sample_rate: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLike
+) -> FloatOrArray:
     r"""CLT approximation of μ for Poisson-subsampled Gaussian steps.
 
     .. math:: \mu_{CLT} = p\sqrt{T\,(e^{1/\sigma^2} - 1)}
@@ -416,7 +509,19 @@ def clt_mu_poisson(sample_rate: Any, noise_multiplier: Any, steps: Any) -> Float
         return finish(np.exp(np.log(p) + 0.5 * (np.log(t) + log_em1)))
 
 
-def clt_mu_uniform(sample_rate: Any, noise_multiplier: Any, steps: Any) -> FloatOrArray:
+@overload
+def clt_mu_uniform(sample_rate: float, noise_multiplier: float, steps: float) -> float: ...
+
+
+@overload
+def clt_mu_uniform(
+    sample_rate: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLike
+) -> FloatOrArray: ...
+
+
+def clt_mu_uniform(
+    sample_rate: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLike
+) -> FloatOrArray:
     r"""CLT approximation of μ for uniformly subsampled (without replacement) Gaussian steps.
 
     .. math:: \mu = \sqrt2\, p\sqrt T\,\sqrt{e^{1/\sigma^2}\Phi(1.5/\sigma) + 3\Phi(-0.5/\sigma)
@@ -484,7 +589,7 @@ def _minimise_over_order(
     return max(best, 0.0)
 
 
-def _curve_value(curve: Callable[[float], Any], alpha: float) -> float:
+def _curve_value(curve: RDPCurve, alpha: float) -> float:
     """One value of a user RDP curve, validated: a real number >= 0 (``inf`` allowed), not NaN."""
     try:
         raw = curve(alpha)
@@ -509,10 +614,10 @@ def _curve_value(curve: Callable[[float], Any], alpha: float) -> float:
 
 def _rdp_convert(
     kind: str,
-    delta: Any,
-    bound: Any,
-    rdp: Any,
-    orders: Any,
+    delta: ArrayLike,
+    bound: ArrayLike | None,
+    rdp: RDPCurve | ArrayLike | None,
+    orders: ArrayLike | None,
 ) -> FloatOrArray:
     extra = _mironov_terms if kind == "mironov" else _improved_terms
     d = _delta(delta)
@@ -563,8 +668,32 @@ def _rdp_convert(
     return finish(_elementwise(discrete, d))
 
 
+@overload
 def rdp_to_dp_mironov(
-    delta: Any, *, bound: Any = None, rdp: Any = None, orders: Any = None
+    delta: float,
+    *,
+    bound: float | None = None,
+    rdp: RDPCurve | ArrayLike | None = None,
+    orders: ArrayLike | None = None,
+) -> float: ...
+
+
+@overload
+def rdp_to_dp_mironov(
+    delta: ArrayLike,
+    *,
+    bound: ArrayLike | None = None,
+    rdp: RDPCurve | ArrayLike | None = None,
+    orders: ArrayLike | None = None,
+) -> FloatOrArray: ...
+
+
+def rdp_to_dp_mironov(
+    delta: ArrayLike,
+    *,
+    bound: ArrayLike | None = None,
+    rdp: RDPCurve | ArrayLike | None = None,
+    orders: ArrayLike | None = None,
 ) -> FloatOrArray:
     r"""(ε, δ) from Rényi DP by Mironov's conversion (2017, Proposition 3).
 
@@ -589,8 +718,32 @@ def rdp_to_dp_mironov(
     return _rdp_convert("mironov", delta, bound, rdp, orders)
 
 
+@overload
 def rdp_to_dp_improved(
-    delta: Any, *, bound: Any = None, rdp: Any = None, orders: Any = None
+    delta: float,
+    *,
+    bound: float | None = None,
+    rdp: RDPCurve | ArrayLike | None = None,
+    orders: ArrayLike | None = None,
+) -> float: ...
+
+
+@overload
+def rdp_to_dp_improved(
+    delta: ArrayLike,
+    *,
+    bound: ArrayLike | None = None,
+    rdp: RDPCurve | ArrayLike | None = None,
+    orders: ArrayLike | None = None,
+) -> FloatOrArray: ...
+
+
+def rdp_to_dp_improved(
+    delta: ArrayLike,
+    *,
+    bound: ArrayLike | None = None,
+    rdp: RDPCurve | ArrayLike | None = None,
+    orders: ArrayLike | None = None,
 ) -> FloatOrArray:
     r"""(ε, δ) from Rényi DP by the improved conversion (Canonne, Kamath & Steinke 2020, Prop. 12).
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
@@ -194,7 +193,7 @@ class Schedule(Budget):
             q = bw.shrink_until(q, self.admits)
         return q
 
-    def admits(self, bound: Any) -> bool:
+    def admits(self, bound: float) -> bool:
         """Whether T releases with bound ``bound`` are certified to meet the target."""
         q = as_scalar("bound", bound, low=0.0)
         return all(self._admits_part(p, q) for p in self._parts(self.target))

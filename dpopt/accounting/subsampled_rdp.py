@@ -39,10 +39,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from dpopt.errors import InvalidParameterError, SolverError
@@ -172,8 +171,8 @@ def subsampled_gaussian_rdp(
         return out * (1.0 + _RDP_MARGIN) + 1e-300
 
 
-def _check_curve(orders: Sequence[float], rdp: Any) -> tuple[NDArray[np.float64],
-                                                                         NDArray[np.float64]]:
+def _check_curve(orders: Sequence[float], rdp: ArrayLike
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     al = np.asarray(orders, dtype=np.float64)
     r = np.asarray(rdp, dtype=np.float64)
     if al.shape != r.shape or al.ndim != 1:
@@ -183,7 +182,7 @@ def _check_curve(orders: Sequence[float], rdp: Any) -> tuple[NDArray[np.float64]
     return al, r
 
 
-def rdp_epsilon_from_curve(orders: Sequence[float], rdp: Any, delta: float
+def rdp_epsilon_from_curve(orders: Sequence[float], rdp: ArrayLike, delta: float
                            ) -> tuple[float, float]:
     r"""Smallest certified ε at δ from an RDP curve, and the order that gave it.
 
@@ -203,7 +202,7 @@ def rdp_epsilon_from_curve(orders: Sequence[float], rdp: Any, delta: float
     return best + 1e-12 * (1.0 + best), float(al[k])
 
 
-def rdp_log_delta_from_curve(orders: Sequence[float], rdp: Any, epsilon: float
+def rdp_log_delta_from_curve(orders: Sequence[float], rdp: ArrayLike, epsilon: float
                              ) -> tuple[float, float]:
     r"""Smallest certified log δ at ε from an RDP curve (same conversion), and its order.
 

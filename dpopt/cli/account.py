@@ -29,7 +29,8 @@ from dpopt.cli.options import add_renamed_option
 from dpopt.errors import InvalidParameterError
 
 if TYPE_CHECKING:
-    from dpopt.cli.common import Context
+    from dpopt.accounting.budgets import Budget
+    from dpopt.cli.common import Context, Subparsers
 
 __all__ = ["add_account_parser", "add_calibrate_parser"]
 
@@ -123,7 +124,7 @@ def _report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-def add_account_parser(sub: Any) -> None:
+def add_account_parser(sub: Subparsers) -> None:
     """Register ``dpopt account`` and its subcommands."""
     acc = sub.add_parser(
         "account",
@@ -223,7 +224,7 @@ def add_account_parser(sub: Any) -> None:
     _add_many_releases_parsers(asub)
 
 
-def add_calibrate_parser(sub: Any) -> None:
+def add_calibrate_parser(sub: Subparsers) -> None:
     """Register ``dpopt calibrate`` and its subcommands."""
     cal = sub.add_parser(
         "calibrate",
@@ -389,7 +390,7 @@ def _emit(ctx: Context, args: argparse.Namespace, result: dict[str, Any], title:
 # ----------------------------------------------------------------------------- commands
 
 
-def parse_budgets(specs: list[str], command: str) -> Any:
+def parse_budgets(specs: list[str], command: str) -> Budget:
     """Parse budget specs with :func:`dpopt.accounting.budgets.parse_budget`; several ->
     ``AllOf``."""
     from dpopt.accounting.budgets import AllOf, parse_budget
@@ -597,7 +598,7 @@ _MANY_EPILOG = (
 )
 
 
-def _add_many_releases_parsers(asub: Any) -> None:
+def _add_many_releases_parsers(asub: Subparsers) -> None:
     dp = asub.add_parser(
         "dpsgd",
         parents=[COMMON],

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeAlias, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,7 @@ from dpopt.errors import DpoptError, InvalidParameterError
 __all__ = [
     "COMMON",
     "Context",
+    "Subparsers",
     "UsageError",
     "dump_json",
     "format_float",
@@ -42,6 +43,9 @@ __all__ = [
     "spec_int",
     "write_text_safely",
 ]
+
+#: The ``add_subparsers()`` action on which every ``add_*_parser`` function registers its command.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _common_parent() -> argparse.ArgumentParser:
@@ -309,7 +313,7 @@ def write_text_safely(path: str | os.PathLike[str], text: str, *, force: bool) -
     return p
 
 
-def _jsonable(obj: Any) -> Any:
+def _jsonable(obj: object) -> object:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -330,7 +334,7 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def dump_json(obj: Any) -> str:
+def dump_json(obj: object) -> str:
     """Serialize to strict JSON (numpy types converted; NaN -> null, inf -> "inf")."""
     return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
 
@@ -356,7 +360,7 @@ class Context:
         self.err = err
         self.quiet = quiet
 
-    def print(self, *parts: Any) -> None:
+    def print(self, *parts: object) -> None:
         print(*parts, file=self.out)
 
     def warn(self, message: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dpopt.cli.common import (
     COMMON,
@@ -34,7 +35,9 @@ from dpopt.relation import NeighbouringRelation, as_relation
 if TYPE_CHECKING:
     from certificates.problem import VectorSource
     from dpopt.accounting.budgets import PrivacyReport
-    from dpopt.cli.common import Context
+    from dpopt.cli.common import Context, Subparsers
+    from dpopt.covariance.design import Design
+    from dpopt.covariance.domains import Box, FinitePoints, Grid
 
 __all__ = [
     "DEMO_DELTA",
@@ -68,7 +71,7 @@ DOMAIN_HELP = (
 )
 
 
-def parse_domain(text: str, *, header: bool = False) -> Any:
+def parse_domain(text: str, *, header: bool = False) -> FinitePoints | Grid | Box:
     """A domain from a spec (``grid:``/``box:``) or a CSV/NPY file of points.
 
     ``header``: the CSV's first line is a header (skipped); without it every cell of a CSV must
@@ -123,7 +126,7 @@ def _problem_options(p: argparse.ArgumentParser, *, demo: bool) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
 
 
-def _save_plot(design: Any, path: Path) -> None:
+def _save_plot(design: Design, path: Path) -> None:
     """Draw ``design.plot()`` on a backend-free matplotlib Figure and save it to ``path``."""
     try:
         from matplotlib.figure import Figure
@@ -141,7 +144,7 @@ def _check_plot_path(path: str, force: bool) -> Path:
     return out
 
 
-def add_demo_parser(sub: Any) -> None:
+def add_demo_parser(sub: Subparsers) -> None:
     """Register ``dpopt demo``."""
     p = sub.add_parser(
         "demo",
@@ -176,7 +179,7 @@ def add_demo_parser(sub: Any) -> None:
     p.set_defaults(handler=_cmd_demo)
 
 
-def add_design_parser(sub: Any) -> None:
+def add_design_parser(sub: Subparsers) -> None:
     """Register ``dpopt design``."""
     p = sub.add_parser(
         "design",
@@ -246,7 +249,7 @@ def add_design_parser(sub: Any) -> None:
     p.set_defaults(handler=_cmd_design)
 
 
-def add_verify_parser(sub: Any) -> None:
+def add_verify_parser(sub: Subparsers) -> None:
     """Register ``dpopt verify``."""
     p = sub.add_parser(
         "verify",
@@ -279,7 +282,7 @@ def add_verify_parser(sub: Any) -> None:
     p.set_defaults(handler=_cmd_verify)
 
 
-def add_figures_parser(sub: Any) -> None:
+def add_figures_parser(sub: Subparsers) -> None:
     """Register ``dpopt figures``."""
     p = sub.add_parser(
         "figures",
@@ -361,15 +364,15 @@ def run_design(
     ctx: Context,
     *,
     meta: dict[str, Any],
-    sensitivity: Any,
+    sensitivity: VectorSource,
     budget_specs: list[str],
-    weight: Any,
+    weight: NDArray[np.float64] | None,
     noise_floor: float,
     solver: str,
     output: str | None,
     force: bool,
     rigorous: bool = False,
-    domain_points: Any = None,
+    domain_points: NDArray[np.float64] | None = None,
     header: bool | None = None,
     plot: str | None = None,
     yes: bool = False,
@@ -591,7 +594,7 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         output=args.output,
         force=args.force,
         rigorous=bool(args.rigorous),
-        domain_points=domain.points if from_file else None,
+        domain_points=domain.points if isinstance(domain, FinitePoints) else None,
         header=bool(args.header) if from_file else None,
         plot=args.plot,
         yes=bool(args.yes),

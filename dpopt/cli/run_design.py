@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpopt.cli.common import COMMON, UsageError, dump_json, format_float
 
 if TYPE_CHECKING:
-    from dpopt.cli.common import Context
+    from dpopt.cli.common import Context, Subparsers
 
 __all__ = ["add_design_run_parser"]
 
 _F = argparse.RawDescriptionHelpFormatter
 
 
-def add_design_run_parser(sub: Any) -> None:
+def add_design_run_parser(sub: Subparsers) -> None:
     """Register ``dpopt design-run``."""
     from dpopt.cli.account import BUDGET_HELP, _nonneg, _positive, _probability, _whole
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.covariance import CovarianceCertificate, check
 from certificates.io import write_certificate
@@ -59,6 +59,10 @@ from solvers.dask_passes import PassFailedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
+
+    from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.sensitivity import PrunedSet
+    from dpopt.parallel import DaskOption
 
 __all__ = ["Design", "design_covariance"]
 
@@ -121,7 +125,8 @@ class Design:
                                  description=description, overwrite=overwrite)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, source: Any = None, budget: Any = None,
+    def load(cls, path: str | os.PathLike[str], *,
+             source: ArrayLike | VectorSource | None = None, budget: Budget | None = None,
              rigorous: bool | None = None) -> Design:
         """Load a design file, **re-verifying it from scratch** before returning it.
 
@@ -227,7 +232,7 @@ class Design:
         )
 
 
-def _bound_of(budgets: Any) -> tuple[float, Any]:
+def _bound_of(budgets: Budget | Sequence[Budget]) -> tuple[float, Budget]:
     if isinstance(budgets, Sequence) and not isinstance(budgets, str | bytes):
         items = list(budgets)
         if not items:
@@ -251,7 +256,7 @@ def _bound_of(budgets: Any) -> tuple[float, Any]:
     return q, budget
 
 
-def _vectors_of(sensitivity: Any) -> Any:
+def _vectors_of(sensitivity: ArrayLike | VectorSource | PrunedSet) -> ArrayLike | VectorSource:
     if isinstance(sensitivity, VectorSource) and not isinstance(sensitivity, np.ndarray):
         return sensitivity
     if hasattr(sensitivity, "original_count") and hasattr(sensitivity, "vectors"):  # PrunedSet
@@ -290,15 +295,15 @@ def _better(new: CovarianceCertificate, old: CovarianceCertificate | None) -> bo
 
 
 def design_covariance(
-    sensitivity: Any,
-    budgets: Any,
-    weight: Any = None,
+    sensitivity: ArrayLike | VectorSource | PrunedSet,
+    budgets: Budget | Sequence[Budget],
+    weight: ArrayLike | None = None,
     noise_floor: float = 0.0,
     solver: str = "auto",
     tol: float = 1e-6,
     rigorous: bool = False,
     relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
-    dask: Any = None,
+    dask: DaskOption = None,
 ) -> Design:
     r"""The least-error Gaussian covariance meeting a privacy budget, certified.
 
@@ -372,7 +377,8 @@ def _executor_option(executor: Any, method: str) -> dict[str, Any]:
     return {"executor": executor} if executor is not None and method == "structured" else {}
 
 
-def _design(sensitivity: Any, budgets: Any, weight: Any, noise_floor: float, solver: str,
+def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget | Sequence[Budget],
+            weight: ArrayLike | None, noise_floor: float, solver: str,
             tol: float, rigorous: bool, relation: RelationLike, executor: Any) -> Design:
     q, _ = _bound_of(budgets)
     rel = as_relation(relation)

@@ -29,10 +29,10 @@ import json
 import math
 import os
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.covariance import CovarianceCertificate
 from certificates.io import (
@@ -42,6 +42,11 @@ from certificates.io import (
     verify_certificate,
 )
 from dpopt.errors import CertificateError, DpoptError
+
+if TYPE_CHECKING:  # pragma: no cover - imported lazily below (the CLI's start-up stays light)
+    from certificates.problem import VectorSource
+    from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.domains import Box, Domain, Grid
 
 __all__ = [
     "DESCRIPTION_TAG",
@@ -144,8 +149,8 @@ class VerifiedDesignFile:
     certificate: CovarianceCertificate
     file: CertificateFile
     description: DesignDescription | None
-    vectors: Any
-    budget: Any
+    vectors: NDArray[np.float64] | VectorSource
+    budget: Budget | None
     budget_bound: float | None
     guaranteed_bound: float
     relation: str
@@ -259,7 +264,7 @@ def parse_description(text: str | None) -> DesignDescription | None:
         raise CertificateError(f"malformed design description: {exc}") from None
 
 
-def domain_from_spec(text: str) -> Any:
+def domain_from_spec(text: str) -> Grid | Box:
     """A :class:`~dpopt.covariance.domains.Grid` or :class:`~dpopt.covariance.domains.Box` from a
     spec ``grid:lo=0,hi=1,n=5,d=2`` / ``box:lo=0,hi=1,d=3`` (the grammar of ``--domain``)."""
     from dpopt.cli.common import parse_spec, spec_float, spec_int
@@ -288,7 +293,7 @@ def domain_from_spec(text: str) -> Any:
     return domains.Box(np.full(d, lo), np.full(d, hi))
 
 
-def sensitivity_from_description(desc: DesignDescription) -> Any:
+def sensitivity_from_description(desc: DesignDescription) -> VectorSource:
     """Regenerate the sensitivity set a description states (a VectorSource).
 
     Raises
@@ -299,7 +304,7 @@ def sensitivity_from_description(desc: DesignDescription) -> Any:
     from dpopt.covariance import domains, sensitivity
 
     if desc.domain_points is not None:
-        domain: Any = domains.FinitePoints(desc.domain_points)
+        domain: Domain = domains.FinitePoints(desc.domain_points)
     else:
         domain = domain_from_spec(desc.domain)
     if desc.set == "uniform-query":
@@ -309,7 +314,7 @@ def sensitivity_from_description(desc: DesignDescription) -> Any:
     return sensitivity.add_remove_set(domain, desc.query, desc.sigma)
 
 
-def _budget_of(specs: tuple[str, ...]) -> Any:
+def _budget_of(specs: tuple[str, ...]) -> Budget:
     from dpopt.accounting.budgets import AllOf, parse_budget
 
     parsed = [parse_budget(s) for s in specs]
@@ -319,8 +324,8 @@ def _budget_of(specs: tuple[str, ...]) -> Any:
 def verify_design_file(
     path: str | os.PathLike[str],
     *,
-    source: Any = None,
-    budget: Any = None,
+    source: ArrayLike | VectorSource | None = None,
+    budget: Budget | None = None,
     rigorous: bool | None = None,
 ) -> VerifiedDesignFile:
     """Re-check a design/certificate file and bind it to what it describes.
@@ -413,6 +418,8 @@ def verify_design_file(
     if problems:
         raise CertificateError(f"{name} rejected: " + "; ".join(problems))
     vectors = cf.problem.vectors if cf.problem is not None else vectors_for_check
+    if vectors is None:  # pragma: no cover - verify_certificate rejects a file without vectors
+        raise CertificateError(f"{name} rejected: no sensitivity vectors to check it on")
     return VerifiedDesignFile(
         certificate=cert, file=replace(cf, certificate=cert), description=desc, vectors=vectors,
         budget=checked_budget, budget_bound=q_budget,

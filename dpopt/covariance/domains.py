@@ -41,7 +41,7 @@ def _bounds(lower: Any, upper: Any) -> tuple[NDArray[np.float64], NDArray[np.flo
     return lo, hi
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class FinitePoints:
     r"""A finite domain :math:`K = \{p_1, \dots, p_m\}`.
 
@@ -52,6 +52,10 @@ class FinitePoints:
     """
 
     points: NDArray[np.float64]
+
+    def __init__(self, points: ArrayLike) -> None:
+        object.__setattr__(self, "points", points)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         arr = as_float_array("points", self.points)

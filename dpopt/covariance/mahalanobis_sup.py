@@ -162,10 +162,10 @@ def sup_mahalanobis(
     d = int(src.dim)
     cov = as_psd_matrix("covariance", covariance, dim=d)
     chunk_size = chunk_size_of(chunk_size)
-    is_box_sdp = isinstance(src, BoxVertexDifferences) and d > max_enumeration_dim
-    chol, margin, eig = _cholesky_and_margin(cov, warn=is_box_sdp)
-    if is_box_sdp:
-        return _box_sdp_bound(src, chol, margin)
+    box = src if isinstance(src, BoxVertexDifferences) and d > max_enumeration_dim else None
+    chol, margin, eig = _cholesky_and_margin(cov, warn=box is not None)
+    if box is not None:
+        return _box_sdp_bound(box, chol, margin)
     # One pass: Cholesky solves plus the residual bound of certificates.rigorous (second order in
     # the residual, so tight even for an ill-conditioned Sigma such as a singular optimum with a
     # tiny ridge off the span of the vectors); lam_low only enters the second-order term.

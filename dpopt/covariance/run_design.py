@@ -37,14 +37,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from certificates.validate import as_scalar
 from dpopt.accounting.budgets import GDP, MIDP, RDP, ZCDP, AllOf, ApproxDP, Budget, PrivacyReport
 from dpopt.covariance.design import Design, design_covariance
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from certificates.problem import VectorSource
+    from dpopt.covariance.domains import Domain
+    from dpopt.covariance.sensitivity import PrunedSet, TwoRecordVectors
 
 __all__ = ["DiffusionRun", "RunDesign", "design_run", "diffusion_run", "split_for_scales"]
 
@@ -124,7 +130,7 @@ class RunDesign:
         return "\n".join(parts)
 
 
-def _check_budget(budget: Any) -> Budget:
+def _check_budget(budget: object) -> Budget:
     if not isinstance(budget, Budget):
         raise InvalidTypeError("budget", budget, "a Budget (ApproxDP, GDP, ZCDP, RDP or AllOf)")
 
@@ -192,8 +198,8 @@ def _greedy(grids: list[np.ndarray], values: list[np.ndarray], total: float) -> 
 
 
 def design_run(
-    vector_sets: Sequence[Any],
-    weights: Sequence[Any] | None,
+    vector_sets: Sequence[ArrayLike | VectorSource | PrunedSet],
+    weights: Sequence[ArrayLike | None] | None,
     budget: Budget,
     *,
     noise_floor: float = 0.0,
@@ -230,6 +236,7 @@ def design_run(
     Examples
     --------
     >>> import numpy as np
+from numpy.typing import ArrayLike
     >>> from dpopt.accounting.budgets import GDP
     >>> sets = [np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[3.0, 0.0], [0.0, 3.0]])]
     >>> run = design_run(sets, None, GDP(mu=2.0))
@@ -245,7 +252,7 @@ def design_run(
         raise InvalidParameterError("vector_sets", vector_sets, "needs at least one release")
     t_count = len(sets)
     if weights is None:
-        ws: list[Any] = [None] * t_count
+        ws: list[ArrayLike | None] = [None] * t_count
     else:
         if isinstance(weights, str | bytes) or not isinstance(weights, Sequence):
             raise InvalidTypeError("weights", weights, "a sequence of matrices (or None)")
@@ -323,13 +330,14 @@ class DiffusionRun:
         The noise levels and query points.
     """
 
-    sets: list[Any]
+    sets: list[TwoRecordVectors]
     weights: list[np.ndarray]
     sigmas: np.ndarray
     queries: np.ndarray
 
 
-def diffusion_run(domain: Any, data: Any, steps: int, *, sigma_max: float = 2.0,
+def diffusion_run(domain: Domain | ArrayLike, data: ArrayLike, steps: int, *,
+                  sigma_max: float = 2.0,
                   sigma_min: float = 0.05, seed: int = 0) -> DiffusionRun:
     r"""The ideal denoiser queried at ``steps`` noise levels of a deterministic sampler.
 

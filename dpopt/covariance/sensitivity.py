@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -64,7 +63,7 @@ def chunk_size_of(size: int) -> int:
     return int(size)
 
 
-def _points_of(points: Any) -> NDArray[np.float64]:
+def _points_of(points: Domain | ArrayLike) -> NDArray[np.float64]:
     if isinstance(points, Grid):
         return points.points
     if isinstance(points, FinitePoints):
@@ -86,7 +85,7 @@ class _PairVectors:
     ``(0,1), (0,2), ..., (0,m-1), (1,2), ...``.
     """
 
-    def __init__(self, points: Any) -> None:
+    def __init__(self, points: Domain | ArrayLike) -> None:
         p = _points_of(points)
         m = p.shape[0]
         if m < 2:
@@ -195,7 +194,7 @@ class TwoRecordVectors(_PairVectors):
     (3, 1)
     """
 
-    def __init__(self, points: Any, query: Any, sigma: Any) -> None:
+    def __init__(self, points: Domain | ArrayLike, query: ArrayLike, sigma: float) -> None:
         super().__init__(points)
         g = as_float_array("query", query)
         g = g[None] if g.ndim == 0 else g
@@ -384,7 +383,7 @@ class PrunedSet:
         return int(self.vectors.shape[0])
 
 
-def as_vector_source(vectors: ArrayLike | VectorSource, dim: int | None = None) -> Any:
+def as_vector_source(vectors: ArrayLike | VectorSource, dim: int | None = None) -> VectorSource:
     if isinstance(vectors, FinitePoints | Box | Grid):
         raise InvalidTypeError(
             "vectors",

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,9 @@ from dpopt.pufferfish import (
     winf_laplace,
 )
 from solvers.transport import quantile_coupling
+
+if TYPE_CHECKING:  # pragma: no cover - Dask is optional
+    from distributed import Client
 
 __all__ = [
     "ALPHAS",
@@ -243,7 +246,7 @@ def rpp_sweep(
     alphas: Sequence[float] = ALPHAS,
     progress: bool | None = False,
     tight: str = "none",
-    client: Any = None,
+    client: Client | None = None,
 ) -> pd.DataFrame:
     """Calibrate every mechanism and baseline of the module docstring over an (ε, α) grid.
 

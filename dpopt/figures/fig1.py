@@ -18,12 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+
+if TYPE_CHECKING:  # pragma: no cover - Dask is optional
+    from distributed import Client
 
 __all__ = [
     "GENERATORS",
@@ -91,7 +94,7 @@ GENERATORS: dict[str, tuple[str, Generator]] = {
 MAX_DIM = 16
 
 
-def _rng(rng: Any) -> np.random.Generator:
+def _rng(rng: int | np.random.Generator | None) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
     if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
@@ -99,7 +102,7 @@ def _rng(rng: Any) -> np.random.Generator:
     raise InvalidTypeError("rng", rng, "a numpy Generator, an integer seed or None")
 
 
-def _check(d: Any, n_draws: Any, generator: Any) -> tuple[int, int, Generator]:
+def _check(d: int, n_draws: int, generator: str | Generator) -> tuple[int, int, Generator]:
     if isinstance(d, bool) or not isinstance(d, int | np.integer) or not 2 <= int(d) <= MAX_DIM:
         raise InvalidParameterError("d", d, f"must be an integer in [2, {MAX_DIM}]")
     if isinstance(n_draws, bool) or not isinstance(n_draws, int | np.integer) or n_draws < 1:
@@ -112,7 +115,8 @@ def _check(d: Any, n_draws: Any, generator: Any) -> tuple[int, int, Generator]:
 
 
 def draw_covariances(
-    d: int = 10, n_draws: int = 2000, generator: str = "wishart", rng: Any = 0
+    d: int = 10, n_draws: int = 2000, generator: str = "wishart",
+    rng: int | np.random.Generator | None = 0,
 ) -> NDArray[np.float64]:
     """Draw ``n_draws`` covariance matrices, shape (n_draws, d, d), from a named generator."""
     dd, n, gen = _check(d, n_draws, generator)
@@ -147,9 +151,9 @@ def fig1_ratios(
     d: int = 10,
     n_draws: int = 2000,
     generator: str | Generator = "wishart",
-    rng: Any = 0,
+    rng: int | np.random.Generator | None = 0,
     *,
-    client: Any = None,
+    client: Client | None = None,
     progress: bool | None = False,
 ) -> NDArray[np.float64]:
     r"""Ratios naive / exact sensitivity for :math:`K = [0,1]^d` over random covariances.
@@ -218,7 +222,7 @@ class Fig1Summary:
         )
 
 
-def fig1_summary(ratios: Any) -> Fig1Summary:
+def fig1_summary(ratios: ArrayLike) -> Fig1Summary:
     """Summary statistics of :func:`fig1_ratios` output."""
     r = np.asarray(ratios, dtype=np.float64).ravel()
     if r.size == 0 or not np.all(np.isfinite(r)):
@@ -233,12 +237,12 @@ def fig1_summary(ratios: Any) -> Fig1Summary:
 
 
 def plot_fig1(
-    ratios: Any,
+    ratios: ArrayLike,
     path: str | Path,
     *,
     d: int,
     generator: str,
-    seed: Any = None,
+    seed: int | None = None,
 ) -> Path:
     """Histogram of the ratios with the summary and the generator stated; saves a PNG."""
     import matplotlib
@@ -286,7 +290,7 @@ def fig1_figure(
     generator: str = "wishart",
     seed: int = 0,
     verbose: bool = True,
-    client: Any = None,
+    client: Client | None = None,
 ) -> list[Path]:
     """Compute the ratios, write ``fig1.csv`` and ``fig1.png`` under ``out_dir``, print stats.
 

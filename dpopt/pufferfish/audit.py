@@ -22,10 +22,9 @@ import itertools
 import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import IntegrationWarning, quad
 from scipy.optimize import brentq
 from scipy.special import logsumexp
@@ -86,7 +85,8 @@ def _log_noise(mechanism: str, u: NDArray[np.float64], scale: float) -> NDArray[
 
 
 def mixture_renyi_divergence(
-    x: Any, p: Any, y: Any, q: Any, mechanism: str, scale: float, alpha: float
+    x: ArrayLike, p: ArrayLike, y: ArrayLike, q: ArrayLike, mechanism: str, scale: float,
+    alpha: float,
 ) -> float:
     r""":math:`D_\alpha(P*N\,\|\,Q*N)` for 1-D discrete :math:`P, Q` by adaptive quadrature.
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from certificates.validate import as_scalar
 from dpopt.errors import InvalidTypeError
@@ -115,7 +116,7 @@ def rpp_winf_laplace(scenario: Scenario, alpha: float, epsilon: float) -> Baseli
 
 
 def rpp_winf_gaussian(
-    scenario: Scenario, alpha: float, epsilon: float, *, covariance: Any = None
+    scenario: Scenario, alpha: float, epsilon: float, *, covariance: ArrayLike | None = None
 ) -> Baseline:
     r"""RPP with :math:`W_\infty`, Gaussian: :math:`\sigma^2 = \alpha W_\infty^2/(2\varepsilon)`."""
     return winf_baseline(scenario, GaussianCost(alpha, covariance=covariance), epsilon)

@@ -30,11 +30,12 @@ Wasserstein mechanism :math:`b = W_\infty/\varepsilon` of Song, Wang and Chaudhu
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
 from certificates.coupling import CouplingCertificate, check_coupling
@@ -166,7 +167,7 @@ def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
     return _nudge_up(float(np.exp(u)), f), w_inf
 
 
-def _nudge_up(scale: float, f: Any) -> float:
+def _nudge_up(scale: float, f: Callable[[float], float]) -> float:
     """Smallest ``scale * (1 + k-th step)`` with ``f <= 0`` (steps 1e-14, doubling)."""
     step = 1e-14
     s = scale
@@ -302,7 +303,7 @@ def calibrate_gaussian(
     alpha: float,
     epsilon: float,
     *,
-    covariance: Any = None,
+    covariance: ArrayLike | None = None,
     method: str = "auto",
 ) -> Calibration:
     """:func:`calibrate` with :class:`GaussianCost` (noise :math:`N(0, \\sigma^2 S)`)."""

@@ -33,17 +33,21 @@ bound :math:`\lVert z\rVert/b` and the condition is its maximum over the couplin
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import brentq
 
 from certificates.validate import as_psd_matrix, as_scalar
 from dpopt.accounting.renyi import gaussian_log_moment, laplace_log_moment
 from dpopt.errors import InvalidParameterError
+
+#: A vectorised profile t -> g(t) (arrays in, arrays out), as :meth:`RenyiCost.profile`.
+Profile = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 
 __all__ = [
     "ExponentialCost",
@@ -67,7 +71,7 @@ def safe_level(level: float) -> float:
     return level * (1.0 - LEVEL_MARGIN)
 
 
-def _alpha(value: Any, allow_inf: bool) -> float:
+def _alpha(value: object, allow_inf: bool) -> float:
     return as_scalar("alpha", value, low=1.0, allow_inf=allow_inf)
 
 
@@ -124,7 +128,7 @@ class RenyiCost(ABC):
         return lo, hi
 
 
-def _invert(g: Any, level: float, bracket: tuple[float, float]) -> float:
+def _invert(g: Profile, level: float, bracket: tuple[float, float]) -> float:
     lo, hi = bracket
 
     def f(t: float) -> float:
@@ -202,7 +206,7 @@ class LaplaceCost(RenyiCost):
         return _safe_div(level, factor, self.profile)
 
 
-def _safe_div(level: float, factor: float, g: Any) -> float:
+def _safe_div(level: float, factor: float, g: Profile) -> float:
     t = level / factor
     while float(g(np.array([t]))[0]) > level:
         t = np.nextafter(t, 0.0)
@@ -225,7 +229,7 @@ class GaussianCost(RenyiCost):
         Shape :math:`S` of the noise (positive definite); identity when omitted.
     """
 
-    covariance: Any = None
+    covariance: ArrayLike | None = None
     mechanism: ClassVar[str] = "gaussian"
     convex_in_shift: ClassVar[bool] = True
 
@@ -273,7 +277,7 @@ def _scaled_norm(rows: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.asarray(big * np.sqrt(np.sum(unit * unit, axis=1)), dtype=np.float64)
 
 
-def _sqrt_inverse(level: float, a: float, g: Any) -> float:
+def _sqrt_inverse(level: float, a: float, g: Profile) -> float:
     t = float(np.sqrt(2.0 * level / (a * (a - 1.0))))
     while float(g(np.array([t]))[0]) > level:
         t = float(np.nextafter(t, 0.0))

@@ -21,16 +21,19 @@ under every prior.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.validate import as_float_array
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = ["PROB_TOL", "DiscreteLaw", "Scenario"]
 
@@ -41,7 +44,7 @@ PROB_TOL = 1e-9
 DEFAULT_PRIOR = "prior"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class DiscreteLaw:
     r"""A discrete probability law :math:`\sum_k p_k \delta_{x_k}` on :math:`\mathbb{R}^d`.
 
@@ -61,9 +64,15 @@ class DiscreteLaw:
     (1, 3, 0.7)
     """
 
-    support: Any
-    probabilities: Any
+    support: NDArray[np.float64]
+    probabilities: NDArray[np.float64]
     name: str = "law"
+
+    def __init__(self, support: ArrayLike, probabilities: ArrayLike, name: str = "law") -> None:
+        object.__setattr__(self, "support", support)
+        object.__setattr__(self, "probabilities", probabilities)
+        object.__setattr__(self, "name", name)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         pname = f"{self.name}.probabilities"
@@ -105,7 +114,7 @@ class DiscreteLaw:
         return np.asarray(self.probabilities @ self.support, dtype=np.float64)
 
     @classmethod
-    def empirical(cls, values: Any, name: str = "law") -> DiscreteLaw:
+    def empirical(cls, values: ArrayLike, name: str = "law") -> DiscreteLaw:
         """The empirical law of observed values (rows of a (n, d) array, or a 1-D array).
 
         Each distinct value gets probability (number of occurrences) / n.
@@ -135,7 +144,7 @@ def _canonical(law: DiscreteLaw) -> tuple[NDArray[np.float64], NDArray[np.float6
     return atoms, np.asarray(probs, dtype=np.float64)
 
 
-def _as_law(value: Any, name: str) -> DiscreteLaw:
+def _as_law(value: object, name: str) -> DiscreteLaw:
     if isinstance(value, DiscreteLaw):
         return value
     if isinstance(value, tuple | list) and len(value) == 2:
@@ -143,7 +152,12 @@ def _as_law(value: Any, name: str) -> DiscreteLaw:
     raise InvalidTypeError(name, value, "a DiscreteLaw or a (support, probabilities) pair")
 
 
-@dataclass(frozen=True, eq=False)
+#: A law as :class:`Scenario` accepts it: a :class:`DiscreteLaw` or a ``(support, probabilities)``
+#: pair of arrays.
+LawLike: TypeAlias = "DiscreteLaw | tuple[ArrayLike, ArrayLike]"
+
+
+@dataclass(frozen=True, eq=False, init=False)
 class Scenario:
     r"""Secrets, discriminative pairs and the conditional laws :math:`P_{s,\theta}`.
 
@@ -158,8 +172,17 @@ class Scenario:
     Use :meth:`from_laws` (one prior), :meth:`from_arrays` or :meth:`from_dataframe`.
     """
 
-    laws: Any
-    pairs: Any = None
+    laws: dict[Hashable, dict[Hashable, DiscreteLaw]]
+    pairs: tuple[tuple[Hashable, Hashable], ...]
+
+    def __init__(
+        self,
+        laws: Mapping[Hashable, Mapping[Hashable, LawLike]],
+        pairs: Iterable[tuple[Hashable, Hashable]] | None = None,
+    ) -> None:
+        object.__setattr__(self, "laws", laws)
+        object.__setattr__(self, "pairs", pairs)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if not isinstance(self.laws, Mapping) or len(self.laws) == 0:
@@ -220,7 +243,7 @@ class Scenario:
                 raise InvalidParameterError("prior", prior, "required: the scenario has several")
             prior = next(iter(self.laws))
         try:
-            return self.laws[prior][secret]  # type: ignore[no-any-return]
+            return self.laws[prior][secret]
         except KeyError:
             raise InvalidParameterError("secret", (secret, prior), "no such law") from None
 
@@ -235,7 +258,9 @@ class Scenario:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_laws(
-        cls, laws: Mapping[Hashable, Any], pairs: Sequence[tuple[Hashable, Hashable]] | None = None
+        cls,
+        laws: Mapping[Hashable, LawLike],
+        pairs: Sequence[tuple[Hashable, Hashable]] | None = None,
     ) -> Scenario:
         """One prior: ``laws`` maps each secret to a law or ``(support, probabilities)``.
 
@@ -252,8 +277,8 @@ class Scenario:
     @classmethod
     def from_arrays(
         cls,
-        supports: Sequence[Any],
-        probabilities: Sequence[Any],
+        supports: Sequence[ArrayLike],
+        probabilities: Sequence[ArrayLike],
         *,
         secrets: Sequence[Hashable] | None = None,
         pairs: Sequence[tuple[Hashable, Hashable]] | None = None,
@@ -272,8 +297,8 @@ class Scenario:
     @classmethod
     def from_dataframe(
         cls,
-        frame: Any,
-        query: str | Sequence[str] | Callable[[Any], Any],
+        frame: pd.DataFrame,
+        query: str | Sequence[str] | Callable[[pd.DataFrame], ArrayLike],
         secret: str,
         *,
         prior: str | None = None,
