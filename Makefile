@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install run test test-slow lint bench bench-full bench-scale-full figures fig1 fig-rpp-adult \
+.PHONY: help install run test test-slow lint types bench bench-full bench-scale-full figures fig1 fig-rpp-adult \
 	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks docs \
 	docs-check docs-assets clean bench-scale
 
@@ -12,6 +12,7 @@ help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
 	@echo "make test       the test suite (what CI runs)"
 	@echo "make lint       ruff + mypy"
+	@echo "make types      public parameters/returns still typed Any, per file (fails on unlisted ones)"
 	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
 	@echo "make bench-scale  Dask LocalCluster vs in-process passes, J = 1e6..1e8 (long)"
 	@echo "make figures    every reproduction figure under results/"
@@ -39,6 +40,9 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+
+types: $(STAMP)
+	$(PY) scripts/public_any.py
 
 bench: $(STAMP)
 	$(PY) scripts/bench_covariance.py

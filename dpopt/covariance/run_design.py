@@ -236,7 +236,6 @@ def design_run(
     Examples
     --------
     >>> import numpy as np
-from numpy.typing import ArrayLike
     >>> from dpopt.accounting.budgets import GDP
     >>> sets = [np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[3.0, 0.0], [0.0, 3.0]])]
     >>> run = design_run(sets, None, GDP(mu=2.0))
