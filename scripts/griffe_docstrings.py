@@ -5,12 +5,13 @@ The docstrings are numpy style but use a few reST constructs that Markdown shows
 
 - roles ``:math:`x```, ``:func:`name```, ``:class:``, ``:mod:``, ``:meth:``, ``:data:``,
   ``:attr:``, ``:exc:`` become inline code (``~pkg.mod.name`` shows ``name``);
-- ``.. math::`` blocks become fenced code blocks;
-- a section titled ``Example`` becomes ``Examples`` (so doctests render as code);
-- citations of team-internal notes are rewritten for readers: a parenthetical reference to the
-  team's math notes is dropped, and "seed 000/001/002" become the papers' names.
+- ``.. math::`` blocks (content on the directive line or indented below it) become fenced
+  code blocks;
+- a section titled ``Example`` becomes ``Examples`` (so doctests render as code).
 
-Only the rendered text changes; the source docstrings stay as they are.
+Only the rendered text changes; the source docstrings stay as they are. (Docstrings cite papers
+by author and title themselves, so nothing here rewrites citations: a paper's "§2.2" renders as
+written.)
 """
 
 from __future__ import annotations
@@ -21,16 +22,6 @@ from typing import Any
 from griffe import Extension
 
 _ROLE = re.compile(r":(?:math|func|class|mod|meth|data|attr|exc|obj):`(~?)([^`]+)`")
-_SEC = r"§\s?\d+(?:\.\d+)*(?:\s?[–-]\s?§?\d+(?:\.\d+)*)?"
-_SECS = rf"{_SEC}(?:(?:,|\s+and|\s*/)\s*{_SEC})*"
-_NOTES = re.compile(
-    rf"\s*\((?:see )?MATH\.md[^()]*(?:\([^()]*\)[^()]*)*\)|,?\s*MATH\.md(?:\s*{_SECS})?")
-_SECTION_SIGN = re.compile(rf"\s*\({_SECS}\)|{_SECS}")
-_SEEDS = {
-    "seed 000": "the α-Wasserstein paper (Ding, Yang, Zhang)",
-    "seed 001": "the Gaussian-DP paper (Dong, Roth, Su)",
-    "seed 002": "the optimal-covariance paper",
-}
 
 
 def _role(match: re.Match[str]) -> str:
@@ -46,10 +37,10 @@ def _math_blocks(text: str) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.strip() == ".. math::":
+        if line.strip().startswith(".. math::"):
             indent = len(line) - len(line.lstrip())
             i += 1
-            body: list[str] = []
+            body: list[str] = [line.strip()[len(".. math::"):]]  # content on the directive line
             while i < len(lines) and (not lines[i].strip()
                                       or len(lines[i]) - len(lines[i].lstrip()) > indent):
                 body.append(lines[i])
@@ -69,16 +60,8 @@ def rewrite(text: str) -> str:
     """The Markdown-friendly version of one docstring."""
     text = _math_blocks(text)
     text = _ROLE.sub(_role, text)
-    text = re.sub(r"^(\s*)Example\n(\s*)-------\n", r"\1Examples\n\2--------\n", text,
+    return re.sub(r"^(\s*)Example\n(\s*)-------\n", r"\1Examples\n\2--------\n", text,
                   flags=re.M)
-    text = re.sub(r"§\s?([IVX]+)\b", r"Section \1", text)
-    text = re.sub(rf"(?:see )?MATH\.md(?:\s*{_SECS})?: ", "", text)  # "(notes §4: formula)"
-    text = _NOTES.sub("", text)
-    text = _SECTION_SIGN.sub("", text)
-    for seed, name in _SEEDS.items():
-        text = re.sub(rf"\b{seed}'s\b", f"{name}'s", text, flags=re.I)
-        text = re.sub(rf"\b{seed}\b", name, text, flags=re.I)
-    return text
 
 
 class ReadableDocstrings(Extension):

@@ -33,9 +33,10 @@ any dimension. This module knows nothing about privacy: costs and distances are 
 
 References
 ----------
-1. Peyré, Cuturi, "Computational Optimal Transport", Found. Trends ML 11 (2019), §2.
+1. Peyré, Cuturi, "Computational Optimal Transport", Found. Trends ML 11 (2019), Section 2.
 2. Flamary et al., "POT: Python Optimal Transport", JMLR 22 (2021).
-3. Santambrogio, "Optimal Transport for Applied Mathematicians" (2015), §2.2 (monotone coupling).
+3. Santambrogio, "Optimal Transport for Applied Mathematicians" (2015), Section 2.2 (monotone
+   coupling).
 """
 
 from __future__ import annotations

@@ -484,7 +484,7 @@ def approx_dp_bound(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray:
 
 @dataclass(frozen=True)
 class MIDP(Budget):
-    r"""κ-mutual-information DP for binary records (the ideal-denoiser covariance paper, §VI).
+    r"""κ-mutual-information DP for binary records (the ideal-denoiser covariance paper, Sec. VI).
 
     For every record that takes one of two values (uniform prior), the mutual information between
     it and the output is at most κ nats. For a Gaussian mechanism this is

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -63,7 +62,8 @@ class Baseline:
     epsilon: float
 
 
-def wasserstein_inf(scenario: Scenario, cost: RenyiCost | None = None) -> dict[Any, float]:
+def wasserstein_inf(scenario: Scenario, cost: RenyiCost | None = None
+                    ) -> dict[tuple[Hashable, Hashable, Hashable], float]:
     r""":math:`W_\infty` of every ``(prior, s_i, s_j)`` in the cost's ground norm (default
     :math:`\ell_1`, which is :math:`|x - y|` in 1-D).
 
@@ -74,7 +74,7 @@ def wasserstein_inf(scenario: Scenario, cost: RenyiCost | None = None) -> dict[A
         raise InvalidTypeError("scenario", scenario, "a Scenario")
     c = LaplaceCost(float("inf")) if cost is None else cost
     meth = resolve_method("auto", scenario.dim, c)
-    out: dict[Any, float] = {}
+    out: dict[tuple[Hashable, Hashable, Hashable], float] = {}
     for theta, si, sj, p_law, q_law in scenario.iter_pairs():
         out[(theta, si, sj)] = PairTransport(p_law, q_law, c, meth).w_inf()[0]
     return out
