@@ -65,7 +65,7 @@ import platform
 import re
 from dataclasses import dataclass, replace
 from importlib import metadata
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeAlias, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -85,6 +85,8 @@ __all__ = [
     "FORMAT",
     "MAX_FILE_BYTES",
     "CertificateFile",
+    "Claim",
+    "JSONValue",
     "parse_certificate",
     "read_certificate",
     "vectors_digest",
@@ -109,6 +111,23 @@ _PROBLEM = (
 _DUAL = ("support", "multipliers", "directions", "floor_factor", "floor_rank")
 _CLAIM = ("lower", "upper", "gap", "certified", "rigorous", "tol")
 
+#: A JSON value, as :func:`json.loads` returns it (the ``to_dict`` summaries of dpopt's reports
+#: are objects of these).
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+
+
+class Claim(TypedDict):
+    """What a certificate file claims: the optimum lies in ``[lower, upper]`` (relative gap
+    ``gap``), certified at tolerance ``tol`` when ``certified``, by a rigorous re-check when
+    ``rigorous``."""
+
+    lower: float
+    upper: float
+    gap: float
+    certified: bool
+    rigorous: bool
+    tol: float
+
 
 @dataclass(frozen=True)
 class CertificateFile:
@@ -123,7 +142,7 @@ class CertificateFile:
     problem: CovarianceProgram | None
     covariance: NDArray[np.float64]
     dual: FactoredDual
-    claim: dict[str, Any]
+    claim: Claim
     versions: dict[str, str]
     sha256: str
     vectors_description: str | None
@@ -451,7 +470,7 @@ def _parse(content: Any) -> CertificateFile:
     rank = _int("dual.floor_rank", du["floor_rank"], 0, d)
     floor = _matrix("dual.floor_factor", du["floor_factor"], d, rank)
     cl = _object("claim", top["claim"], _CLAIM)
-    claim = {
+    claim: Claim = {
         "lower": _number("claim.lower", cl["lower"]),
         "upper": _number("claim.upper", cl["upper"], 0.0, low_open=True),
         "gap": _number("claim.gap", cl["gap"]),

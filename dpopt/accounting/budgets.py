@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -50,6 +50,9 @@ from dpopt.relation import (
     as_relation,
     replacement_sup,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from certificates.io import JSONValue
 
 __all__ = [
     "GDP",
@@ -810,7 +813,7 @@ class PrivacyReport:
 
     def to_dict(self, *, alphas: Sequence[float] | None = None,
                 deltas: Sequence[float] | None = None,
-                epsilons: Sequence[float] | None = None) -> dict[str, Any]:
+                epsilons: Sequence[float] | None = None) -> dict[str, JSONValue]:
         """The report as JSON-ready data, in the one shape every dpopt report uses.
 
         Keys ``schema`` (``"dpopt.privacy-report/1"``), ``approximate``,

@@ -33,6 +33,7 @@ import numpy as np
 from dpopt.errors import DpoptError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from certificates.io import JSONValue
     from dpopt.accounting.budgets import PrivacyReport
 
 __all__ = ["DEFAULT_ALPHAS", "DEFAULT_DELTAS", "DEFAULT_EPSILONS", "SCHEMA", "report_dict"]
@@ -65,7 +66,7 @@ def report_dict(
     deltas: Iterable[float] | None = None,
     epsilons: Iterable[float] | None = None,
     approximate: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, JSONValue]:
     """The report as JSON-ready data in the shape ``dpopt.privacy-report/1`` (module docstring).
 
     Parameters

@@ -44,6 +44,7 @@ from certificates.io import (
 from dpopt.errors import CertificateError, DpoptError
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily below (the CLI's start-up stays light)
+    from certificates.io import JSONValue
     from certificates.problem import VectorSource
     from dpopt.accounting.budgets import Budget
     from dpopt.covariance.domains import Box, Domain, Grid
@@ -112,7 +113,7 @@ class DesignDescription:
     budget_bound: float
     budget_specs: tuple[str, ...]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSONValue]:
         """JSON-ready summary (without the domain points)."""
         return {
             "command": self.command, "domain": self.domain, "set": self.set,

@@ -26,7 +26,7 @@ which for a uniform-query set is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -42,6 +42,9 @@ from dpopt.covariance.sensitivity import (
     as_vector_source,
 )
 from dpopt.relation import NeighbouringRelation, RelationLike, as_relation, replacement_sup
+
+if TYPE_CHECKING:  # pragma: no cover
+    from certificates.io import JSONValue
 
 __all__ = ["CovariancePrivacy", "max_norm", "privacy_from_sup", "privacy_of"]
 
@@ -120,7 +123,7 @@ class CovariancePrivacy:
         r"""Smallest :math:`\varepsilon` with :math:`\delta(\varepsilon) \le` ``delta``."""
         return self.report.epsilon(delta)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JSONValue]:
         """Plain-data summary (JSON-ready)."""
         out: dict[str, Any] = {
             "mahalanobis_bound": self.mahalanobis_bound,
