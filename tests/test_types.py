@@ -183,3 +183,30 @@ def test_the_script_fails_on_unlisted_and_on_stale_entries(tmp_path: Path,
     monkeypatch.setattr(pa, "ALLOWED", {**keys, "dpopt/mod.py::gone(x)": "no longer exists"})
     assert pa.main([str(root)]) == 1
     assert "STALE" in capsys.readouterr().err
+
+
+def test_scalar_in_gives_float_out_to_the_type_checker(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``@overload`` pairs tell mypy that scalar arguments give a ``float`` (so callers need
+    no ``float(...)``), and array arguments the float-or-array union."""
+    api = pytest.importorskip("mypy.api")
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(textwrap.dedent("""
+        import numpy as np
+        from dpopt.accounting import gdp, renyi
+        from dpopt.accounting.budgets import approx_dp_bound, privacy_report
+        reveal_type(gdp.mu_for(1.0, 1e-5))
+        reveal_type(gdp.gaussian_sigma(1.0, 1e-5, 2))
+        reveal_type(gdp.compose(0.5, 1.0))
+        reveal_type(gdp.rdp_to_dp_improved(1e-5, rdp=lambda a: a / 2))
+        reveal_type(renyi.renyi_gaussian(2.0, 1.0, 1.0))
+        reveal_type(approx_dp_bound(1.0, 1e-5))
+        reveal_type(privacy_report(1.0).epsilon(1e-5))
+        reveal_type(gdp.mu_for(np.array([1.0, 2.0]), 1e-5))
+    """), encoding="utf-8")
+    monkeypatch.chdir(ROOT)  # mypy finds the packages of this checkout first
+    out, err, _ = api.run(["--config-file", str(ROOT / "pyproject.toml"),
+                           "--cache-dir", str(ROOT / ".mypy_cache"), str(snippet)])
+    revealed = re.findall(r'Revealed type is "([^"]+)"', out)
+    assert revealed[:-1] == ["float"] * 7, out + err
+    assert revealed[-1].startswith("float | numpy.ndarray"), out + err

@@ -26,7 +26,7 @@ Closed forms, with :math:`t = |z|/b` (Laplace) or :math:`t = |z|/\sigma`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import scipy.linalg
@@ -89,6 +89,14 @@ def _laplace_log_moment(a: NDArray[np.float64], t: NDArray[np.float64]) -> NDArr
     return out
 
 
+@overload
+def laplace_log_moment(alpha: float, t: float) -> float: ...
+
+
+@overload
+def laplace_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray: ...
+
+
 def laplace_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray:
     r"""Log Rényi moment of a shifted Laplace noise, :math:`\log M^{Lap}_\alpha(t)` (Mironov).
 
@@ -119,6 +127,14 @@ def laplace_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray:
     return finish(_laplace_log_moment(a, tt))
 
 
+@overload
+def gaussian_log_moment(alpha: float, t: float) -> float: ...
+
+
+@overload
+def gaussian_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray: ...
+
+
 def gaussian_log_moment(alpha: ArrayLike, t: ArrayLike) -> FloatOrArray:
     r"""Log Rényi moment of a shifted Gaussian, :math:`\alpha(\alpha-1)t^2/2` (Mironov).
 
@@ -147,6 +163,14 @@ def _shift_scale(
     z = real_array("shift", shift)
     s = real_array(scale_name, scale, low=0.0)
     return z, s
+
+
+@overload
+def renyi_laplace(alpha: float, shift: float, scale: float) -> float: ...
+
+
+@overload
+def renyi_laplace(alpha: ArrayLike, shift: ArrayLike, scale: ArrayLike) -> FloatOrArray: ...
 
 
 def renyi_laplace(alpha: ArrayLike, shift: ArrayLike, scale: ArrayLike) -> FloatOrArray:
@@ -185,6 +209,14 @@ def renyi_laplace(alpha: ArrayLike, shift: ArrayLike, scale: ArrayLike) -> Float
     return finish(out)
 
 
+@overload
+def renyi_gaussian(alpha: float, shift: float, sigma: float) -> float: ...
+
+
+@overload
+def renyi_gaussian(alpha: ArrayLike, shift: ArrayLike, sigma: ArrayLike) -> FloatOrArray: ...
+
+
 def renyi_gaussian(alpha: ArrayLike, shift: ArrayLike, sigma: ArrayLike) -> FloatOrArray:
     r"""Gaussian Rényi divergence :math:`D_\alpha = \alpha z^2/(2\sigma^2)` (Mironov).
 
@@ -218,6 +250,14 @@ def renyi_gaussian(alpha: ArrayLike, shift: ArrayLike, sigma: ArrayLike) -> Floa
     return finish(out)
 
 
+@overload
+def kl_laplace(shift: float, scale: float) -> float: ...
+
+
+@overload
+def kl_laplace(shift: ArrayLike, scale: ArrayLike) -> FloatOrArray: ...
+
+
 def kl_laplace(shift: ArrayLike, scale: ArrayLike) -> FloatOrArray:
     r"""Kullback–Leibler divergence of shifted Laplace noise, :math:`t + e^{-t} - 1`, ``t=|z|/b``.
 
@@ -231,6 +271,14 @@ def kl_laplace(shift: ArrayLike, scale: ArrayLike) -> FloatOrArray:
     if not np.all(np.isfinite(t)):
         raise InvalidParameterError("shift/scale", (shift, scale), "|shift|/scale overflows")
     return finish(_expm1_minus_x(-t))
+
+
+@overload
+def kl_gaussian(shift: float, sigma: float) -> float: ...
+
+
+@overload
+def kl_gaussian(shift: ArrayLike, sigma: ArrayLike) -> FloatOrArray: ...
 
 
 def kl_gaussian(shift: ArrayLike, sigma: ArrayLike) -> FloatOrArray:

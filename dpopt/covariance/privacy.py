@@ -26,7 +26,7 @@ which for a uniform-query set is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -111,13 +111,31 @@ class CovariancePrivacy:
         r"""GDP parameter :math:`\mu = \sqrt{\rho^*}` (from the report, rounded up)."""
         return float(self.report.gdp_mu)
 
+    @overload
+    def rdp_epsilon(self, alpha: float) -> float: ...
+
+    @overload
+    def rdp_epsilon(self, alpha: ArrayLike) -> FloatOrArray: ...
+
     def rdp_epsilon(self, alpha: ArrayLike) -> FloatOrArray:
         r"""RDP curve :math:`\varepsilon_\alpha = \alpha\rho^*/2` (delegates to the report)."""
         return self.report.rdp_epsilon(alpha)
 
+    @overload
+    def delta(self, epsilon: float) -> float: ...
+
+    @overload
+    def delta(self, epsilon: ArrayLike) -> FloatOrArray: ...
+
     def delta(self, epsilon: ArrayLike) -> FloatOrArray:
         r"""Exact :math:`\delta(\varepsilon)` of the Gaussian pair (delegates to the report)."""
         return self.report.delta(epsilon)
+
+    @overload
+    def epsilon(self, delta: float) -> float: ...
+
+    @overload
+    def epsilon(self, delta: ArrayLike) -> FloatOrArray: ...
 
     def epsilon(self, delta: ArrayLike) -> FloatOrArray:
         r"""Smallest :math:`\varepsilon` with :math:`\delta(\varepsilon) \le` ``delta``."""
