@@ -3,11 +3,14 @@
 
 Public means: the module path has no component starting with ``_`` (``__init__.py`` counts as
 its package) and neither the function, method nor any enclosing class does; ``__init__``,
-``__new__`` and ``__call__`` of a public class are public. The fields of a public dataclass or
-``NamedTuple`` are ``__init__`` parameters and are counted too. ``self``/``cls`` are skipped, and
-so is the return type of ``__init__``. An annotation counts as ``Any`` when it is ``Any`` itself
-or a union of ``Any`` with other types (``Any | None``); a precise container of ``Any`` such as
-``dict[str, Any]`` is reported in its own column but does not fail the check.
+``__new__`` and ``__call__`` of a public class are public. The fields of a public dataclass
+(unless it declares ``init=False`` and writes its own ``__init__``) or ``NamedTuple`` are
+``__init__`` parameters and are counted too. ``@overload`` signatures are checked like the others
+(their parameters count once in the total). ``self``/``cls`` are skipped, and so is the return type
+of ``__init__``. An annotation counts as ``Any`` when it is ``Any`` itself or a union of ``Any``
+with other types (``Any | None``); a precise container of ``Any`` such as ``dict[str, Any]`` is
+reported in its own column but does not fail the check. The check reads annotations as written:
+an alias defined as ``Any`` elsewhere is not followed.
 
 Usage::
 
