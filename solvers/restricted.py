@@ -14,10 +14,11 @@ zero. Used by :mod:`solvers.structured`, which grows the working set from full p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from certificates.errors import SolverError
 
@@ -51,6 +52,17 @@ class RestrictedPoint:
     scores: FloatArray  # q_i of the working-set atoms
     floor_proj: FloatArray  # V^T floor_atoms
     floor_scores: FloatArray  # Q_floor: the floor block's "q" matrix (kE, kE)
+
+
+@lru_cache(maxsize=64)
+def _triu(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], FloatArray]:
+    """Upper-triangle indices of an n x n matrix and the svec scaling (1 on the diagonal,
+    sqrt 2 off it), cached: the Newton loop asks for the same few sizes every iteration."""
+    i0, i1 = np.triu_indices(n)
+    scale = np.where(i0 == i1, 1.0, np.sqrt(2.0))
+    for arr in (i0, i1, scale):
+        arr.setflags(write=False)
+    return i0, i1, scale
 
 
 def _assemble(state: Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
@@ -118,14 +130,14 @@ def _hessian_factor(
     """Rows X with ``-Hessian = X X^T`` (Daleckii–Krein), vectors first, then svec(Pi) entries."""
     p = a.shape[0]
     rt = np.sqrt(a)
-    i0, i1 = np.triu_indices(p)
+    i0, i1, _ = _triu(p)
     gam = 1.0 / (rt[i0] * rt[i1] * (rt[i0] + rt[i1]))
     w = np.sqrt(np.where(i0 == i1, 0.5 * gam, gam))
     xv = z[:, i0] * z[:, i1] * w
     n_floor = gf.shape[1]
     if n_floor == 0:
         return xv, np.empty((0, xv.shape[1]))
-    e0, e1 = np.triu_indices(n_floor)
+    e0, e1, _ = _triu(n_floor)
     # (g_a g_b^T + g_b g_a^T)/sqrt2 for a < b; g_a g_a^T for a = b, entries (c, e) of the p-pairs
     sym = gf[i0][:, e0] * gf[i1][:, e1] + gf[i0][:, e1] * gf[i1][:, e0]
     scale = np.where(e0 == e1, 0.5, 1.0 / np.sqrt(2.0))
@@ -134,14 +146,14 @@ def _hessian_factor(
 
 
 def _svec(mat: FloatArray) -> FloatArray:
-    i0, i1 = np.triu_indices(mat.shape[0])
-    return np.where(i0 == i1, 1.0, np.sqrt(2.0)) * mat[i0, i1]
+    i0, i1, scale = _triu(mat.shape[0])
+    return scale * mat[i0, i1]
 
 
 def _smat(vec: FloatArray, n: int) -> FloatArray:
-    i0, i1 = np.triu_indices(n)
+    i0, i1, scale = _triu(n)
     out = np.zeros((n, n))
-    vals = np.where(i0 == i1, 1.0, 1.0 / np.sqrt(2.0)) * vec
+    vals = vec / scale
     out[i0, i1] = vals
     out[i1, i0] = vals
     return out
@@ -186,6 +198,80 @@ def _rotate_floor(state: Restricted, point: RestrictedPoint) -> None:
     point.floor_scores = qv.T @ point.floor_scores @ qv
 
 
+def _syrk(rows: FloatArray) -> FloatArray:
+    """``rows @ rows.T`` by the symmetric rank-k update (half the flops of a GEMM)."""
+    if rows.shape[0] == 0:
+        return np.zeros((0, 0))
+    low = np.asarray(blas.dsyrk(1.0, rows.T, trans=1, lower=1))  # rows.T is Fortran-ordered
+    return np.tril(low) + np.tril(low, -1).T
+
+
+def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
+    r"""Projected Newton (Bertsekas) for the vector weights alone (no floor block).
+
+    :math:`T` is positively homogeneous of degree 1/2, so maximising :math:`T` on the simplex is
+    maximising :math:`f(\mu) = 2T(\mu) - \sum_i\mu_i` over :math:`\mu \ge 0` (the best
+    multiple of any :math:`\nu` on the simplex is :math:`T(\nu)^2\nu`, where :math:`f = T(\nu)^2`).
+    Without the equality constraint the bound constraints are handled by projection: a Newton
+    step on the free weights, weights at zero with a non-positive gradient held there, and an
+    Armijo search along the projected arc :math:`\max(0, \mu + \alpha\delta)`, so any number
+    of weights may reach zero in one step. Every iterate is rescaled to :math:`T(\nu)^2\nu`,
+    where the gradient is :math:`q_i/T - 1` and the restricted KKT gap is
+    :math:`\max_i q_i/T - 1`.
+    """
+    point = evaluate(state)
+    it = 0
+    stall = 0
+    empty = np.zeros((0, 0))
+    for it in range(1, max_iter + 1):
+        t = point.root_trace
+        grad = point.scores / t - 1.0
+        if float(grad.max()) <= tol:
+            break
+        scale = t * t
+        mu = scale * state.mu
+        k = mu.size
+        # epsilon-active set: weights (nearly) at zero that the gradient pushes out
+        residual = float(np.max(np.abs(np.where(mu > 0, grad, np.maximum(grad, 0.0)))))
+        eps = min(1e-4, residual) * scale / k
+        active = (mu <= eps) & (grad <= 0)
+        idx = np.flatnonzero(~active)
+        z = state.atoms[idx] @ point.eigvecs
+        rows, _ = _hessian_factor(z, np.zeros((z.shape[1], 0)), scale * point.eigvals)
+        hess = 2.0 * _syrk(rows)
+        tau = 1e-12 * max(float(np.max(np.diag(hess))), 1e-300) + 1e-300
+        hess[np.diag_indices_from(hess)] += tau
+        step = np.zeros(k)
+        step[idx] = _cho_solve(_cho(hess, tau), grad[idx])
+        step[active] = -mu[active]
+        f0 = scale  # f = 2T - sum mu = T(nu)^2 at the rescaled point
+        alpha = 1.0
+        accepted = False
+        for _ in range(60):
+            mu_new = np.maximum(mu + alpha * step, 0.0)
+            moved = mu_new - mu
+            predicted = float(grad @ moved)
+            t_new, cond = _trace_sqrt(state, mu_new, empty)
+            f_new = 2.0 * t_new - float(mu_new.sum())
+            tiny = 0 <= predicted <= 1e-11 * abs(f0)
+            armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
+            if cond > _RANK_RTOL * 10 and mu_new.sum() > 0 and (tiny or armijo):
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            break
+        state.mu = mu_new / float(mu_new.sum())
+        point = evaluate(state)
+        if point.root_trace <= t * (1 + 1e-15):
+            stall += 1
+            if stall > 8:
+                break
+        else:
+            stall = 0
+    return point, it
+
+
 def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
     """Damped Newton for max T on the working set.
 
@@ -195,6 +281,8 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
     restricted KKT gap ``max(q_i, lambda_max(Q_floor))/T - 1`` and the barrier gap
     ``2 tb kE / T`` are both below ``tol``.
     """
+    if state.floor_weights.shape[0] == 0:
+        return _projected_newton(state, tol, max_iter)
     point = evaluate(state)
     it = 0
     stall = 0
@@ -247,7 +335,7 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
         t_central = t + 2.0 * state.barrier * n_floor if n_floor else t
         free = (state.mu > 0) | (point.scores > t_central * (1.0 + 1e-14))
         z = state.atoms @ point.eigvecs
-        e0, e1 = np.triu_indices(n_floor)
+        e0, e1, _ = _triu(n_floor)
         grad = np.concatenate([0.5 * point.scores, 0.5 * _svec(point.floor_scores)])
         if n_floor:
             grad[state.mu.size :] += np.where(e0 == e1, state.barrier / floor_diag[e0], 0.0)
