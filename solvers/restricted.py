@@ -29,6 +29,10 @@ SOLVER_NAME = "dpopt-structured"
 _EIGH_RESOLVED = 1e-12
 #: The working set must keep a_min > _RANK_RTOL a_max (singular values resolved to ~1e-3).
 _RANK_RTOL = 1e-26
+#: Above this many flops for forming the Hessian (k^2 p(p+1)/2), the Newton system of the vector
+#: weights is solved by preconditioned conjugate gradients on Hessian-vector products (about
+#: 4 k p^2 flops each) instead of being formed.
+_DIRECT_FLOPS = 1.5e9
 FloatArray = NDArray[np.float64]
 
 
@@ -207,61 +211,72 @@ def _syrk(rows: FloatArray) -> FloatArray:
 
 
 def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
-    r"""Projected Newton (Bertsekas) for the vector weights alone (no floor block).
+    r"""Projected Newton (Bertsekas) on the vector weights (no floor block).
 
     :math:`T` is positively homogeneous of degree 1/2, so maximising :math:`T` on the simplex is
     maximising :math:`f(\mu) = 2T(\mu) - \sum_i\mu_i` over :math:`\mu \ge 0` (the best
-    multiple of any :math:`\nu` on the simplex is :math:`T(\nu)^2\nu`, where :math:`f = T(\nu)^2`).
-    Without the equality constraint the bound constraints are handled by projection: a Newton
-    step on the free weights, weights at zero with a non-positive gradient held there, and an
-    Armijo search along the projected arc :math:`\max(0, \mu + \alpha\delta)`, so any number
-    of weights may reach zero in one step. Every iterate is rescaled to :math:`T(\nu)^2\nu`,
-    where the gradient is :math:`q_i/T - 1` and the restricted KKT gap is
-    :math:`\max_i q_i/T - 1`.
+    multiple of any :math:`\nu` on the simplex is :math:`T(\nu)^2\nu`, where
+    :math:`f = T(\nu)^2`). Without the equality constraint the bounds are handled by projection:
+    a Newton step on the free weights, weights (nearly) at zero with a non-positive gradient
+    driven to zero, and an Armijo search along the projected arc :math:`\max(0, \mu +
+    \alpha\delta)`, so any number of weights may reach zero in one step (an active-set method
+    drops one per step). Every iterate is rescaled to :math:`T(\nu)^2\nu`, where the gradient
+    is :math:`q_i/T - 1` and the restricted KKT gap is :math:`\max_i q_i/T - 1`. The Newton
+    system is formed and factored (:func:`_syrk`, Cholesky) while that is cheap, else solved by
+    conjugate gradients on Hessian-vector products (:func:`_newton_cg`).
     """
     point = evaluate(state)
     it = 0
     stall = 0
     empty = np.zeros((0, 0))
-    for it in range(1, max_iter + 1):
+    while it < max_iter:
+        it += 1
         t = point.root_trace
         grad = point.scores / t - 1.0
-        if float(grad.max()) <= tol:
+        kkt = float(grad.max())
+        if kkt <= tol:
             break
         scale = t * t
         mu = scale * state.mu
         k = mu.size
         # epsilon-active set: weights (nearly) at zero that the gradient pushes out
-        residual = float(np.max(np.abs(np.where(mu > 0, grad, np.maximum(grad, 0.0)))))
+        residual = float(np.max(np.where(mu > 0, np.abs(grad), np.maximum(grad, 0.0))))
         eps = min(1e-4, residual) * scale / k
         active = (mu <= eps) & (grad <= 0)
         idx = np.flatnonzero(~active)
         z = state.atoms[idx] @ point.eigvecs
-        rows, _ = _hessian_factor(z, np.zeros((z.shape[1], 0)), scale * point.eigvals)
-        hess = 2.0 * _syrk(rows)
-        tau = 1e-12 * max(float(np.max(np.diag(hess))), 1e-300) + 1e-300
-        hess[np.diag_indices_from(hess)] += tau
+        p = z.shape[1]
         step = np.zeros(k)
-        step[idx] = _cho_solve(_cho(hess, tau), grad[idx])
+        if idx.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
+            step[idx] = _newton_cg(z, scale * point.eigvals, grad[idx], min(0.1, np.sqrt(kkt)))
+        else:
+            rows, _ = _hessian_factor(z, np.zeros((p, 0)), scale * point.eigvals)
+            hess = 2.0 * _syrk(rows)
+            tau = 1e-12 * max(float(np.max(np.diag(hess))), 1e-300) + 1e-300
+            hess[np.diag_indices_from(hess)] += tau
+            step[idx] = _cho_solve(_cho(hess, tau), grad[idx])
         step[active] = -mu[active]
+        # a step may not collapse the conditioning of A by more than 1e6 (near a singular A the
+        # gradient is unbounded: the optimum has full rank, and the next step would come back)
+        cond_floor = max(_RANK_RTOL * 10, 1e-6 * float(point.eigvals[0] / point.eigvals[-1]))
         f0 = scale  # f = 2T - sum mu = T(nu)^2 at the rescaled point
         alpha = 1.0
         accepted = False
         for _ in range(60):
             mu_new = np.maximum(mu + alpha * step, 0.0)
-            moved = mu_new - mu
-            predicted = float(grad @ moved)
+            predicted = float(grad @ (mu_new - mu))
+            total = float(mu_new.sum())
             t_new, cond = _trace_sqrt(state, mu_new, empty)
-            f_new = 2.0 * t_new - float(mu_new.sum())
+            f_new = 2.0 * t_new - total
             tiny = 0 <= predicted <= 1e-11 * abs(f0)
             armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
-            if cond > _RANK_RTOL * 10 and mu_new.sum() > 0 and (tiny or armijo):
+            if cond > cond_floor and total > 0 and (tiny or armijo):
                 accepted = True
                 break
             alpha *= 0.5
         if not accepted:
             break
-        state.mu = mu_new / float(mu_new.sum())
+        state.mu = mu_new / total
         point = evaluate(state)
         if point.root_trace <= t * (1 + 1e-15):
             stall += 1
@@ -270,6 +285,51 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         else:
             stall = 0
     return point, it
+
+
+def _newton_cg(z: FloatArray, a: FloatArray, grad: FloatArray, rtol: float) -> FloatArray:
+    r"""Solve :math:`(-\nabla^2 2T)\,\delta = g` by Jacobi-preconditioned conjugate gradients.
+
+    In the eigenbasis of :math:`A` (rows :math:`z_i` of ``z``, eigenvalues ``a``) the
+    Daleckii–Krein formula gives the Hessian-vector product
+    :math:`(-\nabla^2 2T\,v)_i = z_i^\top(\Gamma\circ Z^\top\operatorname{diag}(v)Z)z_i` with
+    :math:`\Gamma_{ab} = 1/(r_ar_b(r_a + r_b))`, :math:`r = \sqrt a`: about :math:`4kp^2`
+    flops instead of :math:`k^2p^2/2` for forming the Hessian. Stops at relative residual
+    ``rtol`` (an inexact Newton step: the projected search only needs an ascent direction, and
+    every CG iterate of a positive definite system is one).
+    """
+    rt = np.sqrt(a)
+    gam = 1.0 / (rt[:, None] * rt[None, :] * (rt[:, None] + rt[None, :]))
+    zz = z * z
+    diag = np.einsum("ij,ij->i", zz @ gam, zz)
+    tau = 1e-12 * max(float(diag.max()), 1e-300) + 1e-300
+    diag = diag + tau
+
+    def hess(v: FloatArray) -> FloatArray:
+        dmat = (z.T * v) @ z
+        return np.asarray(np.einsum("ij,ij->i", z @ (gam * dmat), z) + tau * v)
+
+    x = np.zeros_like(grad)
+    r = grad.copy()
+    y = r / diag
+    d = y.copy()
+    ry = float(r @ y)
+    stop = rtol * float(np.linalg.norm(grad))
+    for _ in range(max(50, min(500, grad.size))):
+        hd = hess(d)
+        curv = float(d @ hd)
+        if not curv > 0:
+            break
+        alpha = ry / curv
+        x += alpha * d
+        r -= alpha * hd
+        if float(np.linalg.norm(r)) <= stop:
+            break
+        y = r / diag
+        ry_new = float(r @ y)
+        d = y + (ry_new / ry) * d
+        ry = ry_new
+    return x
 
 
 def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
