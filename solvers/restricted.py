@@ -26,7 +26,7 @@ __all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inne
 
 SOLVER_NAME = "dpopt-structured"
 #: eigh of the assembled A is trusted when a_min > _EIGH_RESOLVED a_max (else SVD of its factor).
-_EIGH_RESOLVED = 1e-12
+_EIGH_RESOLVED = 1e-6
 #: The working set must keep a_min > _RANK_RTOL a_max (singular values resolved to ~1e-3).
 _RANK_RTOL = 1e-26
 #: Above this many flops for forming the Hessian (k^2 p(p+1)/2), the Newton system of the vector

@@ -415,6 +415,10 @@ def _span_pass(run: _Run) -> FloatArray:
     gw, gv = linalg.eigh(gram)
     in_span = gw > _SPAN_RTOL * gw[-1]
     run.span, run.complement = gv[:, in_span], gv[:, ~in_span]
+    if np.all(in_span):
+        # full rank: whiten by the Cholesky factor of W itself, not of a rotated copy (a diagonal
+        # W keeps an exact diagonal factor, so its tiny entries keep their relative accuracy)
+        run.span, run.complement = np.eye(run.dim), np.zeros((run.dim, 0))
     if run.complement.shape[1] and run.eta == 0:
         _confirm_span(run)
     run.geometry = _Geometry.of(run.weight, run.span)
@@ -486,9 +490,11 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
         _, _, vt = linalg.svd(whitened, full_matrices=True)
         spanned = int(np.sum(sv > 1e-10 * sv[0]))
         missing = vt[spanned:].T  # complement of the working set, in whitened span coordinates
-        res = _pool_scores(run, geo.whiten @ missing, max(run.atoms_added, p), 0.0)
-        if res is None or not np.any(~np.isin(res.top_idx, run.indices)):
+        pooled = _pool_scores(run, geo.whiten @ missing, max(run.atoms_added, p), 0.0)
+        if pooled is None or not np.any(~np.isin(pooled.top_idx, run.indices)):
             res = run.score(geo.whiten @ missing, max(run.atoms_added, p), 0.0)
+        else:
+            res = pooled
         fresh = ~np.isin(res.top_idx, run.indices)
         new = _dedupe(res.top_vecs[fresh], run.vectors)
         if not np.any(new):
@@ -722,6 +728,12 @@ def _drop_slack_floor_directions(run: _Run, point: RestrictedPoint) -> bool:
     keep = (floor_values >= point.root_trace * (1.0 - _FLOOR_DROP)) | (
         fw >= _FLOOR_WREL * float(fw[-1]))
     if np.all(keep):
+        return False
+    # the remaining atoms (positive weights) and floor directions must still span: a dropped
+    # direction that no vector covers would leave A singular
+    rest = np.concatenate([state.atoms[state.mu > 0].T, state.floor_atoms @ fv[:, keep]], axis=1)
+    sv = linalg.svdvals(rest) if rest.shape[1] else np.zeros(1)
+    if sv.size < rest.shape[0] or not sv[-1] > 1e-7 * sv[0]:
         return False
     state.floor_weights = np.diag(fw[keep])
     state.floor_atoms = state.floor_atoms @ fv[:, keep]
@@ -983,20 +995,30 @@ def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
     whiten = cand.geometry.whiten
     on = cand.mu > 0
     lam = t * t * cand.mu[on]
-    # Sigma_mu^{+} s = P A^{-1/2} P^T s ; u = (q/T) Sigma_mu^{+} s
-    ninv = _sym(whiten @ ((point.eigvecs * point.eigvals**-0.5) @ point.eigvecs.T) @ whiten.T)
-    u = (cand.vectors[on] @ ninv) / t
     d = run.dim
     weight = run.weight
     span, comp = run.span, run.complement
+    # In whitened coordinates the dual directions are x_j = A^{-1/2} y_j (u_j = L x_j / T) and
+    # the floor factor is A^{-1/2} B Pi^{1/2}; with Y the stacked rows sqrt(mu_j) y_j and
+    # (B Pi^{1/2})^T, A = Y^T Y, and A^{-1/2} Y^T is the transposed polar factor U V^T of the
+    # thin SVD Y = U S V^T. Its rows are orthonormal to rounding whatever the conditioning of A
+    # (ill-conditioned W), so sum_j lam_j x_j x_j^T + floor part = I holds to ~k u in the
+    # whitened metric that the certificate checks; A^{-1/2} from the eigenvalues would lose
+    # u cond(A).
+    root_mu = np.sqrt(cand.mu[on])
+    rows = [(cand.vectors[on] @ whiten) * root_mu[:, None]]
+    basis = cand.floor_basis if cand.floor_mode else np.zeros((d, 0))
+    if basis.shape[1]:
+        pw, pv = linalg.eigh(_sym(cand.floor_weights))
+        half = pv * np.sqrt(np.clip(pw, 0.0, None))
+        rows.append((np.sqrt(run.eta) * ((whiten.T @ basis) @ half)).T)
+    stacked = np.concatenate(rows)
+    left, _, right = linalg.svd(stacked, full_matrices=False)
+    polar = left @ right  # rows: A^{-1/2} applied to each stacked row
+    n_on = int(np.sum(on))
+    u = (polar[:n_on] / root_mu[:, None]) @ whiten.T / t
     if cand.floor_mode:
-        basis = cand.floor_basis
-        if basis.shape[1]:
-            pw, pv = linalg.eigh(_sym(cand.floor_weights))
-            half = pv * np.sqrt(np.clip(pw, 0.0, None))
-            g = np.sqrt(run.eta) * (ninv @ basis @ half)
-        else:
-            g = np.zeros((d, 0))
+        g = whiten @ polar[n_on:].T if basis.shape[1] else np.zeros((d, 0))
     elif comp.shape[1]:
         wr = span.T @ weight @ span
         wu = comp.T @ weight @ span  # (d-r, r)
