@@ -458,7 +458,10 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
         alpha_v = float(np.min(-state.mu[neg] / delta_v[neg])) if np.any(neg) else np.inf
         step_pi = _smat(delta_f, n_floor) if n_floor else np.zeros((0, 0))
         alpha_f = _psd_step_limit(state.floor_weights, step_pi) if n_floor else np.inf
-        alpha = min(1.0, alpha_v, 0.99 * alpha_f)
+        # the weights are projected (clipped at zero, then the point renormalised: T is
+        # homogeneous), so any number of them may leave in one step; the floor block keeps to
+        # the interior by its ratio test
+        alpha = min(1.0, 0.99 * alpha_f)
         merit0 = t + (state.barrier * float(np.sum(np.log(floor_diag))) if n_floor else 0.0)
         accepted = False
         for _ in range(60):
@@ -469,9 +472,11 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
             mu_new = np.clip(mu_new, 0.0, None)
             pi_new = state.floor_weights + alpha * step_pi
             t_new, cond = _trace_sqrt(state, mu_new, pi_new)
+            total = float(mu_new.sum() + np.trace(pi_new))
+            t_new /= np.sqrt(total)
             merit = t_new
             if n_floor:
-                lp = np.linalg.eigvalsh(pi_new)
+                lp = np.linalg.eigvalsh(pi_new / total)
                 merit = t_new + state.barrier * float(np.sum(np.log(np.maximum(lp, 1e-300))))
             # near the optimum the predicted increase (~slope/2) drowns in the rounding of T:
             # then the Newton step is accepted as it stands (quadratic convergence region)
