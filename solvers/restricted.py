@@ -206,8 +206,11 @@ def _syrk(rows: FloatArray) -> FloatArray:
     """``rows @ rows.T`` by the symmetric rank-k update (half the flops of a GEMM)."""
     if rows.shape[0] == 0:
         return np.zeros((0, 0))
-    low = np.asarray(blas.dsyrk(1.0, rows.T, trans=1, lower=1))  # rows.T is Fortran-ordered
-    return np.tril(low) + np.tril(low, -1).T
+    # rows.T is Fortran-ordered (no copy); C starts at zero, so the strict upper part stays 0
+    low = np.asarray(blas.dsyrk(1.0, rows.T, trans=1, lower=1))
+    full = low + low.T
+    full[np.diag_indices_from(full)] *= 0.5
+    return full
 
 
 def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
