@@ -50,7 +50,8 @@ from certificates.rigorous import (
 )
 from certificates.validate import as_matrix, as_scalar
 
-__all__ = ["CovarianceCertificate", "check", "dual_lower_bound", "primal_ratio"]
+__all__ = ["CovarianceCertificate", "check", "dual_lower_bound", "primal_ratio",
+           "whitened_dual_bound"]
 
 #: Scaling margins tried in turn by the repair (relative enlargement of the scale factor).
 _MARGINS = (1e-12, 1e-10, 1e-8, 1e-6, 1e-4)
@@ -154,6 +155,52 @@ def dual_lower_bound(
         np.sum(multipliers * (2 * np.einsum("ij,ij->i", directions, support_vectors) - bound))
     )
     return dval / (1.0 + e_norm / w_min), dval, e_norm
+
+
+def whitened_dual_bound(
+    weight: NDArray[np.float64],
+    dual_value: float,
+    multipliers: NDArray[np.float64],
+    directions: NDArray[np.float64],
+    floor: NDArray[np.float64],
+) -> float:
+    r"""Float lower bound for ill-conditioned weights: :math:`D/\max(1, \lambda_{\max}(F))`.
+
+    With :math:`S = H + \sum_j\lambda_ju_ju_j^	op` and :math:`W = LL^	op`,
+    :math:`F = L^{-1}SL^{-	op} = VV^	op` for :math:`V = L^{-1}[\,u_j\sqrt{\lambda_j},\ G\,]`
+    (``floor`` is the factor :math:`G` of :math:`H`). Scaling the dual by
+    :math:`t = 1/\max(1, \lambda_{\max}(F))` makes :math:`W - tS \succeq 0`, so weak duality gives
+    :math:`v \ge tD`. The residual bound of :func:`dual_lower_bound` pays
+    :math:`\|E\|_F/\lambda_{\min}(W)`, of order :math:`u\,\kappa(W)`; here the rounding enters
+    through the triangular solve, of order :math:`d\,u\,\kappa(L) = d\,u\sqrt{\kappa(W)}`, which
+    is charged to :math:`\lambda_{\max}(F)` by Skeel's componentwise bound
+    :math:`|\hat V - V| \le \gamma_d|L^{-1}||L||\hat V|` (about :math:`d\,u` for a diagonal
+    :math:`W`). The Cholesky factor is that of the stored :math:`W` to rounding (float mode, like
+    the rest of this check). Returns 0 when :math:`W` is not numerically positive definite.
+    """
+    d = weight.shape[0]
+    try:
+        chol = sla.cholesky(0.5 * (weight + weight.T), lower=True)
+    except (np.linalg.LinAlgError, ValueError):
+        return 0.0
+    factor = np.concatenate([directions.T * np.sqrt(np.clip(multipliers, 0.0, None)),
+                             floor.reshape(d, -1)], axis=1)
+    if not factor.size:
+        return 0.0
+    vmat = sla.solve_triangular(chol, factor, lower=True)
+    # forward error of the triangular solve: (L + dL) v = b with |dL| <= gamma_d |L|, so
+    # |v - v_exact| <= gamma_d |L^-1| |L| |v| column by column (Skeel); the largest singular
+    # value moves by at most the Frobenius norm of that error
+    unit = 2.0**-53
+    gamma = (d + 2) * unit / (1.0 - (d + 2) * unit)
+    linv = sla.solve_triangular(chol, np.eye(d), lower=True)
+    err = gamma * (np.abs(linv) @ (np.abs(chol) @ np.abs(vmat))) * (1.0 + 4 * (d + 2) * unit)
+    sv_top = float(sla.svdvals(vmat)[0])
+    top = (sv_top + float(np.linalg.norm(err))) ** 2
+    margin = 4.0 * unit * (d + 2)  # the rounding of the singular value itself
+    if not (math.isfinite(top) and top > 0 and float(np.linalg.norm(err)) < 1e-3 * sv_top):
+        return 0.0
+    return dual_value / max(1.0, top * (1.0 + margin))
 
 
 def _trace_upper(weight: NDArray[np.float64], sigma: NDArray[np.float64]) -> float:
@@ -336,6 +383,9 @@ def check(
     else:
         w_min = float(sla.eigvalsh(weight)[0]) * (1 - 1e-10)
         lower, dval, e_norm = dual_lower_bound(sup_vec, weight, q, eta, lam, u, h, w_min)
+        if e_norm > 1e-12 * w_min:  # ill-conditioned W: the whitened bound may be sharper
+            g_mat = g if g.size else np.zeros((d, 0))
+            lower = max(lower, whitened_dual_bound(weight, dval, lam, u, g_mat))
     lower = max(0.0, lower)
     gap = (upper - lower) / upper if upper > 0 else math.inf
     # gap formula (19) at the repaired Sigma

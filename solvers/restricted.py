@@ -14,10 +14,11 @@ zero. Used by :mod:`solvers.structured`, which grows the working set from full p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from certificates.errors import SolverError
 
@@ -25,9 +26,13 @@ __all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inne
 
 SOLVER_NAME = "dpopt-structured"
 #: eigh of the assembled A is trusted when a_min > _EIGH_RESOLVED a_max (else SVD of its factor).
-_EIGH_RESOLVED = 1e-12
+_EIGH_RESOLVED = 1e-6
 #: The working set must keep a_min > _RANK_RTOL a_max (singular values resolved to ~1e-3).
 _RANK_RTOL = 1e-26
+#: Above this many flops for forming the Hessian (k^2 p(p+1)/2), the Newton system of the vector
+#: weights is solved by preconditioned conjugate gradients on Hessian-vector products (about
+#: 4 k p^2 flops each) instead of being formed.
+_DIRECT_FLOPS = 1.5e9
 FloatArray = NDArray[np.float64]
 
 
@@ -51,6 +56,17 @@ class RestrictedPoint:
     scores: FloatArray  # q_i of the working-set atoms
     floor_proj: FloatArray  # V^T floor_atoms
     floor_scores: FloatArray  # Q_floor: the floor block's "q" matrix (kE, kE)
+
+
+@lru_cache(maxsize=64)
+def _triu(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], FloatArray]:
+    """Upper-triangle indices of an n x n matrix and the svec scaling (1 on the diagonal,
+    sqrt 2 off it), cached: the Newton loop asks for the same few sizes every iteration."""
+    i0, i1 = np.triu_indices(n)
+    scale = np.where(i0 == i1, 1.0, np.sqrt(2.0))
+    for arr in (i0, i1, scale):
+        arr.setflags(write=False)
+    return i0, i1, scale
 
 
 def _assemble(state: Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
@@ -118,14 +134,14 @@ def _hessian_factor(
     """Rows X with ``-Hessian = X X^T`` (Daleckii–Krein), vectors first, then svec(Pi) entries."""
     p = a.shape[0]
     rt = np.sqrt(a)
-    i0, i1 = np.triu_indices(p)
+    i0, i1, _ = _triu(p)
     gam = 1.0 / (rt[i0] * rt[i1] * (rt[i0] + rt[i1]))
     w = np.sqrt(np.where(i0 == i1, 0.5 * gam, gam))
     xv = z[:, i0] * z[:, i1] * w
     n_floor = gf.shape[1]
     if n_floor == 0:
         return xv, np.empty((0, xv.shape[1]))
-    e0, e1 = np.triu_indices(n_floor)
+    e0, e1, _ = _triu(n_floor)
     # (g_a g_b^T + g_b g_a^T)/sqrt2 for a < b; g_a g_a^T for a = b, entries (c, e) of the p-pairs
     sym = gf[i0][:, e0] * gf[i1][:, e1] + gf[i0][:, e1] * gf[i1][:, e0]
     scale = np.where(e0 == e1, 0.5, 1.0 / np.sqrt(2.0))
@@ -134,14 +150,14 @@ def _hessian_factor(
 
 
 def _svec(mat: FloatArray) -> FloatArray:
-    i0, i1 = np.triu_indices(mat.shape[0])
-    return np.where(i0 == i1, 1.0, np.sqrt(2.0)) * mat[i0, i1]
+    i0, i1, scale = _triu(mat.shape[0])
+    return scale * mat[i0, i1]
 
 
 def _smat(vec: FloatArray, n: int) -> FloatArray:
-    i0, i1 = np.triu_indices(n)
+    i0, i1, scale = _triu(n)
     out = np.zeros((n, n))
-    vals = np.where(i0 == i1, 1.0, 1.0 / np.sqrt(2.0)) * vec
+    vals = vec / scale
     out[i0, i1] = vals
     out[i1, i0] = vals
     return out
@@ -186,6 +202,139 @@ def _rotate_floor(state: Restricted, point: RestrictedPoint) -> None:
     point.floor_scores = qv.T @ point.floor_scores @ qv
 
 
+def _syrk(rows: FloatArray) -> FloatArray:
+    """``rows @ rows.T`` by the symmetric rank-k update (half the flops of a GEMM)."""
+    if rows.shape[0] == 0:
+        return np.zeros((0, 0))
+    # rows.T is Fortran-ordered (no copy); C starts at zero, so the strict upper part stays 0
+    low = np.asarray(blas.dsyrk(1.0, rows.T, trans=1, lower=1))
+    full = low + low.T
+    full[np.diag_indices_from(full)] *= 0.5
+    return full
+
+
+def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
+    r"""Projected Newton (Bertsekas) on the vector weights (no floor block).
+
+    :math:`T` is positively homogeneous of degree 1/2, so maximising :math:`T` on the simplex is
+    maximising :math:`f(\mu) = 2T(\mu) - \sum_i\mu_i` over :math:`\mu \ge 0` (the best
+    multiple of any :math:`\nu` on the simplex is :math:`T(\nu)^2\nu`, where
+    :math:`f = T(\nu)^2`). Without the equality constraint the bounds are handled by projection:
+    a Newton step on the free weights, weights (nearly) at zero with a non-positive gradient
+    driven to zero, and an Armijo search along the projected arc :math:`\max(0, \mu +
+    \alpha\delta)`, so any number of weights may reach zero in one step (an active-set method
+    drops one per step). Every iterate is rescaled to :math:`T(\nu)^2\nu`, where the gradient
+    is :math:`q_i/T - 1` and the restricted KKT gap is :math:`\max_i q_i/T - 1`. The Newton
+    system is formed and factored (:func:`_syrk`, Cholesky) while that is cheap, else solved by
+    conjugate gradients on Hessian-vector products (:func:`_newton_cg`).
+    """
+    point = evaluate(state)
+    it = 0
+    stall = 0
+    empty = np.zeros((0, 0))
+    while it < max_iter:
+        it += 1
+        t = point.root_trace
+        grad = point.scores / t - 1.0
+        kkt = float(grad.max())
+        if kkt <= tol:
+            break
+        scale = t * t
+        mu = scale * state.mu
+        k = mu.size
+        # epsilon-active set: weights (nearly) at zero that the gradient pushes out
+        residual = float(np.max(np.where(mu > 0, np.abs(grad), np.maximum(grad, 0.0))))
+        eps = min(1e-4, residual) * scale / k
+        active = (mu <= eps) & (grad <= 0)
+        idx = np.flatnonzero(~active)
+        z = state.atoms[idx] @ point.eigvecs
+        p = z.shape[1]
+        step = np.zeros(k)
+        if idx.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
+            step[idx] = _newton_cg(z, scale * point.eigvals, grad[idx], min(0.1, np.sqrt(kkt)))
+        else:
+            rows, _ = _hessian_factor(z, np.zeros((p, 0)), scale * point.eigvals)
+            hess = 2.0 * _syrk(rows)
+            tau = 1e-12 * max(float(np.max(np.diag(hess))), 1e-300) + 1e-300
+            hess[np.diag_indices_from(hess)] += tau
+            step[idx] = _cho_solve(_cho(hess, tau), grad[idx])
+        step[active] = -mu[active]
+        # a step may not collapse the conditioning of A by more than 1e6 (near a singular A the
+        # gradient is unbounded: the optimum has full rank, and the next step would come back)
+        cond_floor = max(_RANK_RTOL * 10, 1e-6 * float(point.eigvals[0] / point.eigvals[-1]))
+        f0 = scale  # f = 2T - sum mu = T(nu)^2 at the rescaled point
+        alpha = 1.0
+        accepted = False
+        for _ in range(60):
+            mu_new = np.maximum(mu + alpha * step, 0.0)
+            predicted = float(grad @ (mu_new - mu))
+            total = float(mu_new.sum())
+            t_new, cond = _trace_sqrt(state, mu_new, empty)
+            f_new = 2.0 * t_new - total
+            tiny = 0 <= predicted <= 1e-11 * abs(f0)
+            armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
+            if cond > cond_floor and total > 0 and (tiny or armijo):
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            break
+        state.mu = mu_new / total
+        point = evaluate(state)
+        if point.root_trace <= t * (1 + 1e-15):
+            stall += 1
+            if stall > 8:
+                break
+        else:
+            stall = 0
+    return point, it
+
+
+def _newton_cg(z: FloatArray, a: FloatArray, grad: FloatArray, rtol: float) -> FloatArray:
+    r"""Solve :math:`(-\nabla^2 2T)\,\delta = g` by Jacobi-preconditioned conjugate gradients.
+
+    In the eigenbasis of :math:`A` (rows :math:`z_i` of ``z``, eigenvalues ``a``) the
+    Daleckii–Krein formula gives the Hessian-vector product
+    :math:`(-\nabla^2 2T\,v)_i = z_i^\top(\Gamma\circ Z^\top\operatorname{diag}(v)Z)z_i` with
+    :math:`\Gamma_{ab} = 1/(r_ar_b(r_a + r_b))`, :math:`r = \sqrt a`: about :math:`4kp^2`
+    flops instead of :math:`k^2p^2/2` for forming the Hessian. Stops at relative residual
+    ``rtol`` (an inexact Newton step: the projected search only needs an ascent direction, and
+    every CG iterate of a positive definite system is one).
+    """
+    rt = np.sqrt(a)
+    gam = 1.0 / (rt[:, None] * rt[None, :] * (rt[:, None] + rt[None, :]))
+    zz = z * z
+    diag = np.einsum("ij,ij->i", zz @ gam, zz)
+    tau = 1e-12 * max(float(diag.max()), 1e-300) + 1e-300
+    diag = diag + tau
+
+    def hess(v: FloatArray) -> FloatArray:
+        dmat = (z.T * v) @ z
+        return np.asarray(np.einsum("ij,ij->i", z @ (gam * dmat), z) + tau * v)
+
+    x = np.zeros_like(grad)
+    r = grad.copy()
+    y = r / diag
+    d = y.copy()
+    ry = float(r @ y)
+    stop = rtol * float(np.linalg.norm(grad))
+    for _ in range(max(50, min(500, grad.size))):
+        hd = hess(d)
+        curv = float(d @ hd)
+        if not curv > 0:
+            break
+        alpha = ry / curv
+        x += alpha * d
+        r -= alpha * hd
+        if float(np.linalg.norm(r)) <= stop:
+            break
+        y = r / diag
+        ry_new = float(r @ y)
+        d = y + (ry_new / ry) * d
+        ry = ry_new
+    return x
+
+
 def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[RestrictedPoint, int]:
     """Damped Newton for max T on the working set.
 
@@ -195,6 +344,8 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
     restricted KKT gap ``max(q_i, lambda_max(Q_floor))/T - 1`` and the barrier gap
     ``2 tb kE / T`` are both below ``tol``.
     """
+    if state.floor_weights.shape[0] == 0:
+        return _projected_newton(state, tol, max_iter)
     point = evaluate(state)
     it = 0
     stall = 0
@@ -247,7 +398,7 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
         t_central = t + 2.0 * state.barrier * n_floor if n_floor else t
         free = (state.mu > 0) | (point.scores > t_central * (1.0 + 1e-14))
         z = state.atoms @ point.eigvecs
-        e0, e1 = np.triu_indices(n_floor)
+        e0, e1, _ = _triu(n_floor)
         grad = np.concatenate([0.5 * point.scores, 0.5 * _svec(point.floor_scores)])
         if n_floor:
             grad[state.mu.size :] += np.where(e0 == e1, state.barrier / floor_diag[e0], 0.0)
@@ -310,7 +461,10 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
         alpha_v = float(np.min(-state.mu[neg] / delta_v[neg])) if np.any(neg) else np.inf
         step_pi = _smat(delta_f, n_floor) if n_floor else np.zeros((0, 0))
         alpha_f = _psd_step_limit(state.floor_weights, step_pi) if n_floor else np.inf
-        alpha = min(1.0, alpha_v, 0.99 * alpha_f)
+        # the weights are projected (clipped at zero, then the point renormalised: T is
+        # homogeneous), so any number of them may leave in one step; the floor block keeps to
+        # the interior by its ratio test
+        alpha = min(1.0, 0.99 * alpha_f)
         merit0 = t + (state.barrier * float(np.sum(np.log(floor_diag))) if n_floor else 0.0)
         accepted = False
         for _ in range(60):
@@ -321,9 +475,11 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
             mu_new = np.clip(mu_new, 0.0, None)
             pi_new = state.floor_weights + alpha * step_pi
             t_new, cond = _trace_sqrt(state, mu_new, pi_new)
+            total = float(mu_new.sum() + np.trace(pi_new))
+            t_new /= np.sqrt(total)
             merit = t_new
             if n_floor:
-                lp = np.linalg.eigvalsh(pi_new)
+                lp = np.linalg.eigvalsh(pi_new / total)
                 merit = t_new + state.barrier * float(np.sum(np.log(np.maximum(lp, 1e-300))))
             # near the optimum the predicted increase (~slope/2) drowns in the rounding of T:
             # then the Newton step is accepted as it stands (quadratic convergence region)

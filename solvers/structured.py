@@ -104,6 +104,12 @@ _FLOOR_WREL = 1e-2
 _FLOOR_ENTRY = 1e-5
 #: Relative tolerance of the parallel/antiparallel test of new working-set atoms.
 _PARALLEL_RTOL = 1e-12
+#: The candidate pool: every full pass keeps its ``pool`` highest-scoring vectors in memory, and
+#: the working set grows from the pool (no pass) until the pool holds no violated vector. Size:
+#: at least _POOL_MIN, at least twice the largest possible support p(p+1)/2 of a basic optimum,
+#: at most _POOL_BYTES of vectors.
+_POOL_MIN = 4096
+_POOL_BYTES = 64 * 2**20
 
 
 # ------------------------------------------------------------------------------------------------
@@ -178,6 +184,10 @@ class _Run:
     geometry: _Geometry | None = None
     floor_mode: bool = False
     atoms_added: int = 16
+    # candidate pool: the top-scoring vectors of the last full pass (normalised)
+    pool_keep: int = 0
+    pool_idx: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    pool_vecs: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     out_of_span: float = 0.0  # largest squared component of a vector off the span (normalised)
     # working set
     indices: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
@@ -405,11 +415,19 @@ def _span_pass(run: _Run) -> FloatArray:
     gw, gv = linalg.eigh(gram)
     in_span = gw > _SPAN_RTOL * gw[-1]
     run.span, run.complement = gv[:, in_span], gv[:, ~in_span]
+    if np.all(in_span):
+        # full rank: whiten by the Cholesky factor of W itself, not of a rotated copy (a diagonal
+        # W keeps an exact diagonal factor, so its tiny entries keep their relative accuracy)
+        run.span, run.complement = np.eye(run.dim), np.zeros((run.dim, 0))
     if run.complement.shape[1] and run.eta == 0:
         _confirm_span(run)
     run.geometry = _Geometry.of(run.weight, run.span)
     p = run.geometry.dim
     run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * p, 16)
+    pool = max(_POOL_MIN, p * (p + 1), 2 * run.atoms_added)
+    pool = min(pool, _POOL_BYTES // (8 * run.dim))
+    # the pool only pays when it is much smaller than the data
+    run.pool_keep = pool if 2 * pool <= count else 0
     return gram
 
 
@@ -453,9 +471,12 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
     a0 = _sym(geo.whiten.T @ gram @ geo.whiten / run.source.count)
     a0w, a0v = linalg.eigh(a0)
     a0w = np.maximum(a0w, 1e-300 + 1e-15 * float(a0w[-1]))
-    res = run.score(geo.whiten @ (a0v * a0w**-0.25), max(run.atoms_added, p), -np.inf)
-    keep = _dedupe(res.top_vecs, np.empty((0, run.dim)))
-    run.indices, run.vectors = res.top_idx[keep], res.top_vecs[keep]
+    first = max(run.atoms_added, p)
+    res = run.score(geo.whiten @ (a0v * a0w**-0.25), max(first, run.pool_keep), -np.inf)
+    if run.pool_keep:
+        run.pool_idx, run.pool_vecs = res.top_idx, res.top_vecs
+    keep = _dedupe(res.top_vecs[:first], np.empty((0, run.dim)))
+    run.indices, run.vectors = res.top_idx[:first][keep], res.top_vecs[:first][keep]
     while True:
         whitened = run.vectors @ geo.whiten
         sv = linalg.svdvals(whitened) if whitened.shape[0] else np.zeros(1)
@@ -469,7 +490,11 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
         _, _, vt = linalg.svd(whitened, full_matrices=True)
         spanned = int(np.sum(sv > 1e-10 * sv[0]))
         missing = vt[spanned:].T  # complement of the working set, in whitened span coordinates
-        res = run.score(geo.whiten @ missing, max(run.atoms_added, p), 0.0)
+        pooled = _pool_scores(run, geo.whiten @ missing, max(run.atoms_added, p), 0.0)
+        if pooled is None or not np.any(~np.isin(pooled.top_idx, run.indices)):
+            res = run.score(geo.whiten @ missing, max(run.atoms_added, p), 0.0)
+        else:
+            res = pooled
         fresh = ~np.isin(res.top_idx, run.indices)
         new = _dedupe(res.top_vecs[fresh], run.vectors)
         if not np.any(new):
@@ -494,6 +519,10 @@ def _column_generation(run: _Run) -> None:
     tight = max(0.1 * run.tol, 1e-13)
     gap = np.inf
     tighten = False
+    # with a pool, the working set grows from the pool until it holds no violated vector; only
+    # then does a full (certifying) pass run, which also refreshes the pool
+    full_next = not run.pool_keep
+    last_point: RestrictedPoint | None = None
     while run.passes < run.max_passes - 1:
         # inexact restricted solves while the certified gap is large (1 % of it), tight at the end
         inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
@@ -501,27 +530,39 @@ def _column_generation(run: _Run) -> None:
         try:
             point, iterations = inner_solve(run.state(), inner_tol, 200)
         except SolverError as exc:
+            if run.best is None and last_point is not None:
+                _price(run, last_point, inner_tol)  # certify the last pool-round point
             if run.best is None:
                 raise
             run.status, run.message = "optimal_inaccurate", f"restricted solve stopped: {exc}"
             break
+        last_point = point
         run.newton_seconds += time.perf_counter() - started
         run.newton_iterations += iterations
-        cand, pricing = _price(run, point, inner_tol)
+        certified = full_next
+        if certified:
+            cand, pricing = _price(run, point, inner_tol)
+        else:
+            cand, pricing = _price_pool(run, point, inner_tol)
         t = point.root_trace
         gap = cand.max_score / t - 1.0
         state = run.state()
         run.say(
-            f"pass {run.passes:3d}: T={t:.12g} r={cand.max_score:.12g} gap={gap:.3e} "
+            f"{'pass' if certified else 'pool'} {run.passes:3d}: T={t:.12g} "
+            f"r={cand.max_score:.12g} gap={gap:.3e} "
             f"ws={state.mu.size} support={int(np.sum(state.mu > 0))} "
             f"floor={state.floor_weights.shape[0]} newton={iterations}"
         )
         if run.eta > 0 and not run.floor_mode and _floor_binds(run, cand):
             _enter_floor_mode(run, cand)
             continue
-        if gap <= 0.9 * run.tol:  # room for the final ridge / safety margin
+        if certified and gap <= 0.9 * run.tol:  # room for the final ridge / safety margin
             run.status = "optimal"
             break
+        if run.pool_keep:
+            full_next = not certified and gap <= 0.5 * run.tol
+            if full_next:
+                continue
         grew = _add_violated_atoms(run, point, pricing)
         if run.floor_mode and state.floor_weights.shape[0]:
             grew |= _drop_slack_floor_directions(run, point)
@@ -531,6 +572,9 @@ def _column_generation(run: _Run) -> None:
             tighten = True  # the restricted problem was solved loosely: solve it tightly
             continue
         tighten = False
+        if not grew and not certified:
+            full_next = True  # the pool is exhausted: a full pass prices every vector
+            continue
         if not grew:
             run.say("no new violated atoms; stopping")
             run.status = "optimal_inaccurate"
@@ -540,12 +584,60 @@ def _column_generation(run: _Run) -> None:
         run.message = f"max_passes = {run.max_passes} reached"
 
 
-def _price(run: _Run, point: RestrictedPoint, inner_tol: float) -> tuple[_Candidate, PassResult]:
-    """Pricing pass: every q_j at Sigma_mu, the certified bound r, the most violated vectors."""
-    geo = run.whitening()
+def _pool_scores(run: _Run, bmat: FloatArray, keep: int, threshold: float) -> PassResult | None:
+    """``q = |B^T s|^2`` over the candidate pool (no pass), reduced like a pass: the maximum and
+    the ``keep`` largest scores above ``threshold`` (``None`` without a pool)."""
+    if not run.pool_keep or not run.pool_idx.size:
+        return None
+    z = run.pool_vecs @ bmat
+    q = np.einsum("ij,ij->i", z, z)
+    return _select(run.pool_idx, q, run.pool_vecs, keep, threshold)
+
+
+def _select(idx: IntArray, q: FloatArray, vecs: FloatArray, keep: int,
+            threshold: float) -> PassResult:
+    """The maximum of ``q`` and the ``keep`` largest entries above ``threshold``, sorted."""
+    arg = int(np.argmax(q))
+    sel = np.flatnonzero(q > threshold)
+    if sel.size > keep:
+        sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
+    sel = sel[np.argsort(-q[sel])]
+    return PassResult(float(q[arg]), int(idx[arg]), idx[sel], q[sel], vecs[sel], 0.0)
+
+
+def _price_pool(run: _Run, point: RestrictedPoint,
+                inner_tol: float) -> tuple[_Candidate, PassResult]:
+    """Pricing on the candidate pool only: the pool's largest q_j (a lower estimate of r, not a
+    certificate) and its most violated vectors."""
     t = point.root_trace
-    inverse_factor = geo.whiten @ (point.eigvecs * point.eigvals**-0.25)  # Sigma_mu^{-1} = B B^T
-    res = run.score(inverse_factor, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+    inverse_factor = run.whitening().whiten @ (point.eigvecs * point.eigvals**-0.25)
+    res = _pool_scores(run, inverse_factor, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+    if res is None:  # pragma: no cover - pool rounds only run with a pool
+        raise SolverError(f"{SOLVER_NAME}: internal error (pool pricing without a pool)")
+    return _candidate(run, point, res.qmax), res
+
+
+def _price(run: _Run, point: RestrictedPoint, inner_tol: float) -> tuple[_Candidate, PassResult]:
+    """Pricing pass: every q_j at Sigma_mu, the certified bound r, the most violated vectors
+    (with a pool, the pass also refreshes the pool with its highest-scoring vectors)."""
+    t = point.root_trace
+    inverse_factor = run.whitening().whiten @ (point.eigvecs * point.eigvals**-0.25)
+    threshold = t * (1.0 + 0.5 * inner_tol)
+    if run.pool_keep:
+        full = run.score(inverse_factor, run.pool_keep, -np.inf)
+        run.pool_idx, run.pool_vecs = full.top_idx, full.top_vecs
+        res = _select(full.top_idx, full.top_q, full.top_vecs, run.atoms_added, threshold)
+        res.qmax, res.argmax, res.seconds = full.qmax, full.argmax, full.seconds
+    else:
+        res = run.score(inverse_factor, run.atoms_added, threshold)
+    cand = _candidate(run, point, res.qmax)
+    run.best = cand
+    return cand, res
+
+
+def _candidate(run: _Run, point: RestrictedPoint, qmax: float) -> _Candidate:
+    """The candidate at ``point`` with the bound ``r = max(qmax, floor score)``."""
+    geo = run.whitening()
     root = (point.eigvecs * np.sqrt(point.eigvals)) @ point.eigvecs.T
     sigma_mu = _sym(geo.unwhiten @ root @ geo.unwhiten.T)
     sig_w, sig_v = np.linalg.eigh(sigma_mu)
@@ -553,15 +645,13 @@ def _price(run: _Run, point: RestrictedPoint, inner_tol: float) -> tuple[_Candid
     state = run.state()
     floor_basis = (run.floor_basis @ state.floor_rotation if run.floor_basis.shape[1]
                    else run.floor_basis)
-    cand = _Candidate(
-        point=point, max_score=max(res.qmax, floor_score), sigma_mu=sigma_mu,
+    return _Candidate(
+        point=point, max_score=max(qmax, floor_score), sigma_mu=sigma_mu,
         mu=state.mu.copy(), indices=run.indices.copy(), vectors=run.vectors.copy(),
         floor_weights=state.floor_weights.copy(), floor_basis=floor_basis,
         floor_mode=run.floor_mode, geometry=geo, sigma_eig=(sig_w, sig_v),
         floor_score=floor_score,
     )
-    run.best = cand
-    return cand, res
 
 
 def _floor_binds(run: _Run, cand: _Candidate) -> bool:
@@ -638,6 +728,12 @@ def _drop_slack_floor_directions(run: _Run, point: RestrictedPoint) -> bool:
     keep = (floor_values >= point.root_trace * (1.0 - _FLOOR_DROP)) | (
         fw >= _FLOOR_WREL * float(fw[-1]))
     if np.all(keep):
+        return False
+    # the remaining atoms (positive weights) and floor directions must still span: a dropped
+    # direction that no vector covers would leave A singular
+    rest = np.concatenate([state.atoms[state.mu > 0].T, state.floor_atoms @ fv[:, keep]], axis=1)
+    sv = linalg.svdvals(rest) if rest.shape[1] else np.zeros(1)
+    if sv.size < rest.shape[0] or not sv[-1] > 1e-7 * sv[0]:
         return False
     state.floor_weights = np.diag(fw[keep])
     state.floor_atoms = state.floor_atoms @ fv[:, keep]
@@ -899,20 +995,30 @@ def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
     whiten = cand.geometry.whiten
     on = cand.mu > 0
     lam = t * t * cand.mu[on]
-    # Sigma_mu^{+} s = P A^{-1/2} P^T s ; u = (q/T) Sigma_mu^{+} s
-    ninv = _sym(whiten @ ((point.eigvecs * point.eigvals**-0.5) @ point.eigvecs.T) @ whiten.T)
-    u = (cand.vectors[on] @ ninv) / t
     d = run.dim
     weight = run.weight
     span, comp = run.span, run.complement
+    # In whitened coordinates the dual directions are x_j = A^{-1/2} y_j (u_j = L x_j / T) and
+    # the floor factor is A^{-1/2} B Pi^{1/2}; with Y the stacked rows sqrt(mu_j) y_j and
+    # (B Pi^{1/2})^T, A = Y^T Y, and A^{-1/2} Y^T is the transposed polar factor U V^T of the
+    # thin SVD Y = U S V^T. Its rows are orthonormal to rounding whatever the conditioning of A
+    # (ill-conditioned W), so sum_j lam_j x_j x_j^T + floor part = I holds to ~k u in the
+    # whitened metric that the certificate checks; A^{-1/2} from the eigenvalues would lose
+    # u cond(A).
+    root_mu = np.sqrt(cand.mu[on])
+    rows = [(cand.vectors[on] @ whiten) * root_mu[:, None]]
+    basis = cand.floor_basis if cand.floor_mode else np.zeros((d, 0))
+    if basis.shape[1]:
+        pw, pv = linalg.eigh(_sym(cand.floor_weights))
+        half = pv * np.sqrt(np.clip(pw, 0.0, None))
+        rows.append((np.sqrt(run.eta) * ((whiten.T @ basis) @ half)).T)
+    stacked = np.concatenate(rows)
+    left, _, right = linalg.svd(stacked, full_matrices=False)
+    polar = left @ right  # rows: A^{-1/2} applied to each stacked row
+    n_on = int(np.sum(on))
+    u = (polar[:n_on] / root_mu[:, None]) @ whiten.T / t
     if cand.floor_mode:
-        basis = cand.floor_basis
-        if basis.shape[1]:
-            pw, pv = linalg.eigh(_sym(cand.floor_weights))
-            half = pv * np.sqrt(np.clip(pw, 0.0, None))
-            g = np.sqrt(run.eta) * (ninv @ basis @ half)
-        else:
-            g = np.zeros((d, 0))
+        g = whiten @ polar[n_on:].T if basis.shape[1] else np.zeros((d, 0))
     elif comp.shape[1]:
         wr = span.T @ weight @ span
         wu = comp.T @ weight @ span  # (d-r, r)
