@@ -461,34 +461,43 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
         alpha_v = float(np.min(-state.mu[neg] / delta_v[neg])) if np.any(neg) else np.inf
         step_pi = _smat(delta_f, n_floor) if n_floor else np.zeros((0, 0))
         alpha_f = _psd_step_limit(state.floor_weights, step_pi) if n_floor else np.inf
-        # the weights are projected (clipped at zero, then the point renormalised: T is
-        # homogeneous), so any number of them may leave in one step; the floor block keeps to
-        # the interior by its ratio test
-        alpha = min(1.0, 0.99 * alpha_f)
+        # first try projecting the weights (clipped at zero, then the point renormalised: T is
+        # homogeneous), so any number of them may leave in one step; if that search fails, the
+        # step stopped at the first weight to reach zero. The floor block keeps to the interior
+        # by its ratio test either way.
         merit0 = t + (state.barrier * float(np.sum(np.log(floor_diag))) if n_floor else 0.0)
         accepted = False
-        for _ in range(60):
-            mu_new = state.mu + alpha * delta_v
-            if alpha == alpha_v:
-                ratio = -state.mu / np.where(neg, delta_v, -1.0)
-                mu_new[neg & (ratio <= alpha * (1 + 1e-12))] = 0.0
-            mu_new = np.clip(mu_new, 0.0, None)
-            pi_new = state.floor_weights + alpha * step_pi
-            t_new, cond = _trace_sqrt(state, mu_new, pi_new)
-            total = float(mu_new.sum() + np.trace(pi_new))
-            t_new /= np.sqrt(total)
-            merit = t_new
-            if n_floor:
-                lp = np.linalg.eigvalsh(pi_new / total)
-                merit = t_new + state.barrier * float(np.sum(np.log(np.maximum(lp, 1e-300))))
-            # near the optimum the predicted increase (~slope/2) drowns in the rounding of T:
-            # then the Newton step is accepted as it stands (quadratic convergence region)
-            tiny = slope <= 1e-11 * abs(merit0)
-            armijo = merit >= merit0 + 1e-4 * alpha * slope - 4e-16 * abs(merit0)
-            if cond > _RANK_RTOL * 10 and (tiny or armijo):
-                accepted = True
+        limits = [min(1.0, 0.99 * alpha_f)]
+        if alpha_v < limits[0]:
+            limits.append(min(1.0, alpha_v, 0.99 * alpha_f))
+        for start in limits:
+            alpha = start
+            for _ in range(60):
+                mu_new = state.mu + alpha * delta_v
+                if alpha == alpha_v:
+                    ratio = -state.mu / np.where(neg, delta_v, -1.0)
+                    mu_new[neg & (ratio <= alpha * (1 + 1e-12))] = 0.0
+                clipped = bool(np.any(mu_new < 0))
+                mu_new = np.clip(mu_new, 0.0, None)
+                pi_new = state.floor_weights + alpha * step_pi
+                t_new, cond = _trace_sqrt(state, mu_new, pi_new)
+                total = float(mu_new.sum() + np.trace(pi_new))
+                t_new /= np.sqrt(total)
+                merit = t_new
+                if n_floor:
+                    lp = np.linalg.eigvalsh(pi_new / total)
+                    merit = t_new + state.barrier * float(np.sum(np.log(np.maximum(lp, 1e-300))))
+                # near the optimum the predicted increase (~slope/2) drowns in the rounding of
+                # T: then an unprojected Newton step is accepted as it stands (quadratic
+                # convergence region); a projected one must show its increase
+                tiny = slope <= 1e-11 * abs(merit0) and not clipped
+                armijo = merit >= merit0 + 1e-4 * alpha * slope - 4e-16 * abs(merit0)
+                if cond > _RANK_RTOL * 10 and (tiny or armijo):
+                    accepted = True
+                    break
+                alpha *= 0.5
+            if accepted:
                 break
-            alpha *= 0.5
         if not accepted:
             stall += 1
             break
