@@ -15,7 +15,7 @@ help:
 	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
 	@echo "make bench-scale  Dask LocalCluster vs in-process, full solves to J = 1e7, one pass at 1e8"
 	@echo "make bench-scale-full  the same with full certified solves at J = 1e8 (~30 min)"
-	@echo "make figures    every reproduction figure under results/"
+	@echo "make figures    every reproduction figure under results/ (DASK=local|ADDRESS: sweeps on Dask)"
 	@echo "make notebooks  execute the notebooks into docs/notebooks (the site's copies)"
 	@echo "make docs       build the documentation site into site/ (mkdocs --strict)"
 	@echo "make docs-check build the site and open it in headless Chromium"
@@ -76,7 +76,7 @@ fig-dpsgd: $(STAMP)
 	$(PY) -m dpopt.figures dpsgd
 
 figures: $(STAMP)
-	$(PY) -m dpopt.figures all
+	$(PY) -m dpopt.figures all $(if $(DASK),--dask $(DASK))   # make figures DASK=local|tcp://host:8786
 
 notebooks: $(STAMP)
 	$(PY) scripts/run_notebooks.py
