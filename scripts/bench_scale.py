@@ -20,6 +20,9 @@ in-process solve would exceed ``--inprocess-max`` vectors are run on Dask only, 
 in-process time is extrapolated from the pass throughput measured at the largest in-process size
 (labelled "extrapolated"). Results are printed and saved as CSV under ``results/``.
 
+With ``--verify`` the independent certificate check of the Dask solution is also timed in
+process and with its verification pass on the cluster (``check(..., chunk_map=...)``).
+
 Usage::
 
     python scripts/bench_scale.py                      # J = 1e6, 1e7, 1e8 (long on 2 cores)
@@ -138,8 +141,24 @@ def run_inprocess(problem: CovarianceProgram, tol: float) -> dict[str, Any]:
             "rss_peak": mem.peak["self"]}
 
 
+def time_checks(problem: CovarianceProgram, sol: Any, ex: Any) -> dict[str, Any]:
+    """The independent certificate check of the solution, in process and with its verification
+    pass as Dask tasks (``chunk_map``), one after the other; the two certificates must agree."""
+    from certificates.covariance import check
+
+    t0 = time.perf_counter()
+    ref = check(problem, sol.covariance, sol.dual, tol=1e-6)
+    t_in = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    got = check(problem, sol.covariance, sol.dual, tol=1e-6, chunk_map=ex.map_chunks)
+    t_dk = time.perf_counter() - t0
+    same = (got.lower, got.upper, got.mahalanobis_sup, got.argmax) == (
+        ref.lower, ref.upper, ref.mahalanobis_sup, ref.argmax)
+    return {"check_in": t_in, "check_dk": t_dk, "check_same": same}
+
+
 def run_dask(problem: CovarianceProgram, workers: int, tol: float,
-             reps: int) -> dict[str, Any]:
+             reps: int, verify: bool = False) -> dict[str, Any]:
     """Solve on a fresh LocalCluster (worker memory sampled during the solve); then ``reps``
     interleaved bare passes (in process, then on Dask, same B) for a side-by-side pass-time ratio
     that the machine's load affects alike."""
@@ -163,8 +182,9 @@ def run_dask(problem: CovarianceProgram, workers: int, tol: float,
         for _ in range(reps):
             t_in.append(bare_pass(IN_PROCESS, problem))
             t_dk.append(bare_pass(ex, problem))
+        checks = time_checks(problem, sol, ex) if verify else {}
         ex.close()
-    return {"sol": sol, "wall": wall, "cpu": cpu, "pass_median": pass_median,
+    return {**checks, "sol": sol, "wall": wall, "cpu": cpu, "pass_median": pass_median,
             "bare_in": float(np.median(t_in)) if reps else math.nan,
             "bare_dk": float(np.median(t_dk)) if reps else math.nan,
             "rss_base": max(base.values()),
@@ -221,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3,
                         help="interleaved bare passes per path for the pass-time ratio "
                         "(1 above J = 2e7)")
+    parser.add_argument("--verify", action="store_true",
+                        help="also time the certificate check of the Dask solution, in process "
+                        "and with its verification pass on the cluster")
     parser.add_argument("--target", type=float, default=1e10, help="J of the extrapolated row")
     parser.add_argument("--target-workers", type=int, default=64)
     parser.add_argument("--out", default=str(ROOT / "results" / "bench_scale.csv"))
@@ -286,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
             inproc_cpu_rate = n * ref.stats.passes / inp["cpu"]
             print(f"  in-process solve: {inp['wall']:.1f} s, {ref.stats.passes} passes, gap "
                   f"{ref.stats.extra['gap']:.2e}; now the Dask solve", flush=True)
-        dk = run_dask(prob, args.workers, args.tol, reps)
+        dk = run_dask(prob, args.workers, args.tol, reps, args.verify)
+        if args.verify:
+            print(f"  certificate check at J = {n:,}: {dk['check_in']:.2f} s in process, "
+                  f"{dk['check_dk']:.2f} s with the pass on {args.workers} Dask workers "
+                  f"(ratio {dk['check_dk'] / dk['check_in']:.2f}); same certificate: "
+                  f"{dk['check_same']}", flush=True)
         sol = dk["sol"]
         t_in, cpu_in = inp.get("wall", math.nan), inp.get("cpu", math.nan)
         label_in = "measured"
