@@ -14,7 +14,7 @@ help:
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
 	@echo "make bench-scale  Dask LocalCluster vs in-process, full solves to J = 1e7, one pass at 1e8"
-	@echo "make bench-scale-full  the same with full certified solves at J = 1e8 (~30 min)"
+	@echo "make bench-scale-full  the same with full certified solves at J = 1e8 (~1 h)"
 	@echo "make figures    every reproduction figure under results/ (DASK=local|ADDRESS: sweeps on Dask)"
 	@echo "make notebooks  execute the notebooks into docs/notebooks (the site's copies)"
 	@echo "make docs       build the documentation site into site/ (mkdocs --strict)"
@@ -49,7 +49,7 @@ bench: $(STAMP)
 bench-scale: $(STAMP)
 	$(PY) scripts/bench_scale.py --solve-max 2e7   # J = 1e8: one pass per path, solve extrapolated
 bench-scale-full: $(STAMP)
-	$(PY) scripts/bench_scale.py --sizes 1e6 1e7 1e8 --solve-max 2e8 --inprocess-max 2e8  # full certified solves, both paths (~20-30 min on 2 idle cores)
+	$(PY) scripts/bench_scale.py --sizes 1e6 1e7 1e8 --solve-max 2e8 --inprocess-max 2e8  # full certified solves on both paths (took 51 min on 2 shared cores)
 
 bench-full: $(STAMP)
 	$(PY) scripts/bench_covariance.py --full
