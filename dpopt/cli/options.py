@@ -72,7 +72,7 @@ def add_renamed_option(parser: argparse.ArgumentParser, new: str, old: str, *, d
 
 
 DASK_HELP = (
-    "run on a Dask cluster: 'local' starts a LocalCluster on this machine (one single-threaded "
+    "'local' starts a LocalCluster on this machine (one single-threaded "
     "worker process per core) for this command and stops it afterwards; an address such as "
     "tcp://10.0.0.5:8786 connects to a running scheduler (the cluster is left running). The "
     "answer is the same as without --dask. Needs 'pip install dpopt[distributed]'"
