@@ -200,3 +200,26 @@ def test_rpp_tightness_on_a_cluster_is_the_in_process_table(address: str) -> Non
     with distributed.Client(address) as client:
         got = map_ordered(_tightness_of, keys, client=client, args=(1.0, 2.0))
     np.testing.assert_array_equal(got[0].to_numpy(dtype=object), ref[0].to_numpy(dtype=object))
+
+
+def test_without_dask_the_commands_never_import_it(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    out = tmp_path / "d.json"
+    code = (
+        "import sys\n"
+        "from dpopt.cli import main\n"
+        f"argv = ['-q', 'design', *{DESIGN!r}, '-o', {str(out)!r}]\n"
+        "assert main(argv) == 0\n"
+        f"assert main(['-q', 'verify', {str(out)!r}]) == 0\n"
+        "assert main(['-q', 'figures', '--list']) == 0\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed'))\n"
+        "print('IMPORTED:' + ','.join(bad))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(root))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=120, check=True)
+    assert res.stdout.strip().splitlines()[-1] == "IMPORTED:"
