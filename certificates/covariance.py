@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProgram, FactoredDual
 from certificates.rigorous import (
+    ChunkMap,
     certified_min_eigenvalue,
     certify_psd,
     exact_dual_bound,
@@ -232,14 +233,17 @@ def _validate_dual(dual: object, d: int, count: int) -> FactoredDual:
     return dual
 
 
-def primal_ratio(problem: CovarianceProgram, covariance: NDArray[np.float64]) -> float:
-    """Float max_j s_j^T Sigma^{-1} s_j over all vectors (inf if Sigma is not positive definite)."""
+def primal_ratio(problem: CovarianceProgram, covariance: NDArray[np.float64], *,
+                 chunk_map: ChunkMap | None = None) -> float:
+    """Float max_j s_j^T Sigma^{-1} s_j over all vectors (inf if Sigma is not positive definite);
+    ``chunk_map`` as in :func:`check`."""
     try:
         chol = sla.cholesky(covariance, lower=True)
     except (np.linalg.LinAlgError, ValueError):
         return math.inf
     lam = float(sla.eigvalsh(covariance)[0])
-    _, est, _ = ratio_upper_bound(problem.source, covariance, chol, max(lam, 1e-300))
+    _, est, _ = ratio_upper_bound(problem.source, covariance, chol, max(lam, 1e-300),
+                                  chunk_map=chunk_map)
     return est
 
 
@@ -254,7 +258,8 @@ class _Feasibility:
 
 
 def _feasibility(
-    problem: CovarianceProgram, sigma: NDArray[np.float64], rigorous: bool
+    problem: CovarianceProgram, sigma: NDArray[np.float64], rigorous: bool,
+    chunk_map: ChunkMap | None = None,
 ) -> _Feasibility:
     """One pass: (upper bound on max_j r_j, estimate, argmax, lower bound on lambda_min(sigma));
     (inf, inf, -1, 0) if sigma is not positive definite."""
@@ -269,7 +274,7 @@ def _feasibility(
         lam_low = float(ev[0]) - 4 * sigma.shape[0] * 2.0**-53 * float(ev[-1])
         if lam_low <= 0:  # beyond the float estimate's resolution: prove a bound exactly
             lam_low = certified_min_eigenvalue(sigma)
-    rbar, est, arg = ratio_upper_bound(problem.source, sigma, chol, lam_low)
+    rbar, est, arg = ratio_upper_bound(problem.source, sigma, chol, lam_low, chunk_map=chunk_map)
     return _Feasibility(rbar, est, arg, lam_low)
 
 
@@ -293,6 +298,7 @@ def check(
     *,
     tol: float = 1e-6,
     rigorous: bool = False,
+    chunk_map: ChunkMap | None = None,
 ) -> CovarianceCertificate:
     """Certify a candidate optimal covariance with a factored dual.
 
@@ -309,6 +315,13 @@ def check(
         Relative gap required for ``certified``.
     rigorous : bool, default False
         Account for every rounding error (exact arithmetic on the support, error-bounded pass).
+    chunk_map : ChunkMap, optional
+        Where the verification pass over the J vectors runs. By default here, chunk by chunk
+        (memory bounded by one chunk, time linear in J). A :class:`~certificates.rigorous.ChunkMap`
+        runs this module's per-chunk function (:func:`~certificates.rigorous.ratio_chunk`) on the
+        source's chunks elsewhere, e.g. as Dask tasks that regenerate the vectors from a
+        generator description; the chunks' results are combined, and every bound derived, here,
+        so the certificate is the same as the single-process one.
 
     Returns
     -------
@@ -316,10 +329,11 @@ def check(
 
     Notes
     -----
-    The check is single-process: its passes over a :class:`~certificates.problem.VectorSource`
-    run here, chunk by chunk (memory bounded by one chunk, time linear in J), even when the
-    solver's passes ran on a Dask cluster. The checker deliberately shares no code path with the
-    solver's executors.
+    Everything but the chunk function runs in this process: the d x d and support-sized
+    arithmetic, the combination of the chunks (which must tile the J indices in order) and the
+    repair. The checker shares no code path with the solver's pass executors. A ``chunk_map``
+    is trusted to run :func:`~certificates.rigorous.ratio_chunk` on the right vectors (as the
+    single-process check trusts this machine).
     """
     if not isinstance(problem, CovarianceProgram):
         raise InvalidTypeError("problem", problem, "a CovarianceProgram")
@@ -346,7 +360,7 @@ def check(
         primal_residual = math.inf
     scale = 1.0
     repaired = None
-    feas = _feasibility(problem, sigma, rigorous)  # the verification pass (one when no repair)
+    feas = _feasibility(problem, sigma, rigorous, chunk_map)  # the pass (one when no repair)
     if sigma is sigma_in:
         primal_residual = feas.ratio_estimate / q - 1.0
     for margin in _MARGINS:
@@ -363,7 +377,7 @@ def check(
         factor *= 1.0 + margin
         scale *= factor
         sigma = sigma * factor
-        feas = _feasibility(problem, sigma, rigorous)
+        feas = _feasibility(problem, sigma, rigorous, chunk_map)
     if repaired is None:
         return _failed(sigma, primal_residual, floor_residual, scale, rigorous, tol,
                        "could not make Sigma provably feasible (ill-conditioned or not PD)")

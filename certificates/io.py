@@ -76,8 +76,10 @@ from certificates.errors import (
     DpoptError,
     InvalidParameterError,
     InvalidTypeError,
+    SolverError,
 )
 from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
+from certificates.rigorous import ChunkMap
 from certificates.validate import as_vectors
 
 __all__ = [
@@ -524,9 +526,14 @@ def verify_certificate(
     source: VectorSource | NDArray[np.float64] | None = None,
     rigorous: bool | None = None,
     name: str = "certificate",
+    chunk_map: ChunkMap | None = None,
 ) -> CovarianceCertificate:
     """Re-check a parsed file's claim from scratch (see the module notes); return the fresh
-    certificate. ``name`` labels the messages. Raises CertificateError when the claim fails."""
+    certificate. ``name`` labels the messages. Raises CertificateError when the claim fails.
+
+    ``chunk_map`` runs the verification pass over the vectors elsewhere (see
+    :func:`certificates.covariance.check`); the sha256 comparison of ``source`` with the file's
+    digest is one sequential pass here (a digest cannot be split into parts)."""
     where = f"{name} rejected"
     problem = cf.problem
     if isinstance(source, np.ndarray):
@@ -566,7 +573,9 @@ def verify_certificate(
         raise CertificateError(f"{where}: " + "; ".join(problems))
     mode = bool(claim["rigorous"]) or bool(rigorous)
     try:
-        cert = check(problem, cf.covariance, cf.dual, tol=tol, rigorous=mode)
+        cert = check(problem, cf.covariance, cf.dual, tol=tol, rigorous=mode, chunk_map=chunk_map)
+    except SolverError:  # a chunk_map that could not complete its pass: no verdict either way
+        raise
     except (DpoptError, ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
         raise CertificateError(f"{where}: the re-check cannot run on this data: {exc}") from None
     if cert.scale != 1.0 or not math.isfinite(cert.upper):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.linalg as sla
@@ -42,11 +42,15 @@ from numpy.typing import ArrayLike, NDArray
 from certificates.problem import DEFAULT_CHUNK, FactoredDual, VectorSource
 
 __all__ = [
+    "ChunkMap",
     "ExactArray",
+    "RatioChunk",
     "certified_min_eigenvalue",
     "certify_psd",
+    "combine_ratio_chunks",
     "exact_dual_bound",
     "exact_trace_product",
+    "ratio_chunk",
     "ratio_upper_bound",
     "round_down",
     "round_up",
@@ -243,6 +247,83 @@ def exact_dual_bound(
     return round_down(lower), round_down(dval), e_norm
 
 
+#: One chunk's share of the verification pass: ``(start, size, bound, estimate, argmax)``.
+RatioChunk = tuple[int, int, float, float, int]
+
+
+class ChunkMap(Protocol):
+    """Runs the verification pass's per-chunk function over a source's chunks, elsewhere.
+
+    ``chunk_map(fn, source, chunk, args)`` must return ``[fn(block, start, *args) for start,
+    block in source.chunks(chunk)]``, in that order: the blocks holding the same vectors, bit for
+    bit, as ``source.chunks(chunk)`` yields them. A distributed implementation (e.g. on a Dask
+    cluster) generates the blocks where it runs ``fn``; this module only ever combines what comes
+    back (:func:`combine_ratio_chunks`), and rejects results that do not tile ``0 .. J - 1``.
+    """
+
+    def __call__(self, fn: Any, source: VectorSource, chunk: int,
+                 args: tuple[Any, ...]) -> list[Any]: ...
+
+
+def ratio_chunk(
+    block: NDArray[np.float64],
+    start: int,
+    sigma: NDArray[np.float64],
+    chol: NDArray[np.float64],
+    lam_low: float,
+) -> RatioChunk:
+    r"""One chunk of :func:`ratio_upper_bound`: ``(start, size, bound, estimate, argmax)``.
+
+    ``bound`` is the error-bounded maximum of :math:`s^\top\Sigma^{-1}s` over the chunk's
+    vectors (``inf`` if any of them gives a non-finite value), ``estimate`` the float maximum of
+    :math:`\hat x^\top s` and ``argmax`` its global index. A pure function of its arguments, so
+    it can run anywhere (see :class:`ChunkMap`).
+    """
+    b = np.asarray(block, dtype=np.float64)
+    d = chol.shape[0]
+    abs_sigma = np.abs(sigma)
+    g_res = _gamma(d + 1)
+    g_dot = _gamma(d)
+    inflate = 1.0 + _gamma(2 * d + 16)
+    x = sla.cho_solve((chol, True), b.T, check_finite=False).T
+    res = b - x @ sigma
+    e_abs = np.abs(res) + g_res * (np.abs(b) + np.abs(x) @ abs_sigma)
+    e_norm = np.sqrt(np.sum(e_abs * e_abs, axis=1)) * inflate
+    x_norm = np.sqrt(np.sum(x * x, axis=1)) * inflate
+    xs = np.sum(x * b, axis=1)
+    xs_err = g_dot * np.sum(np.abs(x * b), axis=1) * inflate
+    upper = (xs + xs_err + x_norm * e_norm + e_norm * e_norm / lam_low) * inflate + 1e-300
+    bound = float(np.max(upper)) if np.all(np.isfinite(upper)) else math.inf
+    j = int(np.argmax(xs))
+    return int(start), int(b.shape[0]), bound, float(xs[j]), int(start) + j
+
+
+def combine_ratio_chunks(results: list[RatioChunk], count: int) -> tuple[float, float, int]:
+    """Combine the chunks of the verification pass, in index order: ``(bound, estimate,
+    argmax)`` over all ``count`` vectors (the first index attaining the estimate wins).
+
+    Raises ``ValueError`` unless the chunks tile ``0 .. count - 1`` exactly, in order.
+    """
+    best, est, arg = -math.inf, -math.inf, -1
+    expect = 0
+    for item in results:
+        start, size, bound, estimate, argmax = item
+        if start != expect or size < 1:
+            raise ValueError(
+                f"verification pass: chunk at {start} (size {size}) does not follow {expect}"
+            )
+        expect = start + size
+        if not bound <= best:  # NaN or larger: a NaN bound makes the pass fail (inf below)
+            best = bound if bound == bound else math.inf
+        if estimate > est:
+            est, arg = estimate, argmax
+    if expect != count:
+        raise ValueError(f"verification pass covered {expect} of {count} vectors")
+    if not np.isfinite(best):
+        return math.inf, est, arg
+    return best, est, arg
+
+
 def ratio_upper_bound(
     source: VectorSource,
     sigma: NDArray[np.float64],
@@ -250,6 +331,7 @@ def ratio_upper_bound(
     lam_low: float,
     *,
     chunk: int = DEFAULT_CHUNK,
+    chunk_map: ChunkMap | None = None,
 ) -> tuple[float, float, int]:
     r"""Upper bound on :math:`\max_j s_j^\top\Sigma^{-1}s_j` over ALL vectors of ``source``.
 
@@ -268,31 +350,17 @@ def ratio_upper_bound(
     :math:`s_j`), where bounds through :math:`\Sigma \succeq (1-\epsilon)LL^\top` lose
     :math:`u\,\kappa(\Sigma)`. Returns ``(bound, estimate, argmax)``: the error-bounded maximum,
     the plain float maximum of :math:`\hat x^\top s` and the index attaining it.
+
+    The pass is chunk by chunk (:func:`ratio_chunk`), here by default; ``chunk_map`` runs the
+    chunks elsewhere (e.g. as tasks on a cluster, :class:`ChunkMap`), and the results are combined
+    here in index order (:func:`combine_ratio_chunks`), so the answer is the same.
     """
     if not lam_low > 0.0:
         return math.inf, math.inf, -1
-    d = chol.shape[0]
-    abs_sigma = np.abs(sigma)
-    g_res = _gamma(d + 1)
-    g_dot = _gamma(d)
-    inflate = 1.0 + _gamma(2 * d + 16)
-    best, est, arg = -math.inf, -math.inf, -1
-    for start, block in source.chunks(chunk):
-        b = np.asarray(block, dtype=np.float64)
-        x = sla.cho_solve((chol, True), b.T, check_finite=False).T
-        res = b - x @ sigma
-        e_abs = np.abs(res) + g_res * (np.abs(b) + np.abs(x) @ abs_sigma)
-        e_norm = np.sqrt(np.sum(e_abs * e_abs, axis=1)) * inflate
-        x_norm = np.sqrt(np.sum(x * x, axis=1)) * inflate
-        xs = np.sum(x * b, axis=1)
-        xs_err = g_dot * np.sum(np.abs(x * b), axis=1) * inflate
-        upper = (xs + xs_err + x_norm * e_norm + e_norm * e_norm / lam_low) * inflate + 1e-300
-        i = int(np.argmax(upper))
-        if upper[i] > best:
-            best = float(upper[i])
-        j = int(np.argmax(xs))
-        if xs[j] > est:
-            est, arg = float(xs[j]), start + j
-    if not np.isfinite(best):
-        return math.inf, est, arg
-    return best, est, arg
+    count = int(source.count)
+    if chunk_map is None:
+        results = [ratio_chunk(block, start, sigma, chol, lam_low)
+                   for start, block in source.chunks(chunk)]
+    else:
+        results = list(chunk_map(ratio_chunk, source, chunk, (sigma, chol, lam_low)))
+    return combine_ratio_chunks(results, count)

@@ -107,7 +107,13 @@ def dask_client(dask: DaskOption, *, n_workers: int | None = None) -> Iterator[C
                 "dask", dask, 'must be "local", a scheduler address such as '
                 '"tcp://host:8786", a distributed.Client or None'
             )
-        with distributed.Client(dask) as client:
+        try:
+            client = distributed.Client(dask)
+        except (OSError, TimeoutError) as exc:  # unreachable scheduler: name the address
+            raise InvalidParameterError(
+                "dask", dask, f"no Dask scheduler answered there ({type(exc).__name__}: {exc})"
+            ) from None
+        with client:
             yield client
         return
     if type(dask).__module__.startswith("distributed") and hasattr(dask, "submit"):

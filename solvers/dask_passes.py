@@ -166,6 +166,16 @@ def _score_block(
     return out
 
 
+def _map_block(source: VectorSource, start: int, stop: int, chunk: int, fn: Any,
+               args: tuple[Any, ...]) -> list[Any]:
+    """``fn(chunk_vectors, chunk_start, *args)`` for every solver chunk of one block, in order."""
+    out: list[Any] = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        for s in range(start, stop, chunk):
+            out.append(fn(_checked(source, s, min(stop, s + chunk)), s, *args))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # the executor
 # ------------------------------------------------------------------------------------------------
@@ -323,6 +333,21 @@ class DaskPasses:
             f"could not be computed ({cause}){also}; no design is built on a partial pass "
             "(remedy: check the workers' logs and memory, then retry)"
         )
+
+    def map_chunks(self, fn: Any, source: VectorSource, chunk: int,
+                   args: tuple[Any, ...] = ()) -> list[Any]:
+        """``[fn(block, start, *args) for start, block in source.chunks(chunk)]`` as tasks.
+
+        Each task generates its block on the worker (as the solver's passes do) and applies
+        ``fn`` (a picklable, module-level function) to each of its chunks; the results come back
+        in chunk order. This is the :class:`certificates.rigorous.ChunkMap` of a distributed
+        certificate check: ``certificates`` combines the results itself. Raises
+        :class:`PassFailedError` naming the block when a block cannot be computed.
+        """
+        t0 = time.perf_counter()
+        blocks = self._run("verification", _map_block, source, chunk, (), (fn, tuple(args)))
+        self.pass_seconds.append(time.perf_counter() - t0)
+        return [item for block in blocks for item in block]
 
     # -------------------------------------------------------------------------------------------
     def gram(self, source: VectorSource, chunk: int) -> tuple[FloatArray, int]:

@@ -28,7 +28,12 @@ from dpopt.cli.common import (
     read_matrix,
     read_points,
 )
-from dpopt.cli.options import add_renamed_option, announce_large_design, less_error
+from dpopt.cli.options import (
+    add_dask_option,
+    add_renamed_option,
+    announce_large_design,
+    less_error,
+)
 from dpopt.errors import InvalidParameterError
 from dpopt.relation import NeighbouringRelation, as_relation
 
@@ -124,6 +129,7 @@ def _problem_options(p: argparse.ArgumentParser, *, demo: bool) -> None:
         "sensitivity vectors) to FILE: .png, .svg or .pdf; needs matplotlib",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    add_dask_option(p, "run the structured solver's passes over the sensitivity vectors")
 
 
 def _save_plot(design: Design, path: Path) -> None:
@@ -202,7 +208,9 @@ def add_design_parser(sub: Subparsers) -> None:
         "        --budget approx:epsilon=1,delta=1e-6 -o design.json\n"
         "  dpopt design --domain points.csv --uniform-query --budget rdp:alpha=8,epsilon=1 \\\n"
         "        --budget approx:epsilon=1,delta=1e-6 --weight W.npy --noise-floor 1e-3 \\\n"
-        "        -o d.json\n",
+        "        -o d.json\n"
+        "  dpopt design --domain big.npy --query 0.5,0.5 --denoiser-sigma 0.3 \\\n"
+        "        --budget gdp:mu=1 --dask tcp://scheduler:8786 -o big.json  # passes on Dask\n",
     )
     p.add_argument("--domain", required=True, metavar="SPEC|FILE", help="the record domain")
     p.add_argument(
@@ -265,11 +273,17 @@ def add_verify_parser(sub: Subparsers) -> None:
             "claimed one. The sha256 digests in the file only detect accidental corruption\n"
             "(anyone editing the file can recompute them); edits are caught by the re-check.\n"
             "Exit status 0 if the certificate holds, 1 if it does not (edited, corrupted,\n"
-            "malformed or wrong: the reason is printed), 2 if the file cannot be read."
+            "malformed or wrong: the reason is printed), 2 if the file cannot be read.\n"
+            "\n"
+            "With --dask the pass over all J vectors (the bound on max_j s_j^T Σ^-1 s_j) runs as\n"
+            "Dask tasks that regenerate their blocks from the description; the checker combines\n"
+            "their results and derives every bound here (same verdict, same numbers). The sha256\n"
+            "comparison of the regenerated vectors stays one sequential pass on this machine."
         ),
         epilog=(
             "examples:\n  dpopt verify design.json\n  dpopt verify design.json --json\n"
             "  dpopt verify design.json --rigorous   # interval proven despite rounding\n"
+            "  dpopt verify big.json --dask tcp://scheduler:8786   # the pass on a cluster\n"
         ),
     )
     p.add_argument("file", metavar="FILE", help="design JSON file")
@@ -279,6 +293,7 @@ def add_verify_parser(sub: Subparsers) -> None:
         help="account for every rounding error (exact arithmetic on the dual support)",
     )
     p.add_argument("--json", action="store_true", help="print the check as JSON")
+    add_dask_option(p, "run the verification pass over the regenerated sensitivity vectors")
     p.set_defaults(handler=_cmd_verify)
 
 
@@ -294,7 +309,8 @@ def add_figures_parser(sub: Subparsers) -> None:
             "figure(s) under --out-dir. Exit status 1 if any target failed (the others still run)."
         ),
         epilog=("examples:\n  dpopt figures --list\n  dpopt figures --list --json\n"
-                "  dpopt figures fig1\n  dpopt figures all --force   # replace earlier results\n"),
+                "  dpopt figures fig1\n  dpopt figures all --force   # replace earlier results\n"
+                "  dpopt figures rpp-adult --dask local   # the sweep's cells as Dask tasks\n"),
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="targets to run ('all' for every one)")
     p.add_argument("--list", action="store_true", help="list the targets and exit")
@@ -305,6 +321,7 @@ def add_figures_parser(sub: Subparsers) -> None:
                    help="replace files an earlier run wrote (default: keep them and report)")
     p.add_argument("--json", action="store_true",
                    help="print the list (with --list) or the written files as JSON")
+    add_dask_option(p, "run the sweeps (rpp-*, denoiser-covariance) and the fig1 draws")
     p.set_defaults(handler=_cmd_figures)
 
 
@@ -376,12 +393,15 @@ def run_design(
     header: bool | None = None,
     plot: str | None = None,
     yes: bool = False,
+    dask: Any = None,
 ) -> dict[str, Any]:
     """Design, certify, (optionally) write and draw; return the JSON-ready summary.
 
     The file's description binds the design: the domain spec, or for a domain file its points
     themselves (``domain_points``), the sensitivity set, the relation and the budget specs; the
-    verifier regenerates the vectors from it and recomputes the budget's bound.
+    verifier regenerates the vectors from it and recomputes the budget's bound. ``dask``
+    (``None``, ``"local"`` or a scheduler address) goes to
+    :func:`~dpopt.covariance.design.design_covariance`.
     """
     import json
 
@@ -409,6 +429,7 @@ def run_design(
             solver=solver,
             rigorous=rigorous,
             relation=relation,
+            dask=dask,
         )
     cert = design.certificate
     summary: dict[str, Any] = {
@@ -534,6 +555,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         force=args.force,
         plot=args.plot,
         yes=bool(args.yes),
+        dask=args.dask,
     )
     title = (
         f"dpopt demo: ideal denoiser at g = {DEMO_QUERY} on the 5 x 5 grid in [0,1]^2, "
@@ -598,6 +620,7 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         header=bool(args.header) if from_file else None,
         plot=args.plot,
         yes=bool(args.yes),
+        dask=args.dask,
     )
     return _finish(ctx, args, res, f"dpopt design: domain {args.domain}")
 
@@ -618,7 +641,8 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
     result: dict[str, Any] = {"file": str(path), "holds": False}
     try:
         with ctx.stage("re-checking"):
-            vf = df.verify_design_file(path, rigorous=True if args.rigorous else None)
+            vf = df.verify_design_file(path, rigorous=True if args.rigorous else None,
+                                       dask=args.dask)
     except errors.CertificateError as exc:
         result["reason"] = " ".join(str(exc).split())
         if args.json:
@@ -691,12 +715,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
-    import contextlib
-    import io
     import json
-    import shutil
-    import tempfile
-    import time
 
     from dpopt.figures import __main__ as registry
 
@@ -723,42 +742,16 @@ def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out-dir {out_dir} is not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
+    from dpopt.parallel import dask_client
+
     failed: list[str] = []
     kept: list[str] = []
     written: dict[str, list[str]] = {}
-    for name in ctx.progress(names, desc="figures", total=len(names)):
-        t0 = time.perf_counter()
-        # each figure runs in a fresh folder; its files then move into --out-dir, where an
-        # existing file is replaced only with --force
-        with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=out_dir) as tmp:
-            chatter = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(chatter):
-                    registry.resolve(name)(Path(tmp))
-            except Exception as exc:  # one broken figure must not stop the others
-                ctx.warn(f"{name}: FAILED ({type(exc).__name__}: {exc})")
-                failed.append(name)
-                continue
-            produced = sorted(p for p in Path(tmp).rglob("*") if p.is_file())
-            clashes = [out_dir / p.relative_to(tmp) for p in produced
-                       if (out_dir / p.relative_to(tmp)).exists()]
-            if clashes and not args.force:
-                ctx.warn(f"{name}: kept the existing {', '.join(str(c) for c in clashes)} "
-                         "(use --force to replace them); nothing of this run was written")
-                kept.append(name)
-                continue
-            told = chatter.getvalue().replace(str(Path(tmp)), str(out_dir)).rstrip()
-            if told:  # the figure's own summary, with the final folder (stderr under --json)
-                print(told, file=ctx.err if args.json else ctx.out)
-            paths = []
-            for p in produced:
-                target = out_dir / p.relative_to(tmp)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(p), target)
-                paths.append(str(target))
-        written[name] = paths
-        if not args.json:
-            ctx.print(f"{name}: {', '.join(paths)} ({time.perf_counter() - t0:.1f} s)")
+    with dask_client(args.dask) as client:
+        for name in ctx.progress(names, desc="figures", total=len(names)):
+            paths = _run_one_figure(ctx, args, registry, name, out_dir, client, failed, kept)
+            if paths is not None:
+                written[name] = paths
     if args.json:
         ctx.print(json.dumps({"written": written, "kept": kept, "failed": failed}, indent=2))
     if failed:
@@ -767,3 +760,46 @@ def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
     if kept:
         return 2
     return 0
+
+
+def _run_one_figure(ctx: Context, args: argparse.Namespace, registry: Any, name: str,
+                    out_dir: Path, client: Any, failed: list[str],
+                    kept: list[str]) -> list[str] | None:
+    """Run one figure into a fresh folder, then move its files into ``out_dir`` (an existing
+    file is replaced only with --force); returns the written paths, or None (failed or kept)."""
+    import contextlib
+    import io
+    import shutil
+    import tempfile
+    import time
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=out_dir) as tmp:
+        chatter = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(chatter):
+                registry.run_figure(name, Path(tmp), client=client, progress=ctx.interactive)
+        except Exception as exc:  # one broken figure must not stop the others
+            ctx.warn(f"{name}: FAILED ({type(exc).__name__}: {exc})")
+            failed.append(name)
+            return None
+        produced = sorted(p for p in Path(tmp).rglob("*") if p.is_file())
+        clashes = [out_dir / p.relative_to(tmp) for p in produced
+                   if (out_dir / p.relative_to(tmp)).exists()]
+        if clashes and not args.force:
+            ctx.warn(f"{name}: kept the existing {', '.join(str(c) for c in clashes)} "
+                     "(use --force to replace them); nothing of this run was written")
+            kept.append(name)
+            return None
+        told = chatter.getvalue().replace(str(Path(tmp)), str(out_dir)).rstrip()
+        if told:  # the figure's own summary, with the final folder (stderr under --json)
+            print(told, file=ctx.err if args.json else ctx.out)
+        paths = []
+        for p in produced:
+            target = out_dir / p.relative_to(tmp)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(p), target)
+            paths.append(str(target))
+    if not args.json:
+        ctx.print(f"{name}: {', '.join(paths)} ({time.perf_counter() - t0:.1f} s)")
+    return paths

@@ -3,7 +3,9 @@
 - :func:`add_renamed_option`: an option under its unambiguous name, with the old spelling kept
   as a hidden, deprecated alias that still works but prints a warning naming the new option;
 - :func:`announce_large_design`: the size and time estimate printed before a design over many
-  sensitivity vectors, and the confirmation needed past :data:`CONFIRM_ABOVE` of them.
+  sensitivity vectors, and the confirmation needed past :data:`CONFIRM_ABOVE` of them;
+- :func:`add_dask_option`: ``--dask local|ADDRESS`` on the commands whose work can run as Dask
+  tasks (passed as ``dask=`` / ``client=`` to the Python API).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ANNOUNCE_ABOVE",
     "CONFIRM_ABOVE",
+    "DASK_HELP",
     "PASSES_TYPICAL",
+    "add_dask_option",
     "add_renamed_option",
     "announce_large_design",
     "estimate_pass_seconds",
@@ -65,6 +69,21 @@ def add_renamed_option(parser: argparse.ArgumentParser, new: str, old: str, *, d
     alias: dict[str, Any] = {"type": kwargs["type"]} if "type" in kwargs else {}
     target.add_argument(old, dest=dest, help=argparse.SUPPRESS, action=_DeprecatedAlias,
                         new_name=new, **alias)
+
+
+DASK_HELP = (
+    "'local' starts a LocalCluster on this machine (one single-threaded "
+    "worker process per core) for this command and stops it afterwards; an address such as "
+    "tcp://10.0.0.5:8786 connects to a running scheduler (the cluster is left running). The "
+    "answer is the same as without --dask. Needs 'pip install dpopt[distributed]'"
+)
+
+
+def add_dask_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--dask local|ADDRESS`` (stored as ``args.dask``, ``None`` by default); ``what`` says
+    which part of the command runs as Dask tasks."""
+    parser.add_argument("--dask", metavar="local|ADDRESS", default=None,
+                        help=f"{what} as Dask tasks; {DASK_HELP}")
 
 
 def estimate_pass_seconds(source: VectorSource, probe: int = 65536) -> float:

@@ -29,6 +29,7 @@ _F = argparse.RawDescriptionHelpFormatter
 def add_design_run_parser(sub: Subparsers) -> None:
     """Register ``dpopt design-run``."""
     from dpopt.cli.account import BUDGET_HELP, _nonneg, _positive, _probability, _whole
+    from dpopt.cli.options import add_dask_option
 
     p = sub.add_parser(
         "design-run",
@@ -64,6 +65,7 @@ def add_design_run_parser(sub: Subparsers) -> None:
                    help="budget spec for the whole run (repeatable; instead of --epsilon/--delta)")
     p.add_argument("--noise-floor", type=_nonneg, default=0.0, help="η: Σ_t ⪰ η I (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_dask_option(p, "run every step's solver passes over the sensitivity vectors")
     p.set_defaults(handler=_cmd_design_run)
 
 
@@ -94,7 +96,7 @@ def _cmd_design_run(args: argparse.Namespace, ctx: Context) -> int:
                                sigma_min=args.sigma_min, seed=args.seed)
     with ctx.stage(f"designing {args.steps} releases"):
         run = rd.design_run(example.sets, example.weights, budget,
-                            noise_floor=args.noise_floor)
+                            noise_floor=args.noise_floor, dask=args.dask)
     steps = []
     for t in range(args.steps):
         eq = run.equal_split_designs[t] if run.equal_split_designs else None

@@ -207,6 +207,7 @@ def design_run(
     tol: float = 1e-6,
     compare: bool = True,
     grid_points: int = 7,
+    dask: Any = None,
 ) -> RunDesign:
     r"""The least-total-error noise for T releases under one composed budget, certified.
 
@@ -228,6 +229,10 @@ def design_run(
         Also design the equal split and the isotropic baseline (T more solves).
     grid_points : int
         η > 0 only: grid size per step for the convex split search.
+    dask : None, "local", str or distributed.Client, optional
+        Run every design's passes over the vectors as Dask tasks (see
+        :func:`~dpopt.covariance.design.design_covariance`); ``"local"`` or an address opens
+        one cluster connection for the whole run. Same answer as in process.
 
     Returns
     -------
@@ -244,6 +249,13 @@ def design_run(
     >>> round(run.value, 6), round(run.equal_split_value, 6)
     (8.0, 10.0)
     """
+    if isinstance(dask, str):  # one cluster (connection) for every design of the run
+        from dpopt.parallel import dask_client
+
+        with dask_client(dask) as client:
+            return design_run(vector_sets, weights, budget, noise_floor=noise_floor,
+                              solver=solver, tol=tol, compare=compare, grid_points=grid_points,
+                              dask=client)
     if isinstance(vector_sets, str | bytes) or not isinstance(vector_sets, Sequence):
         raise InvalidTypeError("vector_sets", vector_sets, "a sequence of sensitivity sets")
     sets = list(vector_sets)
@@ -268,7 +280,7 @@ def design_run(
 
     def design(t: int, q: float, floor: float) -> Design:
         return design_covariance(sets[t], ZCDP(rho=q / 2.0), weight=ws[t], noise_floor=floor,
-                                 solver=solver, tol=tol)
+                                 solver=solver, tol=tol, dask=dask)
 
     # c_t = v_t(1) without floor: the η = 0 split and the certified lower bound.
     unit = [design(t, 1.0, 0.0) for t in range(t_count)]

@@ -291,13 +291,16 @@ def fig1_figure(
     seed: int = 0,
     verbose: bool = True,
     client: Client | None = None,
+    progress: bool | None = None,
 ) -> list[Path]:
     """Compute the ratios, write ``fig1.csv`` and ``fig1.png`` under ``out_dir``, print stats.
 
-    ``client`` (a ``distributed.Client``) runs the draws as Dask tasks (same ratios). Returns the
-    written paths.
+    ``client`` (a ``distributed.Client``) runs the draws as Dask tasks (same ratios);
+    ``progress`` (default: ``verbose``) draws a bar over the batches, on a terminal only.
+    Returns the written paths.
     """
-    ratios = fig1_ratios(d, n_draws, generator, seed, client=client, progress=verbose)
+    ratios = fig1_ratios(d, n_draws, generator, seed, client=client,
+                         progress=verbose if progress is None else progress)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "fig1.csv"

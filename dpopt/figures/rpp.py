@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -146,11 +147,14 @@ def rpp_figures(
     *,
     epsilons: Sequence[float] = EPSILONS,
     alphas: Sequence[float] = ALPHAS,
-    progress: bool = True,
+    progress: bool | None = True,
+    client: Any = None,
 ) -> list[Path]:
     """Run the sweep for every scenario of ``dataset`` and write its CSV and PNG.
 
-    Returns the written paths (``results/rpp/<scenario>.csv`` and ``.png``).
+    ``client`` (a ``distributed.Client``) runs every (ε, α) cell of the sweeps as a Dask task
+    (identical tables); ``progress`` draws a bar per scenario, on a terminal only. Returns the
+    written paths (``results/rpp/<scenario>.csv`` and ``.png``).
     """
     if dataset not in DATASET_GROUPS:
         from dpopt.errors import InvalidParameterError
@@ -163,55 +167,68 @@ def rpp_figures(
         if spec.dataset != dataset:
             continue
         table = rpp_sweep(spec, epsilons=epsilons, alphas=alphas, progress=progress,
-                          tight="curves")
+                          tight="curves", client=client)
         csv = out / f"{spec.key}.csv"
         table.to_csv(csv, index=False)
         written += [csv, plot_rpp_scenario(spec, table, out / f"{spec.key}.png")]
     return written
 
 
-def _group(dataset: str, out_dir: str | Path) -> list[Path]:
-    paths = rpp_figures(dataset, out_dir)
+def _group(dataset: str, out_dir: str | Path, client: Any,
+           progress: bool | None) -> list[Path]:
+    paths = rpp_figures(dataset, out_dir, client=client, progress=progress)
     tables = [pd.read_csv(p) for p in paths if p.suffix == ".csv"]
     summary = Path(out_dir) / "rpp" / f"summary-{dataset}.csv"
     summary_ratios(tables, epsilon=1.0, alpha=2.0).to_csv(summary, index=False)
     return [*paths, summary]
 
 
-def rpp_adult(out_dir: str | Path = "results") -> list[Path]:
-    """Registry entry ``rpp-adult``: the Adult scenarios (figures, tables, ε = 1, α = 2 summary)."""
-    return _group("adult", out_dir)
+def rpp_adult(out_dir: str | Path = "results", *, client: Any = None,
+             progress: bool | None = True) -> list[Path]:
+    """Registry entry ``rpp-adult``: the Adult scenarios (figures, tables, ε = 1, α = 2 summary).
+    ``client``: the sweeps' cells as Dask tasks; ``progress``: bars on a terminal only."""
+    return _group("adult", out_dir, client, progress)
 
 
-def rpp_heart(out_dir: str | Path = "results") -> list[Path]:
-    """Registry entry ``rpp-heart``: the Heart Disease scenarios."""
-    return _group("heart", out_dir)
+def rpp_heart(out_dir: str | Path = "results", *, client: Any = None,
+             progress: bool | None = True) -> list[Path]:
+    """Registry entry ``rpp-heart``: the Heart Disease scenarios.
+    ``client``: the sweeps' cells as Dask tasks; ``progress``: bars on a terminal only."""
+    return _group("heart", out_dir, client, progress)
 
 
-def rpp_student(out_dir: str | Path = "results") -> list[Path]:
-    """Registry entry ``rpp-student``: the Student Performance scenarios."""
-    return _group("student", out_dir)
+def rpp_student(out_dir: str | Path = "results", *, client: Any = None,
+             progress: bool | None = True) -> list[Path]:
+    """Registry entry ``rpp-student``: the Student Performance scenarios.
+    ``client``: the sweeps' cells as Dask tasks; ``progress``: bars on a terminal only."""
+    return _group("student", out_dir, client, progress)
+
+
+def _tightness_of(key: str, epsilon: float, alpha: float) -> pd.DataFrame:
+    return tightness(SCENARIOS[key], epsilon=epsilon, alpha=alpha)
 
 
 def rpp_tightness(
     out_dir: str | Path = "results", *, epsilon: float = 1.0, alpha: float = 2.0,
-    keys: Sequence[str] | None = None,
+    keys: Sequence[str] | None = None, client: Any = None, progress: bool | None = True,
 ) -> list[Path]:
     """Registry entry ``rpp-tightness``: certified α-W scale vs the certified tight scale vs W∞.
 
     Writes ``results/rpp/tightness.csv`` and ``tightness.png`` (one group of bars per scenario,
     Laplace and Gaussian panels, log scale). The tight scale is proven private and 0.99 times it
-    is proven not private (:func:`dpopt.pufferfish.calibrate_tight`).
+    is proven not private (:func:`dpopt.pufferfish.calibrate_tight`). ``client`` runs one Dask
+    task per scenario (identical table); ``progress`` draws a bar on a terminal only.
     """
     from matplotlib.figure import Figure
-    from tqdm import tqdm
+
+    from dpopt.parallel import map_ordered
 
     chosen = list(SCENARIOS) if keys is None else list(keys)
     table = pd.concat(
-        [tightness(SCENARIOS[k], epsilon=epsilon, alpha=alpha)
-         for k in tqdm(chosen, desc="tightness", leave=False, disable=None)],
+        map_ordered(_tightness_of, chosen, client=client, args=(epsilon, alpha),
+                    desc="tightness", progress=progress),
         ignore_index=True,
-    )  # fmt: skip
+    )
     out = Path(out_dir) / "rpp"
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "tightness.csv"
