@@ -32,6 +32,7 @@ added). With :math:`\hat x = \mathrm{fl}(\Sigma^{-1}s)` (any accuracy) and the r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -261,8 +262,8 @@ class ChunkMap(Protocol):
     back (:func:`combine_ratio_chunks`), and rejects results that do not tile ``0 .. J - 1``.
     """
 
-    def __call__(self, fn: Any, source: VectorSource, chunk: int,
-                 args: tuple[Any, ...]) -> list[Any]: ...
+    def __call__(self, fn: Callable[..., RatioChunk], source: VectorSource, chunk: int,
+                 args: tuple[Any, ...]) -> list[RatioChunk]: ...
 
 
 def ratio_chunk(

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +54,8 @@ from solvers.passes import PassResult
 
 if TYPE_CHECKING:  # pragma: no cover - Dask is optional; imported at run time only when used
     from distributed import Client
+
+_R = TypeVar("_R")
 
 __all__ = ["BlockSource", "DaskPasses", "PassFailedError", "read_block"]
 
@@ -334,8 +337,8 @@ class DaskPasses:
             "(remedy: check the workers' logs and memory, then retry)"
         )
 
-    def map_chunks(self, fn: Any, source: VectorSource, chunk: int,
-                   args: tuple[Any, ...] = ()) -> list[Any]:
+    def map_chunks(self, fn: Callable[..., _R], source: VectorSource, chunk: int,
+                   args: tuple[Any, ...] = ()) -> list[_R]:
         """``[fn(block, start, *args) for start, block in source.chunks(chunk)]`` as tasks.
 
         Each task generates its block on the worker (as the solver's passes do) and applies

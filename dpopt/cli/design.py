@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from dpopt.cli.common import Context, Subparsers
     from dpopt.covariance.design import Design
     from dpopt.covariance.domains import Box, FinitePoints, Grid
+    from dpopt.parallel import DaskOption
 
 __all__ = [
     "DEMO_DELTA",
@@ -393,7 +394,7 @@ def run_design(
     header: bool | None = None,
     plot: str | None = None,
     yes: bool = False,
-    dask: Any = None,
+    dask: DaskOption = None,
 ) -> dict[str, Any]:
     """Design, certify, (optionally) write and draw; return the JSON-ready summary.
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover - imported lazily below (the CLI's start-u
     from certificates.problem import VectorSource
     from dpopt.accounting.budgets import Budget
     from dpopt.covariance.domains import Box, Domain, Grid
+    from dpopt.parallel import DaskOption
 
 __all__ = [
     "DESCRIPTION_TAG",
@@ -328,7 +329,7 @@ def verify_design_file(
     source: ArrayLike | VectorSource | None = None,
     budget: Budget | None = None,
     rigorous: bool | None = None,
-    dask: Any = None,
+    dask: DaskOption = None,
 ) -> VerifiedDesignFile:
     """Re-check a design/certificate file and bind it to what it describes.
 
@@ -369,7 +370,8 @@ def verify_design_file(
         from dpopt.parallel import dask_executor
 
         with dask_executor(dask) as executor:
-            return _verify_design_file(path, source, budget, rigorous, executor.map_chunks)
+            chunk_map = executor.map_chunks if executor is not None else None
+            return _verify_design_file(path, source, budget, rigorous, chunk_map)
     return _verify_design_file(path, source, budget, rigorous, None)
 
 

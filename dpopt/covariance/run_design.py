@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from certificates.problem import VectorSource
     from dpopt.covariance.domains import Domain
     from dpopt.covariance.sensitivity import PrunedSet, TwoRecordVectors
+    from dpopt.parallel import DaskOption
 
 __all__ = ["DiffusionRun", "RunDesign", "design_run", "diffusion_run", "split_for_scales"]
 
@@ -207,7 +208,7 @@ def design_run(
     tol: float = 1e-6,
     compare: bool = True,
     grid_points: int = 7,
-    dask: Any = None,
+    dask: DaskOption = None,
 ) -> RunDesign:
     r"""The least-total-error noise for T releases under one composed budget, certified.
 

@@ -17,7 +17,10 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - Dask is optional
+    from distributed import Client
 
 #: name -> ("module:function", one-line description)
 FIGURES: dict[str, tuple[str, str]] = {
@@ -65,7 +68,7 @@ def uses_dask(name: str) -> bool:
     return "client" in inspect.signature(resolve(name)).parameters
 
 
-def run_figure(name: str, out_dir: str | Path, *, client: Any = None,
+def run_figure(name: str, out_dir: str | Path, *, client: Client | None = None,
                progress: bool | None = None) -> list[Path]:
     """Run the figure registered under ``name`` into ``out_dir``; return the written paths.
 

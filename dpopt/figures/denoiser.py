@@ -22,12 +22,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from certificates.validate import as_float_array, as_scalar
+
+if TYPE_CHECKING:  # pragma: no cover - Dask is optional
+    from distributed import Client
 
 __all__ = ["DenoiserSetup", "denoiser_covariance_figure", "denoiser_sweep"]
 
@@ -87,7 +90,7 @@ def _design_row(epsilon: float, vectors: Any, delta: float) -> dict[str, Any]:
 
 def denoiser_sweep(
     setup: DenoiserSetup | None = None, epsilons: Sequence[float] = EPSILONS, *,
-    client: Any = None, progress: bool | None = False,
+    client: Client | None = None, progress: bool | None = False,
 ) -> pd.DataFrame:
     """Certified optimal and isotropic total variance for each ε.
 
@@ -119,7 +122,7 @@ def denoiser_covariance_figure(
     *,
     setup: DenoiserSetup | None = None,
     epsilons: Sequence[float] = EPSILONS,
-    client: Any = None,
+    client: Client | None = None,
     progress: bool | None = True,
 ) -> list[Path]:
     """Registry entry ``denoiser-covariance``: CSV + PNG under ``results/denoiser/``

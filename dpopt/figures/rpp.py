@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,9 @@ from dpopt.experiments.rpp import (
     summary_ratios,
     tightness,
 )
+
+if TYPE_CHECKING:  # pragma: no cover - Dask is optional
+    from distributed import Client
 
 __all__ = [
     "DATASET_GROUPS",
@@ -148,7 +151,7 @@ def rpp_figures(
     epsilons: Sequence[float] = EPSILONS,
     alphas: Sequence[float] = ALPHAS,
     progress: bool | None = True,
-    client: Any = None,
+    client: Client | None = None,
 ) -> list[Path]:
     """Run the sweep for every scenario of ``dataset`` and write its CSV and PNG.
 
@@ -183,21 +186,21 @@ def _group(dataset: str, out_dir: str | Path, client: Any,
     return [*paths, summary]
 
 
-def rpp_adult(out_dir: str | Path = "results", *, client: Any = None,
+def rpp_adult(out_dir: str | Path = "results", *, client: Client | None = None,
              progress: bool | None = True) -> list[Path]:
     """Registry entry ``rpp-adult``: the Adult scenarios (figures, tables, ε = 1, α = 2 summary).
     ``client``: the sweeps' cells as Dask tasks; ``progress``: bars on a terminal only."""
     return _group("adult", out_dir, client, progress)
 
 
-def rpp_heart(out_dir: str | Path = "results", *, client: Any = None,
+def rpp_heart(out_dir: str | Path = "results", *, client: Client | None = None,
              progress: bool | None = True) -> list[Path]:
     """Registry entry ``rpp-heart``: the Heart Disease scenarios.
     ``client``: the sweeps' cells as Dask tasks; ``progress``: bars on a terminal only."""
     return _group("heart", out_dir, client, progress)
 
 
-def rpp_student(out_dir: str | Path = "results", *, client: Any = None,
+def rpp_student(out_dir: str | Path = "results", *, client: Client | None = None,
              progress: bool | None = True) -> list[Path]:
     """Registry entry ``rpp-student``: the Student Performance scenarios.
     ``client``: the sweeps' cells as Dask tasks; ``progress``: bars on a terminal only."""
@@ -210,7 +213,7 @@ def _tightness_of(key: str, epsilon: float, alpha: float) -> pd.DataFrame:
 
 def rpp_tightness(
     out_dir: str | Path = "results", *, epsilon: float = 1.0, alpha: float = 2.0,
-    keys: Sequence[str] | None = None, client: Any = None, progress: bool | None = True,
+    keys: Sequence[str] | None = None, client: Client | None = None, progress: bool | None = True,
 ) -> list[Path]:
     """Registry entry ``rpp-tightness``: certified α-W scale vs the certified tight scale vs W∞.
 
