@@ -69,34 +69,48 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
 _DBL_MAX = float(np.finfo(np.float64).max)
 _ASYM_X = 1e8
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
-# 8 nodes suffice when the interval is short against the scale max(x, 1) on which g varies
-# (Gauss-Legendre error ~ rho^(-2n) with rho ~ 4 max(x, 1)/h >= 20: below 1e-20 relative)
-_GL8_X, _GL8_W = np.polynomial.legendre.leggauss(8)
-_SHORT = 0.2
-# Asymptotic series of g(u) = -erfcx'(u): (2/sqrt(pi)) sum_{n>=1} (-1)^(n+1) (2n-1)!! / (2u^2)^n.
-_ASYM_N = 25
+# Gauss-Legendre rules for the integral of g over [x, x + h]. The error of the n-point rule is
+# about rho^(-2n) relative, rho ~ 4 max(x, 1)/h (g varies on the scale max(x, 1) and is entire),
+# so the rule is picked by r = h / max(x, 1): each class keeps (r/4)^(2n) below 1e-20.
+_GL_RULES = tuple(
+    (r_max, *np.polynomial.legendre.leggauss(n))
+    for r_max, n in ((4e-5, 2), (1.5e-3, 3), (1e-2, 4), (0.07, 6), (0.2, 8), (1.0, 20))
+)
+# Asymptotic series of g(u) = -erfcx'(u): (2/sqrt(pi)) sum_{n>=1} (-1)^(n+1) (2n-1)!! / (2u^2)^n,
+# used for u >= 8. Truncated after N terms the error is below the first omitted term,
+# (2N+1)!! w^N relative (w = 1/(2u^2)); each (u_min, N) keeps it below 1e-19 for u >= u_min.
+_ASYM_FROM = 8.0
+_ASYM_TERMS = ((8.0, 25), (12.0, 15), (24.0, 10), (64.0, 7), (1000.0, 4))
 _ASYM_COEF = np.array(
     [
         (-1.0) ** (n + 1) * float(np.prod(np.arange(1, 2 * n, 2, dtype=np.float64)))
-        for n in range(1, _ASYM_N + 1)
+        for n in range(1, 26)
     ]
 )
 
 
+def _asymptotic_g(u: Array, terms: int) -> Array:
+    """The first ``terms`` terms of the asymptotic series of :math:`g(u)` (Horner in w)."""
+    w = 1.0 / (2.0 * u * u)
+    acc = np.full_like(u, _ASYM_COEF[terms - 1])
+    for c in _ASYM_COEF[terms - 2 :: -1]:
+        acc = acc * w + c
+    return _TWO_OVER_SQRT_PI * (acc * w)
+
+
 def _neg_erfcx_prime(u: Array) -> Array:
     """:math:`g(u) = 2/\\sqrt\\pi - 2u\\,\\mathrm{erfcx}(u) > 0` for ``u >= 0``, accurately."""
+    near = u < _ASYM_FROM
+    if near.all():
+        return np.asarray(_TWO_OVER_SQRT_PI - 2.0 * u * special.erfcx(u))
     out = np.empty_like(u)
-    near = u < 8.0
     un = u[near]
     out[near] = _TWO_OVER_SQRT_PI - 2.0 * un * special.erfcx(un)
-    uf = u[~near]
-    if uf.size:
-        w = 1.0 / (2.0 * uf * uf)
-        acc = np.zeros_like(uf)
-        for c in _ASYM_COEF[::-1]:
-            acc = (acc + c) * w
-        out[~near] = _TWO_OVER_SQRT_PI * acc
+    bounds = [t[0] for t in _ASYM_TERMS[1:]] + [np.inf]
+    for (low, terms), high in zip(_ASYM_TERMS, bounds, strict=True):
+        sel = (u >= low) & (u < high)
+        if sel.any():
+            out[sel] = _asymptotic_g(u[sel], terms)
     return out
 
 
@@ -109,28 +123,51 @@ def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
     """
     out = np.empty_like(x)
     far = x >= _ASYM_X
-    quad = ~far & (h <= np.maximum(x, 1.0))
-    direct = ~far & ~quad
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        xf, hf = x[far], h[far]
-        val = log_h[far] - np.log(xf) - np.log(xf + hf) - _HALF_LOG_PI
-        out[far] = np.where(np.isinf(xf), -np.inf, val)
-    ratio = h / np.maximum(x, 1.0)
-    for sel, gx, gw in (
-        (quad & (ratio <= _SHORT), _GL8_X, _GL8_W),
-        (quad & (ratio > _SHORT), _GL_X, _GL_W),
-    ):
+        if far.any():
+            xf, hf = x[far], h[far]
+            val = log_h[far] - np.log(xf) - np.log(xf + hf) - _HALF_LOG_PI
+            out[far] = np.where(np.isinf(xf), -np.inf, val)
+        ratio = np.where(far, np.inf, h / np.maximum(x, 1.0))
+    low = 0.0
+    for r_max, gx, gw in _GL_RULES:
+        sel = (ratio > low) & (ratio <= r_max) if low > 0.0 else ratio <= r_max
+        low = r_max
+        if not sel.any():
+            continue
         xq, hq = x[sel], h[sel]
-        if xq.size:
-            nodes = xq[:, None] + 0.5 * hq[:, None] * (gx[None, :] + 1.0)
-            vals = _neg_erfcx_prime(nodes.ravel()).reshape(nodes.shape)
-            out[sel] = _LOG_HALF + log_h[sel] + np.log(vals @ gw)
-    xd, hd = x[direct], h[direct]
-    out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
+        nodes = xq[:, None] + 0.5 * hq[:, None] * (gx[None, :] + 1.0)
+        vals = _neg_erfcx_prime(nodes.ravel()).reshape(nodes.shape)
+        # an explicit sum (not a BLAS product): each element's value is then the same whatever
+        # array it is evaluated in, so a re-check repeats the evaluation bit for bit
+        total = vals[:, 0] * gw[0]
+        for j in range(1, gw.size):
+            total += vals[:, j] * gw[j]
+        out[sel] = _LOG_HALF + log_h[sel] + np.log(total)
+    direct = ~far & (ratio > 1.0)
+    if direct.any():
+        xd, hd = x[direct], h[direct]
+        out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
     return out
 
 
 def _shift_a(eps: Array, m: Array, pos: NDArray[np.bool_]) -> Array:
+    r""":math:`a = \mu/2 - \varepsilon/\mu` to a few ulps of ``a`` itself (``-inf`` where μ = 0).
+
+    The direct difference is accurate unless the two terms cancel, which needs
+    :math:`\mu/4 < \varepsilon/\mu < \mu` (otherwise :math:`|a|` is at least half the larger
+    term); only those elements go through :func:`_shift_a_exact`.
+    """
+    mu_safe = np.where(pos, m, 1.0)
+    ratio = eps / mu_safe
+    out = np.where(pos, mu_safe / 2.0 - ratio, -np.inf)
+    hard = pos & (ratio > 0.25 * mu_safe) & (ratio < mu_safe)
+    if hard.any():
+        out[hard] = _shift_a_exact(eps[hard], m[hard], np.ones(int(hard.sum()), dtype=bool))
+    return out
+
+
+def _shift_a_exact(eps: Array, m: Array, pos: NDArray[np.bool_]) -> Array:
     r""":math:`a = \mu/2 - \varepsilon/\mu` to a few ulps of ``a`` itself, even when the two terms
     nearly cancel (ε ≈ μ²/2, i.e. δ of order 1 with a large μ).
 
@@ -483,6 +520,23 @@ def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
     return ans.reshape(shape)
 
 
+def _zero_epsilon_passes(mu: Array, goal: Array) -> NDArray[np.bool_]:
+    r"""Whether ε = 0 meets ``goal``: :math:`\log\delta(0;\mu) \le` goal, on the forward formula.
+
+    At ε = 0 the curve is :math:`\delta(0;\mu) = \Phi(\mu/2) - \Phi(-\mu/2) =
+    \mathrm{erf}(\mu/(2\sqrt2))`, one ``erf`` per element: where that closed form is clearly above
+    the goal (by more than its possible error, generously 0.01 + 1e-6·|goal| in log), ε = 0
+    fails; the other elements are decided by the forward formula itself.
+    """
+    with np.errstate(divide="ignore", under="ignore"):
+        closed = np.log(special.erf(mu / (2.0 * _SQRT2)))
+    out = np.zeros(mu.shape, dtype=bool)
+    check = np.flatnonzero(~(closed > goal + 0.01 + 1e-6 * np.abs(goal)))
+    if check.size:
+        out[check] = _curve(np.zeros(check.size), mu[check])[0] <= goal[check]
+    return out
+
+
 def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[np.bool_]]:
     r"""Smallest ε >= 0 with :math:`\log\delta(\varepsilon;\mu) \le` target − margin (arrays).
 
@@ -505,7 +559,7 @@ def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[n
         guess = mm * z + mm * mm / 2.0
     guess = _polish_guess(mm, goal, guess, solve_mu=False)
     # epsilon = 0 may pass (answer 0); the largest epsilon passes unless mu is huge
-    ok_fail = _curve(np.zeros(mm.size), mm)[0] <= goal
+    ok_fail = _zero_epsilon_passes(mm, goal)
     ok_pass = np.ones(mm.size, dtype=bool)
     huge = mm > 1e150
     if np.any(huge):

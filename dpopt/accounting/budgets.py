@@ -438,7 +438,11 @@ def approx_dp_bound(epsilon: Any, delta: Any) -> FloatOrArray:
         )
     q = _square_down(mu)
     flat_q, flat_e, flat_d = q.ravel(), e.ravel(), d.ravel()
-    idx = np.flatnonzero(~_approx_admits(flat_e, flat_d, flat_q))
+    # max_mu re-evaluated the forward formula at mu itself (against the same target and margin):
+    # where the check's sqrt_up(q) gives back that mu, that evaluation is the check; re-evaluate
+    # only the others (few: q is the largest double <= mu^2, so sqrt_up(q) is almost always mu)
+    idx = np.flatnonzero(_sqrt_up(flat_q) != mu.ravel())
+    idx = idx[~_approx_admits(flat_e[idx], flat_d[idx], flat_q[idx])]
     rel = 2.0**-52
     while idx.size and rel < 1.0:
         flat_q[idx] = flat_q[idx] * (1.0 - rel)
