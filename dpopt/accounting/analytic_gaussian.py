@@ -89,23 +89,36 @@ _ASYM_COEF = np.array(
 )
 
 
+_GL_R_MAX = np.array([rule[0] for rule in _GL_RULES])
+_ASYM_LOW = np.array([low for low, _ in _ASYM_TERMS])
+_N_TAIL = len(_ASYM_TERMS) + 2  # regimes: below 8, one per row of _ASYM_TERMS, straddling 8
+
+
 def _asymptotic_g(u: Array, terms: int) -> Array:
     """The first ``terms`` terms of the asymptotic series of :math:`g(u)` (Horner in w)."""
     w = 1.0 / (2.0 * u * u)
     acc = np.full_like(u, _ASYM_COEF[terms - 1])
     for c in _ASYM_COEF[terms - 2 :: -1]:
-        acc = acc * w + c
-    return _TWO_OVER_SQRT_PI * (acc * w)
+        acc *= w
+        acc += c
+    acc *= w
+    acc *= _TWO_OVER_SQRT_PI
+    return acc
+
+
+def _g_near(u: Array) -> Array:
+    """:math:`g(u) = 2/\\sqrt\\pi - 2u\\,\\mathrm{erfcx}(u)` directly (for ``0 <= u < 8``)."""
+    val = special.erfcx(u)
+    val *= -2.0 * u
+    val += _TWO_OVER_SQRT_PI
+    return np.asarray(val)
 
 
 def _neg_erfcx_prime(u: Array) -> Array:
     """:math:`g(u) = 2/\\sqrt\\pi - 2u\\,\\mathrm{erfcx}(u) > 0` for ``u >= 0``, accurately."""
-    near = u < _ASYM_FROM
-    if near.all():
-        return np.asarray(_TWO_OVER_SQRT_PI - 2.0 * u * special.erfcx(u))
     out = np.empty_like(u)
-    un = u[near]
-    out[near] = _TWO_OVER_SQRT_PI - 2.0 * un * special.erfcx(un)
+    near = u < _ASYM_FROM
+    out[near] = _g_near(u[near])
     bounds = [t[0] for t in _ASYM_TERMS[1:]] + [np.inf]
     for (low, terms), high in zip(_ASYM_TERMS, bounds, strict=True):
         sel = (u >= low) & (u < high)
@@ -119,35 +132,52 @@ def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
 
     Never underflows: the quadrature sum and its width are combined in log form (``log_h`` is
     passed separately so a subnormal ``h`` keeps its relative precision), and for ``x >= 1e8``
-    the leading asymptotic term is integrated in closed form.
+    the leading asymptotic term is integrated in closed form. The elements are grouped once (by
+    quadrature rule, and by how ``g`` is evaluated on ``[x, x + h]``: ``erfcx`` below 8, the
+    asymptotic series with as many terms as ``x`` needs, or node by node when the interval
+    straddles 8), so each group is one array computation.
     """
     out = np.empty_like(x)
-    far = x >= _ASYM_X
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = h / np.maximum(x, 1.0)
+        rule = np.searchsorted(_GL_R_MAX, ratio)  # len(_GL_RULES): beyond the last rule
+        n_rules = len(_GL_RULES)
+        far = x >= _ASYM_X
         if far.any():
             xf, hf = x[far], h[far]
             val = log_h[far] - np.log(xf) - np.log(xf + hf) - _HALF_LOG_PI
             out[far] = np.where(np.isinf(xf), -np.inf, val)
-        ratio = np.where(far, np.inf, h / np.maximum(x, 1.0))
-    low = 0.0
-    for r_max, gx, gw in _GL_RULES:
-        sel = (ratio > low) & (ratio <= r_max) if low > 0.0 else ratio <= r_max
-        low = r_max
-        if not sel.any():
-            continue
-        xq, hq = x[sel], h[sel]
-        nodes = xq[:, None] + 0.5 * hq[:, None] * (gx[None, :] + 1.0)
-        vals = _neg_erfcx_prime(nodes.ravel()).reshape(nodes.shape)
+            rule[far] = n_rules + 1
+        direct = rule == n_rules
+        if direct.any():
+            xd, hd = x[direct], h[direct]
+            out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
+    tail = np.searchsorted(_ASYM_LOW, x, side="right")
+    tail[(tail == 0) & (x + h >= _ASYM_FROM)] = _N_TAIL - 1
+    key = (rule * _N_TAIL + tail).astype(np.uint8)
+    order = np.argsort(key, kind="stable")
+    counts = np.bincount(key, minlength=(n_rules + 2) * _N_TAIL)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    for k in np.flatnonzero(counts[: n_rules * _N_TAIL]):
+        idx = order[starts[k] : starts[k + 1]]
+        _, gx, gw = _GL_RULES[k // _N_TAIL]
+        regime = k % _N_TAIL
+        xq, hq = x[idx], h[idx]
+        nodes = xq[:, None] + (0.5 * hq)[:, None] * (gx + 1.0)[None, :]
+        flat = nodes.ravel()
+        if regime == 0:
+            vals = _g_near(flat)
+        elif regime == _N_TAIL - 1:
+            vals = _neg_erfcx_prime(flat)
+        else:
+            vals = _asymptotic_g(flat, _ASYM_TERMS[regime - 1][1])
+        vals = vals.reshape(nodes.shape)
         # an explicit sum (not a BLAS product): each element's value is then the same whatever
         # array it is evaluated in, so a re-check repeats the evaluation bit for bit
         total = vals[:, 0] * gw[0]
         for j in range(1, gw.size):
             total += vals[:, j] * gw[j]
-        out[sel] = _LOG_HALF + log_h[sel] + np.log(total)
-    direct = ~far & (ratio > 1.0)
-    if direct.any():
-        xd, hd = x[direct], h[direct]
-        out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
+        out[idx] = _LOG_HALF + log_h[idx] + np.log(total)
     return out
 
 
@@ -255,6 +285,16 @@ def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array
     return out, d_logmu, d_eps
 
 
+# Whole arrays are processed in blocks of this many elements: the temporaries of one block
+# (64 KiB each) are reused from the heap instead of being mapped afresh (and page-faulted in)
+# for every operation, which is about a third of the time on large arrays.
+_BLOCK = 8192
+
+
+def _blocks(n: int) -> list[slice]:
+    return [slice(i, min(i + _BLOCK, n)) for i in range(0, n, _BLOCK)]
+
+
 def log_delta_mu(epsilon: Array, mu: Array) -> Array:
     r""":math:`\log\delta(\varepsilon;\mu)` for broadcast arrays ``epsilon >= 0``, ``mu >= 0``.
 
@@ -263,7 +303,11 @@ def log_delta_mu(epsilon: Array, mu: Array) -> Array:
     """
     eps, m = np.broadcast_arrays(np.asarray(epsilon, np.float64), np.asarray(mu, np.float64))
     shape = eps.shape
-    return _curve(eps.ravel(), m.ravel())[0].reshape(shape)
+    e_flat, m_flat = eps.ravel(), m.ravel()
+    out = np.empty(e_flat.size)
+    for blk in _blocks(e_flat.size):
+        out[blk] = _curve(e_flat[blk], m_flat[blk])[0]
+    return out.reshape(shape)
 
 
 def log_delta(epsilon: Array, q: Array) -> Array:
@@ -301,6 +345,51 @@ def _adjacent(lo: Array, hi: Array) -> NDArray[np.bool_]:
 
 _MAX_ITER = 200
 _NEWTON_TOL = 1e-10
+
+
+def _first_step(
+    active: NDArray[np.intp],
+    fixed: Array,
+    goal: Array,
+    x: Array,
+    root: Array,
+    pass_end: Array,
+    fail_end: Array,
+    evaluate: Callable[[Array, Array], tuple[Array, Array]],
+    log_newton: bool,
+    n: int,
+) -> NDArray[np.intp]:
+    """One Newton step from the starting points, with the cheap bookkeeping of a first step.
+
+    Most starting points are already well inside Newton's quadratic range: those whose step is
+    below the tolerance (and lands inside the bracket) get their root here, to be moved to the
+    safe side and checked; the others are returned, to run the full safeguarded iteration from
+    the same start (whose evaluation has updated the bracket ends in place).
+    """
+    whole = active.size == n
+    sel: slice | NDArray[np.intp] = slice(None) if whole else active
+    xa = x[sel]
+    la, dla = evaluate(fixed[sel], xa)
+    f = la - goal[sel]
+    passed = f <= 0.0
+    p_end = np.where(passed, xa, pass_end[sel])
+    f_end = np.where(passed, fail_end[sel], xa)
+    pass_end[sel], fail_end[sel] = p_end, f_end
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        step = -f / dla
+        xn = xa * np.exp(step) if log_newton else xa + step
+        rel = np.abs(step) if log_newton else np.abs(step) / np.maximum(np.abs(xa), 1e-300)
+    quick = (
+        (rel < _NEWTON_TOL)
+        & (np.abs(f) <= 1e-6 * (1.0 + np.abs(goal[sel])))
+        & (xn >= np.minimum(p_end, f_end))
+        & (xn <= np.maximum(p_end, f_end))
+    )
+    if whole:
+        root[quick] = xn[quick]
+        return np.flatnonzero(~quick)
+    root[active[quick]] = xn[quick]
+    return active[~quick]
 
 
 def _solve(
@@ -343,6 +432,10 @@ def _solve(
     # the last one is replaced by a bisection (as in Brent's method: guaranteed progress)
     w1 = np.full(n, np.iinfo(np.int64).max)
     w2 = w1.copy()
+    if active.size:
+        active = _first_step(
+            active, fixed, goal, x, root, pass_end, fail_end, evaluate, log_newton, n
+        )
     for _ in range(_MAX_ITER):
         if active.size == 0:
             break
@@ -421,48 +514,97 @@ def _safe_step(
     return out
 
 
-def _cheap_curve(epsilon: Array, mu: Array) -> tuple[Array, Array, Array]:
-    r"""A cheap approximation of :func:`_curve` (two ``log_ndtr``), used only for starting points.
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_MIDPOINT_BELOW = 1e-5
 
-    :math:`\log\delta \approx \ell_a + \log(1 - e^{\ell_b - \ell_a})` with
-    :math:`\ell_a = \log\Phi(a)`, :math:`\ell_b = \varepsilon + \log\Phi(b)`; it loses
-    relative precision when the two terms nearly cancel, which only costs Newton iterations later.
+
+def _cheap_curve(epsilon: Array, mu: Array, *, wrt_mu: bool) -> tuple[Array, Array]:
+    r"""A cheap approximation of :func:`_curve`, used only for starting points.
+
+    Returns log δ and its derivative with respect to log μ (``wrt_mu``) or ε. Where
+    :math:`a < 0`, with :math:`x = -a/\sqrt2`, :math:`h = \mu/\sqrt2` and
+    :math:`D = \mathrm{erfcx}(x) - \mathrm{erfcx}(x + h)`,
+
+    .. math:: \log\delta = -x^2 + \log(D/2),\quad
+              \frac{\partial\log\delta}{\partial\log\mu} = \frac{\mu\sqrt{2/\pi}}{D},\quad
+              \frac{\partial\log\delta}{\partial\varepsilon} =
+              -\frac{\mathrm{erfcx}(x + h)}{D},
+
+    with ``D`` by the plain difference (relative error about :math:`10^{-16} x/h`) or, when
+    :math:`h < 10^{-5}\max(x, 1)`, by the midpoint rule :math:`h\,g(x + h/2)` (relative error
+    about :math:`(h/x)^2/4`): a few units in 1e-11 at worst, which one Newton step on the exact
+    curve removes. Elsewhere :math:`\ell_a + \log(1 - e^{\ell_b - \ell_a})` with
+    :math:`\ell_a = \log\Phi(a)`, :math:`\ell_b = \varepsilon + \log\Phi(b)`.
     """
+    ld = np.full(epsilon.shape, np.nan)
+    d = np.full(epsilon.shape, np.nan)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-        r = epsilon / mu
-        a = mu / 2.0 - r
-        b = -mu / 2.0 - r
-        la = special.log_ndtr(a)
-        lb = epsilon + special.log_ndtr(b)
-        ld = la + np.log(-np.expm1(lb - la))
-        d_logmu = np.exp(np.log(mu) - (a / _SQRT2) ** 2 - _HALF_LOG_2PI - ld)
-        d_eps = -np.exp(lb - ld)
-    return ld, d_logmu, d_eps
+        a = mu / 2.0 - epsilon / mu
+        tail = a < 0.0
+        x = -a[tail] / _SQRT2
+        m = mu[tail]
+        h = m / _SQRT2
+        e2 = special.erfcx(x + h)
+        diff = special.erfcx(x) - e2
+        short = h < _MIDPOINT_BELOW * np.maximum(x, 1.0)
+        if short.any():
+            u = x[short] + 0.5 * h[short]
+            diff[short] = h[short] * (_TWO_OVER_SQRT_PI - 2.0 * u * special.erfcx(u))
+        ld[tail] = np.log(0.5 * diff) - x * x
+        d[tail] = m * _SQRT_2_OVER_PI / diff if wrt_mu else -e2 / diff
+        rest = ~tail
+        if rest.any():
+            e_, m_, a_ = epsilon[rest], mu[rest], a[rest]
+            la = special.log_ndtr(a_)
+            lb = e_ + special.log_ndtr(a_ - m_)
+            ld_ = la + np.log(-np.expm1(lb - la))
+            ld[rest] = ld_
+            if wrt_mu:
+                d[rest] = np.exp(np.log(m_) - (a_ / _SQRT2) ** 2 - _HALF_LOG_2PI - ld_)
+            else:
+                d[rest] = -np.exp(lb - ld_)
+    return ld, d
 
 
 def _polish_guess(
     fixed: Array, goal: Array, guess: Array, *, solve_mu: bool, iterations: int = 8
 ) -> Array:
-    """A few plain Newton steps on :func:`_cheap_curve`; falls back to ``guess`` where it fails."""
+    """A few plain Newton steps on :func:`_cheap_curve`; falls back to ``guess`` where it fails.
+
+    The steps run on the whole arrays while many elements still move, then on the few that
+    do; either way an element stops at its first step below 1e-8, so its result does not
+    depend on the other elements of the array.
+    """
     x = guess.copy()
-    idx = np.arange(x.size)
+    idx: NDArray[np.intp] | None = None  # None: every element (those still moving: ``live``)
+    live = np.ones(x.size, dtype=bool)
     for _ in range(iterations):
-        if idx.size == 0:
+        if idx is None:
+            xi, fi, gi = x, fixed, goal
+        elif idx.size == 0:
             break
-        xi, fi, gi = x[idx], fixed[idx], goal[idx]
+        else:
+            xi, fi, gi = x[idx], fixed[idx], goal[idx]
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             if solve_mu:
-                ld, d, _ = _cheap_curve(fi, xi)
-                step = np.clip(-(ld - gi) / d, -2.0, 2.0)
+                ld, d = _cheap_curve(fi, xi, wrt_mu=True)
+                step = np.clip((gi - ld) / d, -2.0, 2.0)
                 xn = xi * np.exp(step)
                 rel = np.abs(step)
             else:
-                ld, _, d = _cheap_curve(xi, fi)
-                xn = xi - (ld - gi) / d
+                ld, d = _cheap_curve(xi, fi, wrt_mu=False)
+                xn = xi + (gi - ld) / d
                 rel = np.abs(xn - xi) / np.abs(xi)
         ok = np.isfinite(xn) & (xn > 0.0)
-        x[idx] = np.where(ok, xn, xi)
-        idx = idx[ok & ~(rel < 1e-8)]  # the step just taken leaves an error ~ rel^2
+        moving = ok & ~(rel < 1e-8)  # the step just taken leaves an error ~ rel^2
+        if idx is None:
+            x = np.where(ok & live, xn, xi)
+            live &= moving
+            if np.count_nonzero(live) < x.size // 4:
+                idx = np.flatnonzero(live)
+        else:
+            x[idx] = np.where(ok, xn, xi)
+            idx = idx[moving]
     good = np.isfinite(x) & (x > 0.0)
     return np.where(good, x, guess)
 
@@ -487,21 +629,30 @@ def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
     eps, tgt = np.broadcast_arrays(
         np.asarray(epsilon, np.float64), np.asarray(target_log_delta, np.float64)
     )
-    shape = eps.shape
-    e = eps.ravel().copy()
-    t = tgt.ravel()
+    e_flat, t_flat = eps.ravel(), tgt.ravel()
+    out = np.empty(e_flat.size)
+    for blk in _blocks(e_flat.size):
+        out[blk] = _max_mu_block(e_flat[blk].copy(), t_flat[blk])
+    return out.reshape(eps.shape)
+
+
+def _max_mu_block(e: Array, t: Array) -> Array:
+    """:func:`max_mu` on one block of flat arrays."""
     goal = t - safety_margin(t)
-    # initial guess from the Gaussian tail: a = mu/2 - eps/mu = -z with z = sqrt(2|log delta|)
+    # initial guess from the Gaussian tail: a = mu/2 - eps/mu = -z with z = sqrt(2|log delta|),
+    # i.e. mu = 2 eps / (z + sqrt(z^2 + 2 eps))
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        z = np.sqrt(2.0 * np.abs(goal))
-        guess = 2.0 * e / (z + np.hypot(z, np.sqrt(2.0 * e)))
+        two_e = 2.0 * e
+        z = np.sqrt(-2.0 * goal)
+        guess = two_e / (z + np.sqrt(z * z + two_e))
         # two fixed-point passes of the tail asymptotic delta ~ phi(z) mu / (z (z + mu)), z = -a
         for _ in range(2):
-            z2 = 2.0 * (-goal - _HALF_LOG_2PI + np.log(guess) - np.log(z) - np.log(z + guess))
-            z_new = np.sqrt(z2)
-            ok = np.isfinite(z_new) & (z_new > 1.0)
+            z_new = np.sqrt(
+                2.0 * (-goal - _HALF_LOG_2PI + np.log(guess) - np.log(z * (z + guess)))
+            )
+            ok = z_new > 1.0  # false for NaN
             z = np.where(ok, z_new, z)
-            better = 2.0 * e / (z + np.hypot(z, np.sqrt(2.0 * e)))
+            better = two_e / (z + np.sqrt(z * z + two_e))
             guess = np.where(ok & (better > 0.0), better, guess)
         guess = np.maximum(guess, np.exp(goal + _HALF_LOG_2PI))
     guess = _polish_guess(e, goal, guess, solve_mu=True)
@@ -517,7 +668,7 @@ def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
         ok_pass=np.ones(e.size, dtype=bool),
         ok_fail=np.zeros(e.size, dtype=bool),
     )
-    return ans.reshape(shape)
+    return ans
 
 
 def _zero_epsilon_passes(mu: Array, goal: Array) -> NDArray[np.bool_]:
@@ -545,17 +696,24 @@ def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[n
     m, tgt = np.broadcast_arrays(
         np.asarray(mu, np.float64), np.asarray(target_log_delta, np.float64)
     )
-    shape = m.shape
-    mm = m.ravel().copy()
-    t = tgt.ravel()
+    m_flat, t_flat = m.ravel(), tgt.ravel()
+    out = np.empty(m_flat.size)
+    bad = np.zeros(m_flat.size, dtype=bool)
+    for blk in _blocks(m_flat.size):
+        out[blk], bad[blk] = _min_epsilon_block(m_flat[blk].copy(), t_flat[blk])
+    return out.reshape(m.shape), bad.reshape(m.shape)
+
+
+def _min_epsilon_block(mm: Array, t: Array) -> tuple[Array, NDArray[np.bool_]]:
+    """:func:`min_epsilon_mu` on one block of flat arrays."""
     goal = t - safety_margin(t)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        z = np.sqrt(2.0 * np.abs(goal))
+        z = np.sqrt(-2.0 * goal)
         # two fixed-point passes of the tail asymptotic delta ~ phi(z) mu / (z (z + mu)), z = -a
+        base = -goal - _HALF_LOG_2PI + np.log(mm)
         for _ in range(2):
-            z2 = 2.0 * (-goal - _HALF_LOG_2PI + np.log(mm) - np.log(z) - np.log(z + mm))
-            z_new = np.sqrt(z2)
-            z = np.where(np.isfinite(z_new) & (z_new > 1.0), z_new, z)
+            z_new = np.sqrt(2.0 * (base - np.log(z * (z + mm))))
+            z = np.where(z_new > 1.0, z_new, z)
         guess = mm * z + mm * mm / 2.0
     guess = _polish_guess(mm, goal, guess, solve_mu=False)
     # epsilon = 0 may pass (answer 0); the largest epsilon passes unless mu is huge
@@ -575,7 +733,7 @@ def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[n
         ok_pass=ok_pass,
         ok_fail=ok_fail,
     )
-    return ans.reshape(shape), infeasible.reshape(shape)
+    return ans, infeasible
 
 
 # --------------------------------------------------------------------------------------------
