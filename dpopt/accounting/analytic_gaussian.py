@@ -94,6 +94,16 @@ _ASYM_LOW = np.array([low for low, _ in _ASYM_TERMS])
 _N_TAIL = len(_ASYM_TERMS) + 2  # regimes: below 8, one per row of _ASYM_TERMS, straddling 8
 
 
+def _count_above(
+    values: Array, thresholds: Array, *, inclusive: bool = False
+) -> NDArray[np.uint8]:
+    """For each value, how many of the (few, sorted) thresholds are below it (or equal to it)."""
+    out = np.zeros(values.shape, dtype=np.uint8)
+    for t in thresholds:
+        out += (values >= t) if inclusive else (values > t)
+    return out
+
+
 def _asymptotic_g(u: Array, terms: int) -> Array:
     """The first ``terms`` terms of the asymptotic series of :math:`g(u)` (Horner in w)."""
     w = 1.0 / (2.0 * u * u)
@@ -140,7 +150,7 @@ def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
     out = np.empty_like(x)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = h / np.maximum(x, 1.0)
-        rule = np.searchsorted(_GL_R_MAX, ratio)  # len(_GL_RULES): beyond the last rule
+        rule = _count_above(ratio, _GL_R_MAX)  # len(_GL_RULES): beyond the last rule
         n_rules = len(_GL_RULES)
         far = x >= _ASYM_X
         if far.any():
@@ -152,9 +162,9 @@ def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
         if direct.any():
             xd, hd = x[direct], h[direct]
             out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
-    tail = np.searchsorted(_ASYM_LOW, x, side="right")
+    tail = _count_above(x, _ASYM_LOW, inclusive=True)
     tail[(tail == 0) & (x + h >= _ASYM_FROM)] = _N_TAIL - 1
-    key = (rule * _N_TAIL + tail).astype(np.uint8)
+    key = rule * np.uint8(_N_TAIL) + tail
     order = np.argsort(key, kind="stable")
     counts = np.bincount(key, minlength=(n_rules + 2) * _N_TAIL)
     starts = np.concatenate(([0], np.cumsum(counts)))
@@ -172,11 +182,10 @@ def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
         else:
             vals = _asymptotic_g(flat, _ASYM_TERMS[regime - 1][1])
         vals = vals.reshape(nodes.shape)
-        # an explicit sum (not a BLAS product): each element's value is then the same whatever
-        # array it is evaluated in, so a re-check repeats the evaluation bit for bit
-        total = vals[:, 0] * gw[0]
-        for j in range(1, gw.size):
-            total += vals[:, j] * gw[j]
+        # a row-wise numpy sum (not a BLAS product): each element's value is then the same
+        # whatever array it is evaluated in, so a re-check repeats the evaluation bit for bit
+        vals *= gw
+        total = vals.sum(axis=1)
         out[idx] = _LOG_HALF + log_h[idx] + np.log(total)
     return out
 
