@@ -70,17 +70,18 @@ _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
 _DBL_MAX = float(np.finfo(np.float64).max)
 _ASYM_X = 1e8
 # Gauss-Legendre rules for the integral of g over [x, x + h]. The error of the n-point rule is
-# about rho^(-2n) relative, rho ~ 4 max(x, 1)/h (g varies on the scale max(x, 1) and is entire),
-# so the rule is picked by r = h / max(x, 1): each class keeps (r/4)^(2n) below 1e-20.
+# about rho^(-2n) relative, rho ~ 3.85 max(x, 1)/h (g varies on the scale max(x, 1) and is
+# entire; 3.85 is measured against 40-digit values at x from 0 to 1000), so the rule is picked by
+# r = h / max(x, 1): each class keeps (r/3.85)^(2n) below 1e-17, a tenth of the double rounding.
 _GL_RULES = tuple(
     (r_max, *np.polynomial.legendre.leggauss(n))
-    for r_max, n in ((4e-5, 2), (1.5e-3, 3), (1e-2, 4), (0.07, 6), (0.2, 8), (1.0, 20))
+    for r_max, n in ((2e-4, 2), (5e-3, 3), (0.025, 4), (0.12, 6), (0.3, 8), (1.0, 20))
 )
 # Asymptotic series of g(u) = -erfcx'(u): (2/sqrt(pi)) sum_{n>=1} (-1)^(n+1) (2n-1)!! / (2u^2)^n,
 # used for u >= 8. Truncated after N terms the error is below the first omitted term,
-# (2N+1)!! w^N relative (w = 1/(2u^2)); each (u_min, N) keeps it below 1e-19 for u >= u_min.
+# (2N+1)!! w^N relative (w = 1/(2u^2)); each (u_min, N) keeps it below 1e-17 for u >= u_min.
 _ASYM_FROM = 8.0
-_ASYM_TERMS = ((8.0, 25), (12.0, 15), (24.0, 10), (64.0, 7), (1000.0, 4))
+_ASYM_TERMS = ((8.0, 20), (12.0, 13), (24.0, 9), (64.0, 6), (1000.0, 4))
 _ASYM_COEF = np.array(
     [
         (-1.0) ** (n + 1) * float(np.prod(np.arange(1, 2 * n, 2, dtype=np.float64)))

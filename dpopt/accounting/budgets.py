@@ -368,7 +368,14 @@ def _sqrt_up(q: NDArray[np.float64]) -> NDArray[np.float64]:
     m = np.sqrt(q)
     p, err = _two_square(m)
     with np.errstate(invalid="ignore", over="ignore"):
-        enough = _in_exact_range(m) & ((p - q) + err >= 0.0)
+        exact = _in_exact_range(m)
+        enough = exact & ((p - q) + err >= 0.0)
+    # outside the range of Dekker's split (rare): decide in rational arithmetic
+    flat_m, flat_q = np.reshape(m, -1), np.reshape(q, -1)
+    flat_enough = np.array(enough, dtype=bool).reshape(-1)
+    for i in np.flatnonzero(~np.reshape(exact, -1) & np.isfinite(flat_m) & (flat_q > 0.0)):
+        flat_enough[i] = Fraction(float(flat_m[i])) ** 2 >= Fraction(float(flat_q[i]))
+    enough = flat_enough.reshape(np.shape(m))
     up = np.where(enough, m, np.nextafter(m, np.inf))
     return np.asarray(np.where(q > 0.0, up, 0.0), dtype=np.float64)
 
@@ -376,7 +383,15 @@ def _sqrt_up(q: NDArray[np.float64]) -> NDArray[np.float64]:
 def _square_down(mu: NDArray[np.float64]) -> NDArray[np.float64]:
     """A double <= mu² for every element: fl(mu²), one ulp down unless provably <= mu²."""
     p, err = _two_square(mu)
-    exact_ok = _in_exact_range(mu) & (err >= 0.0)
+    exact = _in_exact_range(mu)
+    exact_ok = exact & (err >= 0.0)
+    # outside the range of Dekker's split (rare: mu below 1e-137, where mu² may be subnormal,
+    # or above 1e150): decide fl(mu²) <= mu² in rational arithmetic
+    flat_mu, flat_p = np.reshape(mu, -1), np.reshape(p, -1)
+    flat_ok = np.array(exact_ok, dtype=bool).reshape(-1)
+    for i in np.flatnonzero(~np.reshape(exact, -1) & np.isfinite(flat_p)):
+        flat_ok[i] = Fraction(float(flat_p[i])) <= Fraction(float(flat_mu[i])) ** 2
+    exact_ok = flat_ok.reshape(np.shape(mu))
     return np.asarray(np.where(exact_ok, p, np.nextafter(p, 0.0)), dtype=np.float64)
 
 
