@@ -511,12 +511,19 @@ def _safe_step(
     increasing: bool,
     forward: Callable[[Array, Array], Array],
 ) -> Array:
-    """Move each root a few ulps to the safe side and re-check; fall back to a known pass."""
+    """Move each root a few ulps to the safe side and re-check; fall back to a known pass.
+
+    The first candidate (4 ulps below a μ root, 1 ulp above an ε root) is taken whenever it
+    passes, even where the iteration passed closer to the root: the answer is then a function
+    of the root alone, not of the path to it, which keeps nearby inputs in order and makes a
+    budget's μ and the ε recomputed from it agree (μ is the more cautious of the two). Later,
+    larger steps are taken only while they beat the known pass.
+    """
     out = known_pass.copy()
     direction = -1.0 if increasing else 1.0
-    rel = 4.0 * 2.0**-52
+    rel = (4.0 if increasing else 1.0) * 2.0**-52
     idx = np.arange(root.size)
-    for _ in range(12):
+    for step in range(12):
         if idx.size == 0:
             break
         r = root[idx]
@@ -526,10 +533,10 @@ def _safe_step(
                 cand = cand + 4.0 * 5e-324
         if increasing:
             cand = np.maximum(cand, 0.0)
-            useful = cand > out[idx]
+            useful = (cand > out[idx]) | (step == 0)
         else:
             cand = np.minimum(cand, _DBL_MAX)
-            useful = cand < out[idx]
+            useful = (cand < out[idx]) | (step == 0)
         ld = forward(fixed[idx], cand)
         passed = (ld <= goal[idx]) & np.isfinite(cand)
         take = passed & useful

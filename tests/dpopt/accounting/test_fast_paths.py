@@ -176,3 +176,16 @@ def test_subnormal_bound_is_not_lost() -> None:
     assert approx_dp_bound(0.0, 1e-162) == 5e-324
     assert ApproxDP(0.0, 1e-162).mahalanobis_bound() == 5e-324
     np.testing.assert_array_equal(approx_dp_bound([0.0, 0.0], [1e-162, 1e-162]), [5e-324] * 2)
+
+
+def test_round_trip_through_mu_stays_at_the_budget() -> None:
+    # mu_for steps 4 ulps below its root and epsilon_for_delta 1 ulp above its own, so the
+    # epsilon recomputed from a budget's mu is the budget's epsilon up to the forward formula's
+    # rounding noise (a few ulps here), and tight
+    rng = np.random.default_rng(23)
+    eps = 10 ** rng.uniform(-1, 1, 500)
+    delta = 10 ** rng.uniform(-12, -3, 500)
+    back = np.asarray(epsilon_for_delta(delta, np.asarray(mu_for(eps, delta))))
+    assert np.all(back <= eps * (1 + 32 * 2.0**-52))
+    assert np.all(back >= eps * (1 - 1e-9))
+    assert epsilon_for_delta(1e-6, mu_for(1.0, 1e-6)) <= 1.0
