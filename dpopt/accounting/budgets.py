@@ -411,8 +411,10 @@ def approx_dp_bound(epsilon: Any, delta: Any) -> FloatOrArray:
     :math:`q^*(\varepsilon,\delta) = \sup\{q : \delta(\varepsilon;\sqrt q) \le \delta\}` on the
     exact curve of Balle & Wang ("Improving the Gaussian Mechanism for Differential Privacy",
     Theorem 8). μ* is found by one safeguarded Newton iteration over the whole array (no Python
-    loop per element), squared rounding down, and every element is re-checked on the forward
-    formula (with √q rounded up and a rounding margin) and stepped down until it passes.
+    loop per element), squared rounding down, and every element is checked on the forward
+    formula at √q rounded up, with a rounding margin, and stepped down until it passes. Where √q
+    rounds up to μ* itself (every μ* between 1e-137 and 1e150) that check is the one the
+    inverse already made at μ*; elsewhere it is evaluated again.
 
     Parameters
     ----------
