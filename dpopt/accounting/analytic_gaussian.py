@@ -17,8 +17,10 @@ e^{-a^2/2}\,\mathrm{erfcx}(-b/\sqrt2)` and, for ``a < 0`` with :math:`x = -a/\sq
 
 never forming :math:`e^\varepsilon` nor :math:`\mu^2` (so μ from the smallest subnormal to the
 largest double is allowed). The difference of ``erfcx`` values is :math:`\int_x^{x+h} g(u)\,du`,
-:math:`g = -\mathrm{erfcx}' = 2/\sqrt\pi - 2u\,\mathrm{erfcx}(u) > 0`, by 20-point Gauss–Legendre
-(asymptotic series of ``g`` for ``u >= 8``), kept in log form so it cannot underflow; for
+:math:`g = -\mathrm{erfcx}' = 2/\sqrt\pi - 2u\,\mathrm{erfcx}(u) > 0`, by a Gauss–Legendre rule of
+2 to 20 points picked per element by the interval's length against the scale of ``g`` (so that
+the rule's error stays below 1e-17 relative; the asymptotic series of ``g`` with 4 to 20 terms
+for ``u >= 8``), kept in log form so it cannot underflow; for
 ``x >= 1e8`` the closed form :math:`h / (\sqrt\pi\,x(x+h))` of the leading asymptotic term is used
 (relative error below :math:`1.5/x^2 \le 1.5\cdot 10^{-16}`, and on the side of a larger δ). The
 result is ``-inf`` only when μ = 0 or the true log δ is below ``-1.797e308`` (the most negative
@@ -31,11 +33,13 @@ The derivatives are closed forms: :math:`\partial\delta/\partial\mu = \varphi(a)
 :math:`\partial\delta/\partial\varepsilon = -e^\varepsilon\Phi(b)`. The inverses (largest μ for
 a target δ, smallest ε for a target δ) run a safeguarded Newton iteration on whole arrays at once
 (Newton in log μ, or in ε, kept inside a bracket that is bisected on the bit pattern of the
-doubles when a step leaves it, so any representable answer is reached), then step the answer to
+doubles when a step leaves it, so any representable answer is reached) from a start given by
+the Gaussian tail asymptotics and polished on a cheap form of the curve (one evaluation of the
+exact curve then usually suffices), then step the answer to
 the safe side and re-evaluate the forward formula against the target minus a margin
 (:func:`safety_margin`) covering its rounding error. The returned value is always one at which
 that re-evaluation passed: a returned μ never gives more than the target δ and a returned ε
-never less.
+never less. Large arrays are processed in blocks of 8192 elements (no Python loop per element).
 """
 
 from __future__ import annotations
@@ -69,34 +73,72 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
 _DBL_MAX = float(np.finfo(np.float64).max)
 _ASYM_X = 1e8
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
-# 8 nodes suffice when the interval is short against the scale max(x, 1) on which g varies
-# (Gauss-Legendre error ~ rho^(-2n) with rho ~ 4 max(x, 1)/h >= 20: below 1e-20 relative)
-_GL8_X, _GL8_W = np.polynomial.legendre.leggauss(8)
-_SHORT = 0.2
-# Asymptotic series of g(u) = -erfcx'(u): (2/sqrt(pi)) sum_{n>=1} (-1)^(n+1) (2n-1)!! / (2u^2)^n.
-_ASYM_N = 25
+# Gauss-Legendre rules for the integral of g over [x, x + h]. The error of the n-point rule is
+# about rho^(-2n) relative, rho ~ 3.85 max(x, 1)/h (g varies on the scale max(x, 1) and is
+# entire; 3.85 is measured against 40-digit values at x from 0 to 1000), so the rule is picked by
+# r = h / max(x, 1): each class keeps (r/3.85)^(2n) below 1e-17, a tenth of the double rounding.
+_GL_RULES = tuple(
+    (r_max, *np.polynomial.legendre.leggauss(n))
+    for r_max, n in ((2e-4, 2), (5e-3, 3), (0.025, 4), (0.12, 6), (0.3, 8), (1.0, 20))
+)
+# Asymptotic series of g(u) = -erfcx'(u): (2/sqrt(pi)) sum_{n>=1} (-1)^(n+1) (2n-1)!! / (2u^2)^n,
+# used for u >= 8. Truncated after N terms the error is below the first omitted term,
+# (2N+1)!! w^N relative (w = 1/(2u^2)); each (u_min, N) keeps it below 1e-17 for u >= u_min.
+_ASYM_FROM = 8.0
+_ASYM_TERMS = ((8.0, 20), (12.0, 13), (24.0, 9), (64.0, 6), (1000.0, 4))
 _ASYM_COEF = np.array(
     [
         (-1.0) ** (n + 1) * float(np.prod(np.arange(1, 2 * n, 2, dtype=np.float64)))
-        for n in range(1, _ASYM_N + 1)
+        for n in range(1, 26)
     ]
 )
+
+
+_GL_R_MAX = np.array([rule[0] for rule in _GL_RULES])
+_ASYM_LOW = np.array([low for low, _ in _ASYM_TERMS])
+_N_TAIL = len(_ASYM_TERMS) + 2  # regimes: below 8, one per row of _ASYM_TERMS, straddling 8
+
+
+def _count_above(
+    values: Array, thresholds: Array, *, inclusive: bool = False
+) -> NDArray[np.uint8]:
+    """For each value, how many of the (few, sorted) thresholds are below it (or equal to it)."""
+    out = np.zeros(values.shape, dtype=np.uint8)
+    for t in thresholds:
+        out += (values >= t) if inclusive else (values > t)
+    return out
+
+
+def _asymptotic_g(u: Array, terms: int) -> Array:
+    """The first ``terms`` terms of the asymptotic series of :math:`g(u)` (Horner in w)."""
+    w = 1.0 / (2.0 * u * u)
+    acc = np.full_like(u, _ASYM_COEF[terms - 1])
+    for c in _ASYM_COEF[terms - 2 :: -1]:
+        acc *= w
+        acc += c
+    acc *= w
+    acc *= _TWO_OVER_SQRT_PI
+    return acc
+
+
+def _g_near(u: Array) -> Array:
+    """:math:`g(u) = 2/\\sqrt\\pi - 2u\\,\\mathrm{erfcx}(u)` directly (for ``0 <= u < 8``)."""
+    val = special.erfcx(u)
+    val *= -2.0 * u
+    val += _TWO_OVER_SQRT_PI
+    return np.asarray(val)
 
 
 def _neg_erfcx_prime(u: Array) -> Array:
     """:math:`g(u) = 2/\\sqrt\\pi - 2u\\,\\mathrm{erfcx}(u) > 0` for ``u >= 0``, accurately."""
     out = np.empty_like(u)
-    near = u < 8.0
-    un = u[near]
-    out[near] = _TWO_OVER_SQRT_PI - 2.0 * un * special.erfcx(un)
-    uf = u[~near]
-    if uf.size:
-        w = 1.0 / (2.0 * uf * uf)
-        acc = np.zeros_like(uf)
-        for c in _ASYM_COEF[::-1]:
-            acc = (acc + c) * w
-        out[~near] = _TWO_OVER_SQRT_PI * acc
+    near = u < _ASYM_FROM
+    out[near] = _g_near(u[near])
+    bounds = [t[0] for t in _ASYM_TERMS[1:]] + [np.inf]
+    for (low, terms), high in zip(_ASYM_TERMS, bounds, strict=True):
+        sel = (u >= low) & (u < high)
+        if sel.any():
+            out[sel] = _asymptotic_g(u[sel], terms)
     return out
 
 
@@ -105,32 +147,71 @@ def _log_erfcx_diff(x: Array, h: Array, log_h: Array) -> Array:
 
     Never underflows: the quadrature sum and its width are combined in log form (``log_h`` is
     passed separately so a subnormal ``h`` keeps its relative precision), and for ``x >= 1e8``
-    the leading asymptotic term is integrated in closed form.
+    the leading asymptotic term is integrated in closed form. The elements are grouped once (by
+    quadrature rule, and by how ``g`` is evaluated on ``[x, x + h]``: ``erfcx`` below 8, the
+    asymptotic series with as many terms as ``x`` needs, or node by node when the interval
+    straddles 8), so each group is one array computation.
     """
     out = np.empty_like(x)
-    far = x >= _ASYM_X
-    quad = ~far & (h <= np.maximum(x, 1.0))
-    direct = ~far & ~quad
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        xf, hf = x[far], h[far]
-        val = log_h[far] - np.log(xf) - np.log(xf + hf) - _HALF_LOG_PI
-        out[far] = np.where(np.isinf(xf), -np.inf, val)
-    ratio = h / np.maximum(x, 1.0)
-    for sel, gx, gw in (
-        (quad & (ratio <= _SHORT), _GL8_X, _GL8_W),
-        (quad & (ratio > _SHORT), _GL_X, _GL_W),
-    ):
-        xq, hq = x[sel], h[sel]
-        if xq.size:
-            nodes = xq[:, None] + 0.5 * hq[:, None] * (gx[None, :] + 1.0)
-            vals = _neg_erfcx_prime(nodes.ravel()).reshape(nodes.shape)
-            out[sel] = _LOG_HALF + log_h[sel] + np.log(vals @ gw)
-    xd, hd = x[direct], h[direct]
-    out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
+        ratio = h / np.maximum(x, 1.0)
+        rule = _count_above(ratio, _GL_R_MAX)  # len(_GL_RULES): beyond the last rule
+        n_rules = len(_GL_RULES)
+        far = x >= _ASYM_X
+        if far.any():
+            xf, hf = x[far], h[far]
+            val = log_h[far] - np.log(xf) - np.log(xf + hf) - _HALF_LOG_PI
+            out[far] = np.where(np.isinf(xf), -np.inf, val)
+            rule[far] = n_rules + 1
+        direct = rule == n_rules
+        if direct.any():
+            xd, hd = x[direct], h[direct]
+            out[direct] = np.log(special.erfcx(xd) - special.erfcx(xd + hd))
+    tail = _count_above(x, _ASYM_LOW, inclusive=True)
+    tail[(tail == 0) & (x + h >= _ASYM_FROM)] = _N_TAIL - 1
+    key = rule * np.uint8(_N_TAIL) + tail
+    order = np.argsort(key, kind="stable")
+    counts = np.bincount(key, minlength=(n_rules + 2) * _N_TAIL)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    for k in np.flatnonzero(counts[: n_rules * _N_TAIL]):
+        idx = order[starts[k] : starts[k + 1]]
+        _, gx, gw = _GL_RULES[k // _N_TAIL]
+        regime = k % _N_TAIL
+        xq, hq = x[idx], h[idx]
+        nodes = xq[:, None] + (0.5 * hq)[:, None] * (gx + 1.0)[None, :]
+        flat = nodes.ravel()
+        if regime == 0:
+            vals = _g_near(flat)
+        elif regime == _N_TAIL - 1:
+            vals = _neg_erfcx_prime(flat)
+        else:
+            vals = _asymptotic_g(flat, _ASYM_TERMS[regime - 1][1])
+        vals = vals.reshape(nodes.shape)
+        # a row-wise numpy sum (not a BLAS product): each element's value is then the same
+        # whatever array it is evaluated in, so a re-check repeats the evaluation bit for bit
+        vals *= gw
+        total = vals.sum(axis=1)
+        out[idx] = _LOG_HALF + log_h[idx] + np.log(total)
     return out
 
 
 def _shift_a(eps: Array, m: Array, pos: NDArray[np.bool_]) -> Array:
+    r""":math:`a = \mu/2 - \varepsilon/\mu` to a few ulps of ``a`` itself (``-inf`` where μ = 0).
+
+    The direct difference is accurate unless the two terms cancel, which needs
+    :math:`\mu/4 < \varepsilon/\mu < \mu` (otherwise :math:`|a|` is at least half the larger
+    term); only those elements go through :func:`_shift_a_exact`.
+    """
+    mu_safe = np.where(pos, m, 1.0)
+    ratio = eps / mu_safe
+    out = np.where(pos, mu_safe / 2.0 - ratio, -np.inf)
+    hard = pos & (ratio > 0.25 * mu_safe) & (ratio < mu_safe)
+    if hard.any():
+        out[hard] = _shift_a_exact(eps[hard], m[hard], np.ones(int(hard.sum()), dtype=bool))
+    return out
+
+
+def _shift_a_exact(eps: Array, m: Array, pos: NDArray[np.bool_]) -> Array:
     r""":math:`a = \mu/2 - \varepsilon/\mu` to a few ulps of ``a`` itself, even when the two terms
     nearly cancel (ε ≈ μ²/2, i.e. δ of order 1 with a large μ).
 
@@ -157,30 +238,37 @@ def _shift_a(eps: Array, m: Array, pos: NDArray[np.bool_]) -> Array:
     return np.asarray(np.where(ok, accurate, direct), dtype=np.float64)
 
 
-def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array, Array]:
-    r"""log δ(ε; μ) and, if ``deriv``, :math:`\partial\log\delta/\partial\log\mu` and
-    :math:`\partial\log\delta/\partial\varepsilon` (flat arrays of one shape, ε, μ >= 0)."""
+def _curve(epsilon: Array, mu: Array, deriv: str | None = None) -> tuple[Array, Array]:
+    r"""log δ(ε; μ) and, if ``deriv`` is ``"mu"`` or ``"eps"``,
+    :math:`\partial\log\delta/\partial\log\mu` or :math:`\partial\log\delta/\partial\varepsilon`
+    (flat arrays of one shape, ε, μ >= 0; without ``deriv`` the second array is meaningless).
+
+    The value of log δ does not depend on ``deriv`` nor on the other elements of the arrays.
+    """
     eps = np.asarray(epsilon, dtype=np.float64)
     m = np.asarray(mu, dtype=np.float64)
     out = np.full(eps.shape, -np.inf)
-    d_logmu = np.zeros(eps.shape) if deriv else out
-    d_eps = np.zeros(eps.shape) if deriv else out
+    slope = np.zeros(eps.shape) if deriv else out
     pos = m > 0.0
     with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
         a = _shift_a(eps, m, pos)
-        b = a - m
         neg = pos & (a < 0.0)
-        if np.any(neg):
-            x = -a[neg] / _SQRT2
-            h = m[neg] / _SQRT2
-            log_m = np.log(m[neg])
+        every = bool(neg.all())
+        if every or neg.any():
+            sel: slice | NDArray[np.bool_] = slice(None) if every else neg
+            x = -a[sel] / _SQRT2
+            h = m[sel] / _SQRT2
+            log_m = np.log(m[sel])
             rest = _LOG_HALF + _log_erfcx_diff(x, h, log_m - 0.5 * math.log(2.0))
-            x2 = x * x
-            out[neg] = rest - x2
-            if deriv:
-                # d log δ / d log μ = μ φ(a) / δ,  d log δ / dε = -e^ε Φ(b) / δ
-                d_logmu[neg] = np.exp(log_m - _HALF_LOG_2PI - rest)
-                d_eps[neg] = -np.exp(_LOG_HALF + np.log(special.erfcx(x + h)) - rest)
+            out[sel] = rest - x * x
+            # d log δ / d log μ = μ φ(a) / δ,  d log δ / dε = -e^ε Φ(b) / δ
+            if deriv == "mu":
+                slope[sel] = np.exp(log_m - _HALF_LOG_2PI - rest)
+            elif deriv == "eps":
+                slope[sel] = -np.exp(_LOG_HALF + np.log(special.erfcx(x + h)) - rest)
+        if every:
+            return out, slope
+        b = a - m
         big = pos & (a >= 0.0)
         # tiny mu (then eps <= mu^2/2 is tinier): delta = mu/sqrt(2 pi) - eps/2 + O(mu^3), in log
         # form so that a subnormal mu keeps its relative precision
@@ -213,9 +301,23 @@ def _curve(epsilon: Array, mu: Array, deriv: bool = False) -> tuple[Array, Array
         if deriv and np.any(big):
             a_, b_, m_, ld = a[big], b[big], m[big], out[big]
             half_a2 = (a_ / _SQRT2) ** 2
-            d_logmu[big] = np.exp(np.log(m_) - half_a2 - _HALF_LOG_2PI - ld)
-            d_eps[big] = -np.exp(_LOG_HALF - half_a2 + np.log(special.erfcx(-b_ / _SQRT2)) - ld)
-    return out, d_logmu, d_eps
+            if deriv == "mu":
+                slope[big] = np.exp(np.log(m_) - half_a2 - _HALF_LOG_2PI - ld)
+            else:
+                slope[big] = -np.exp(
+                    _LOG_HALF - half_a2 + np.log(special.erfcx(-b_ / _SQRT2)) - ld
+                )
+    return out, slope
+
+
+# Whole arrays are processed in blocks of this many elements: the temporaries of one block
+# (64 KiB each) are reused from the heap instead of being mapped afresh (and page-faulted in)
+# for every operation, which is about a third of the time on large arrays.
+_BLOCK = 8192
+
+
+def _blocks(n: int) -> list[slice]:
+    return [slice(i, min(i + _BLOCK, n)) for i in range(0, n, _BLOCK)]
 
 
 def log_delta_mu(epsilon: Array, mu: Array) -> Array:
@@ -226,7 +328,11 @@ def log_delta_mu(epsilon: Array, mu: Array) -> Array:
     """
     eps, m = np.broadcast_arrays(np.asarray(epsilon, np.float64), np.asarray(mu, np.float64))
     shape = eps.shape
-    return _curve(eps.ravel(), m.ravel())[0].reshape(shape)
+    e_flat, m_flat = eps.ravel(), m.ravel()
+    out = np.empty(e_flat.size)
+    for blk in _blocks(e_flat.size):
+        out[blk] = _curve(e_flat[blk], m_flat[blk])[0]
+    return out.reshape(shape)
 
 
 def log_delta(epsilon: Array, q: Array) -> Array:
@@ -264,6 +370,51 @@ def _adjacent(lo: Array, hi: Array) -> NDArray[np.bool_]:
 
 _MAX_ITER = 200
 _NEWTON_TOL = 1e-10
+
+
+def _first_step(
+    active: NDArray[np.intp],
+    fixed: Array,
+    goal: Array,
+    x: Array,
+    root: Array,
+    pass_end: Array,
+    fail_end: Array,
+    evaluate: Callable[[Array, Array], tuple[Array, Array]],
+    log_newton: bool,
+    n: int,
+) -> NDArray[np.intp]:
+    """One Newton step from the starting points, with the cheap bookkeeping of a first step.
+
+    Most starting points are already well inside Newton's quadratic range: those whose step is
+    below the tolerance (and lands inside the bracket) get their root here, to be moved to the
+    safe side and checked; the others are returned, to run the full safeguarded iteration from
+    the same start (whose evaluation has updated the bracket ends in place).
+    """
+    whole = active.size == n
+    sel: slice | NDArray[np.intp] = slice(None) if whole else active
+    xa = x[sel]
+    la, dla = evaluate(fixed[sel], xa)
+    f = la - goal[sel]
+    passed = f <= 0.0
+    p_end = np.where(passed, xa, pass_end[sel])
+    f_end = np.where(passed, fail_end[sel], xa)
+    pass_end[sel], fail_end[sel] = p_end, f_end
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        step = -f / dla
+        xn = xa * np.exp(step) if log_newton else xa + step
+        rel = np.abs(step) if log_newton else np.abs(step) / np.maximum(np.abs(xa), 1e-300)
+    quick = (
+        (rel < _NEWTON_TOL)
+        & (np.abs(f) <= 1e-6 * (1.0 + np.abs(goal[sel])))
+        & (xn >= np.minimum(p_end, f_end))
+        & (xn <= np.maximum(p_end, f_end))
+    )
+    if whole:
+        root[quick] = xn[quick]
+        return np.flatnonzero(~quick)
+    root[active[quick]] = xn[quick]
+    return active[~quick]
 
 
 def _solve(
@@ -306,6 +457,10 @@ def _solve(
     # the last one is replaced by a bisection (as in Brent's method: guaranteed progress)
     w1 = np.full(n, np.iinfo(np.int64).max)
     w2 = w1.copy()
+    if active.size:
+        active = _first_step(
+            active, fixed, goal, x, root, pass_end, fail_end, evaluate, log_newton, n
+        )
     for _ in range(_MAX_ITER):
         if active.size == 0:
             break
@@ -356,12 +511,19 @@ def _safe_step(
     increasing: bool,
     forward: Callable[[Array, Array], Array],
 ) -> Array:
-    """Move each root a few ulps to the safe side and re-check; fall back to a known pass."""
+    """Move each root a few ulps to the safe side and re-check; fall back to a known pass.
+
+    The first candidate (4 ulps below a μ root, 1 ulp above an ε root) is taken whenever it
+    passes, even where the iteration passed closer to the root: the answer is then a function
+    of the root alone, not of the path to it, which keeps nearby inputs in order and makes a
+    budget's μ and the ε recomputed from it agree (μ is the more cautious of the two). Later,
+    larger steps are taken only while they beat the known pass.
+    """
     out = known_pass.copy()
     direction = -1.0 if increasing else 1.0
-    rel = 4.0 * 2.0**-52
+    rel = (4.0 if increasing else 1.0) * 2.0**-52
     idx = np.arange(root.size)
-    for _ in range(12):
+    for step in range(12):
         if idx.size == 0:
             break
         r = root[idx]
@@ -371,10 +533,10 @@ def _safe_step(
                 cand = cand + 4.0 * 5e-324
         if increasing:
             cand = np.maximum(cand, 0.0)
-            useful = cand > out[idx]
+            useful = (cand > out[idx]) | (step == 0)
         else:
             cand = np.minimum(cand, _DBL_MAX)
-            useful = cand < out[idx]
+            useful = (cand < out[idx]) | (step == 0)
         ld = forward(fixed[idx], cand)
         passed = (ld <= goal[idx]) & np.isfinite(cand)
         take = passed & useful
@@ -384,60 +546,107 @@ def _safe_step(
     return out
 
 
-def _cheap_curve(epsilon: Array, mu: Array) -> tuple[Array, Array, Array]:
-    r"""A cheap approximation of :func:`_curve` (two ``log_ndtr``), used only for starting points.
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_MIDPOINT_BELOW = 1e-5
 
-    :math:`\log\delta \approx \ell_a + \log(1 - e^{\ell_b - \ell_a})` with
-    :math:`\ell_a = \log\Phi(a)`, :math:`\ell_b = \varepsilon + \log\Phi(b)`; it loses
-    relative precision when the two terms nearly cancel, which only costs Newton iterations later.
+
+def _cheap_curve(epsilon: Array, mu: Array, *, wrt_mu: bool) -> tuple[Array, Array]:
+    r"""A cheap approximation of :func:`_curve`, used only for starting points.
+
+    Returns log δ and its derivative with respect to log μ (``wrt_mu``) or ε. Where
+    :math:`a < 0`, with :math:`x = -a/\sqrt2`, :math:`h = \mu/\sqrt2` and
+    :math:`D = \mathrm{erfcx}(x) - \mathrm{erfcx}(x + h)`,
+
+    .. math:: \log\delta = -x^2 + \log(D/2),\quad
+              \frac{\partial\log\delta}{\partial\log\mu} = \frac{\mu\sqrt{2/\pi}}{D},\quad
+              \frac{\partial\log\delta}{\partial\varepsilon} =
+              -\frac{\mathrm{erfcx}(x + h)}{D},
+
+    with ``D`` by the plain difference (relative error about :math:`10^{-16} x/h`) or, when
+    :math:`h < 10^{-5}\max(x, 1)`, by the midpoint rule :math:`h\,g(x + h/2)` (relative error
+    about :math:`(h/x)^2/4`): a few units in 1e-11 at worst, which one Newton step on the exact
+    curve removes. Elsewhere :math:`\ell_a + \log(1 - e^{\ell_b - \ell_a})` with
+    :math:`\ell_a = \log\Phi(a)`, :math:`\ell_b = \varepsilon + \log\Phi(b)`.
     """
+    ld = np.full(epsilon.shape, np.nan)
+    d = np.full(epsilon.shape, np.nan)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-        r = epsilon / mu
-        a = mu / 2.0 - r
-        b = -mu / 2.0 - r
-        la = special.log_ndtr(a)
-        lb = epsilon + special.log_ndtr(b)
-        ld = la + np.log(-np.expm1(lb - la))
-        d_logmu = np.exp(np.log(mu) - (a / _SQRT2) ** 2 - _HALF_LOG_2PI - ld)
-        d_eps = -np.exp(lb - ld)
-    return ld, d_logmu, d_eps
+        a = mu / 2.0 - epsilon / mu
+        tail = a < 0.0
+        x = -a[tail] / _SQRT2
+        m = mu[tail]
+        h = m / _SQRT2
+        e2 = special.erfcx(x + h)
+        diff = special.erfcx(x) - e2
+        short = h < _MIDPOINT_BELOW * np.maximum(x, 1.0)
+        if short.any():
+            u = x[short] + 0.5 * h[short]
+            diff[short] = h[short] * (_TWO_OVER_SQRT_PI - 2.0 * u * special.erfcx(u))
+        ld[tail] = np.log(0.5 * diff) - x * x
+        d[tail] = m * _SQRT_2_OVER_PI / diff if wrt_mu else -e2 / diff
+        rest = ~tail
+        if rest.any():
+            e_, m_, a_ = epsilon[rest], mu[rest], a[rest]
+            la = special.log_ndtr(a_)
+            lb = e_ + special.log_ndtr(a_ - m_)
+            ld_ = la + np.log(-np.expm1(lb - la))
+            ld[rest] = ld_
+            if wrt_mu:
+                d[rest] = np.exp(np.log(m_) - (a_ / _SQRT2) ** 2 - _HALF_LOG_2PI - ld_)
+            else:
+                d[rest] = -np.exp(lb - ld_)
+    return ld, d
 
 
 def _polish_guess(
     fixed: Array, goal: Array, guess: Array, *, solve_mu: bool, iterations: int = 8
 ) -> Array:
-    """A few plain Newton steps on :func:`_cheap_curve`; falls back to ``guess`` where it fails."""
+    """A few plain Newton steps on :func:`_cheap_curve`; falls back to ``guess`` where it fails.
+
+    The steps run on the whole arrays while many elements still move, then on the few that
+    do; either way an element stops at its first step below 1e-8, so its result does not
+    depend on the other elements of the array.
+    """
     x = guess.copy()
-    idx = np.arange(x.size)
+    idx: NDArray[np.intp] | None = None  # None: every element (those still moving: ``live``)
+    live = np.ones(x.size, dtype=bool)
     for _ in range(iterations):
-        if idx.size == 0:
+        if idx is None:
+            xi, fi, gi = x, fixed, goal
+        elif idx.size == 0:
             break
-        xi, fi, gi = x[idx], fixed[idx], goal[idx]
+        else:
+            xi, fi, gi = x[idx], fixed[idx], goal[idx]
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             if solve_mu:
-                ld, d, _ = _cheap_curve(fi, xi)
-                step = np.clip(-(ld - gi) / d, -2.0, 2.0)
+                ld, d = _cheap_curve(fi, xi, wrt_mu=True)
+                step = np.clip((gi - ld) / d, -2.0, 2.0)
                 xn = xi * np.exp(step)
                 rel = np.abs(step)
             else:
-                ld, _, d = _cheap_curve(xi, fi)
-                xn = xi - (ld - gi) / d
+                ld, d = _cheap_curve(xi, fi, wrt_mu=False)
+                xn = xi + (gi - ld) / d
                 rel = np.abs(xn - xi) / np.abs(xi)
         ok = np.isfinite(xn) & (xn > 0.0)
-        x[idx] = np.where(ok, xn, xi)
-        idx = idx[ok & ~(rel < 1e-8)]  # the step just taken leaves an error ~ rel^2
+        moving = ok & ~(rel < 1e-8)  # the step just taken leaves an error ~ rel^2
+        if idx is None:
+            x = np.where(ok & live, xn, xi)
+            live &= moving
+            if np.count_nonzero(live) < x.size // 4:
+                idx = np.flatnonzero(live)
+        else:
+            x[idx] = np.where(ok, xn, xi)
+            idx = idx[moving]
     good = np.isfinite(x) & (x > 0.0)
     return np.where(good, x, guess)
 
 
 def _eval_mu(epsilon: Array, mu: Array) -> tuple[Array, Array]:
-    ld, d_logmu, _ = _curve(epsilon, mu, deriv=True)
-    return ld, d_logmu
+    return _curve(epsilon, mu, deriv="mu")
 
 
 def _eval_eps(mu: Array, epsilon: Array) -> tuple[Array, Array]:
-    ld, _, d_eps = _curve(epsilon, mu, deriv=True)
-    return ld, d_eps
+    return _curve(epsilon, mu, deriv="eps")
 
 
 def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
@@ -450,21 +659,30 @@ def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
     eps, tgt = np.broadcast_arrays(
         np.asarray(epsilon, np.float64), np.asarray(target_log_delta, np.float64)
     )
-    shape = eps.shape
-    e = eps.ravel().copy()
-    t = tgt.ravel()
+    e_flat, t_flat = eps.ravel(), tgt.ravel()
+    out = np.empty(e_flat.size)
+    for blk in _blocks(e_flat.size):
+        out[blk] = _max_mu_block(e_flat[blk].copy(), t_flat[blk])
+    return out.reshape(eps.shape)
+
+
+def _max_mu_block(e: Array, t: Array) -> Array:
+    """:func:`max_mu` on one block of flat arrays."""
     goal = t - safety_margin(t)
-    # initial guess from the Gaussian tail: a = mu/2 - eps/mu = -z with z = sqrt(2|log delta|)
+    # initial guess from the Gaussian tail: a = mu/2 - eps/mu = -z with z = sqrt(2|log delta|),
+    # i.e. mu = 2 eps / (z + sqrt(z^2 + 2 eps))
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        z = np.sqrt(2.0 * np.abs(goal))
-        guess = 2.0 * e / (z + np.hypot(z, np.sqrt(2.0 * e)))
+        two_e = 2.0 * e
+        z = np.sqrt(-2.0 * goal)
+        guess = two_e / (z + np.sqrt(z * z + two_e))
         # two fixed-point passes of the tail asymptotic delta ~ phi(z) mu / (z (z + mu)), z = -a
         for _ in range(2):
-            z2 = 2.0 * (-goal - _HALF_LOG_2PI + np.log(guess) - np.log(z) - np.log(z + guess))
-            z_new = np.sqrt(z2)
-            ok = np.isfinite(z_new) & (z_new > 1.0)
+            z_new = np.sqrt(
+                2.0 * (-goal - _HALF_LOG_2PI + np.log(guess) - np.log(z * (z + guess)))
+            )
+            ok = z_new > 1.0  # false for NaN
             z = np.where(ok, z_new, z)
-            better = 2.0 * e / (z + np.hypot(z, np.sqrt(2.0 * e)))
+            better = two_e / (z + np.sqrt(z * z + two_e))
             guess = np.where(ok & (better > 0.0), better, guess)
         guess = np.maximum(guess, np.exp(goal + _HALF_LOG_2PI))
     guess = _polish_guess(e, goal, guess, solve_mu=True)
@@ -480,7 +698,24 @@ def max_mu(epsilon: Array, target_log_delta: Array) -> Array:
         ok_pass=np.ones(e.size, dtype=bool),
         ok_fail=np.zeros(e.size, dtype=bool),
     )
-    return ans.reshape(shape)
+    return ans
+
+
+def _zero_epsilon_passes(mu: Array, goal: Array) -> NDArray[np.bool_]:
+    r"""Whether ε = 0 meets ``goal``: :math:`\log\delta(0;\mu) \le` goal, on the forward formula.
+
+    At ε = 0 the curve is :math:`\delta(0;\mu) = \Phi(\mu/2) - \Phi(-\mu/2) =
+    \mathrm{erf}(\mu/(2\sqrt2))`, one ``erf`` per element: where that closed form is clearly above
+    the goal (by more than its possible error, generously 0.01 + 1e-6·|goal| in log), ε = 0
+    fails; the other elements are decided by the forward formula itself.
+    """
+    with np.errstate(divide="ignore", under="ignore"):
+        closed = np.log(special.erf(mu / (2.0 * _SQRT2)))
+    out = np.zeros(mu.shape, dtype=bool)
+    check = np.flatnonzero(~(closed > goal + 0.01 + 1e-6 * np.abs(goal)))
+    if check.size:
+        out[check] = _curve(np.zeros(check.size), mu[check])[0] <= goal[check]
+    return out
 
 
 def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[np.bool_]]:
@@ -491,21 +726,28 @@ def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[n
     m, tgt = np.broadcast_arrays(
         np.asarray(mu, np.float64), np.asarray(target_log_delta, np.float64)
     )
-    shape = m.shape
-    mm = m.ravel().copy()
-    t = tgt.ravel()
+    m_flat, t_flat = m.ravel(), tgt.ravel()
+    out = np.empty(m_flat.size)
+    bad = np.zeros(m_flat.size, dtype=bool)
+    for blk in _blocks(m_flat.size):
+        out[blk], bad[blk] = _min_epsilon_block(m_flat[blk].copy(), t_flat[blk])
+    return out.reshape(m.shape), bad.reshape(m.shape)
+
+
+def _min_epsilon_block(mm: Array, t: Array) -> tuple[Array, NDArray[np.bool_]]:
+    """:func:`min_epsilon_mu` on one block of flat arrays."""
     goal = t - safety_margin(t)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        z = np.sqrt(2.0 * np.abs(goal))
+        z = np.sqrt(-2.0 * goal)
         # two fixed-point passes of the tail asymptotic delta ~ phi(z) mu / (z (z + mu)), z = -a
+        base = -goal - _HALF_LOG_2PI + np.log(mm)
         for _ in range(2):
-            z2 = 2.0 * (-goal - _HALF_LOG_2PI + np.log(mm) - np.log(z) - np.log(z + mm))
-            z_new = np.sqrt(z2)
-            z = np.where(np.isfinite(z_new) & (z_new > 1.0), z_new, z)
+            z_new = np.sqrt(2.0 * (base - np.log(z * (z + mm))))
+            z = np.where(z_new > 1.0, z_new, z)
         guess = mm * z + mm * mm / 2.0
     guess = _polish_guess(mm, goal, guess, solve_mu=False)
     # epsilon = 0 may pass (answer 0); the largest epsilon passes unless mu is huge
-    ok_fail = _curve(np.zeros(mm.size), mm)[0] <= goal
+    ok_fail = _zero_epsilon_passes(mm, goal)
     ok_pass = np.ones(mm.size, dtype=bool)
     huge = mm > 1e150
     if np.any(huge):
@@ -521,7 +763,7 @@ def min_epsilon_mu(mu: Array, target_log_delta: Array) -> tuple[Array, NDArray[n
         ok_pass=ok_pass,
         ok_fail=ok_fail,
     )
-    return ans.reshape(shape), infeasible.reshape(shape)
+    return ans, infeasible
 
 
 # --------------------------------------------------------------------------------------------

@@ -387,7 +387,14 @@ def _sqrt_up(q: NDArray[np.float64]) -> NDArray[np.float64]:
     m = np.sqrt(q)
     p, err = _two_square(m)
     with np.errstate(invalid="ignore", over="ignore"):
-        enough = _in_exact_range(m) & ((p - q) + err >= 0.0)
+        exact = _in_exact_range(m)
+        enough = exact & ((p - q) + err >= 0.0)
+    # outside the range of Dekker's split (rare): decide in rational arithmetic
+    flat_m, flat_q = np.reshape(m, -1), np.reshape(q, -1)
+    flat_enough = np.array(enough, dtype=bool).reshape(-1)
+    for i in np.flatnonzero(~np.reshape(exact, -1) & np.isfinite(flat_m) & (flat_q > 0.0)):
+        flat_enough[i] = Fraction(float(flat_m[i])) ** 2 >= Fraction(float(flat_q[i]))
+    enough = flat_enough.reshape(np.shape(m))
     up = np.where(enough, m, np.nextafter(m, np.inf))
     return np.asarray(np.where(q > 0.0, up, 0.0), dtype=np.float64)
 
@@ -395,7 +402,15 @@ def _sqrt_up(q: NDArray[np.float64]) -> NDArray[np.float64]:
 def _square_down(mu: NDArray[np.float64]) -> NDArray[np.float64]:
     """A double <= mu² for every element: fl(mu²), one ulp down unless provably <= mu²."""
     p, err = _two_square(mu)
-    exact_ok = _in_exact_range(mu) & (err >= 0.0)
+    exact = _in_exact_range(mu)
+    exact_ok = exact & (err >= 0.0)
+    # outside the range of Dekker's split (rare: mu below 1e-137, where mu² may be subnormal,
+    # or above 1e150): decide fl(mu²) <= mu² in rational arithmetic
+    flat_mu, flat_p = np.reshape(mu, -1), np.reshape(p, -1)
+    flat_ok = np.array(exact_ok, dtype=bool).reshape(-1)
+    for i in np.flatnonzero(~np.reshape(exact, -1) & np.isfinite(flat_p)):
+        flat_ok[i] = Fraction(float(flat_p[i])) <= Fraction(float(flat_mu[i])) ** 2
+    exact_ok = flat_ok.reshape(np.shape(mu))
     return np.asarray(np.where(exact_ok, p, np.nextafter(p, 0.0)), dtype=np.float64)
 
 
@@ -423,8 +438,10 @@ def approx_dp_bound(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray:
     :math:`q^*(\varepsilon,\delta) = \sup\{q : \delta(\varepsilon;\sqrt q) \le \delta\}` on the
     exact curve of Balle & Wang ("Improving the Gaussian Mechanism for Differential Privacy",
     Theorem 8). μ* is found by one safeguarded Newton iteration over the whole array (no Python
-    loop per element), squared rounding down, and every element is re-checked on the forward
-    formula (with √q rounded up and a rounding margin) and stepped down until it passes.
+    loop per element), squared rounding down, and every element is checked on the forward
+    formula at √q rounded up, with a rounding margin, and stepped down until it passes. Where √q
+    rounds up to μ* itself (every μ* between 1e-137 and 1e150) that check is the one the
+    inverse already made at μ*; elsewhere it is evaluated again.
 
     Parameters
     ----------
@@ -465,7 +482,11 @@ def approx_dp_bound(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray:
         )
     q = _square_down(mu)
     flat_q, flat_e, flat_d = q.ravel(), e.ravel(), d.ravel()
-    idx = np.flatnonzero(~_approx_admits(flat_e, flat_d, flat_q))
+    # max_mu re-evaluated the forward formula at mu itself (against the same target and margin):
+    # where the check's sqrt_up(q) gives back that mu, that evaluation is the check; re-evaluate
+    # only the others (few: q is the largest double <= mu^2, so sqrt_up(q) is almost always mu)
+    idx = np.flatnonzero(_sqrt_up(flat_q) != mu.ravel())
+    idx = idx[~_approx_admits(flat_e[idx], flat_d[idx], flat_q[idx])]
     rel = 2.0**-52
     while idx.size and rel < 1.0:
         flat_q[idx] = flat_q[idx] * (1.0 - rel)
