@@ -302,10 +302,20 @@ def _newton_cg(z: FloatArray, a: FloatArray, grad: FloatArray, rtol: float) -> F
     every CG iterate of a positive definite system is one).
     """
     rt = np.sqrt(a)
-    gam = 1.0 / (rt[:, None] * rt[None, :] * (rt[:, None] + rt[None, :]))
+    return newton_cg_kernel(z, 1.0 / (rt[:, None] * rt[None, :] * (rt[:, None] + rt[None, :])),
+                            grad, rtol)
+
+
+def newton_cg_kernel(z: FloatArray, gam: FloatArray, grad: FloatArray,
+                     rtol: float, ridge: float = 0.0) -> FloatArray:
+    r"""Jacobi-preconditioned CG for :math:`H\delta = g` with
+    :math:`(Hv)_i = z_i^\top(\Gamma\circ Z^\top\operatorname{diag}(v)Z)z_i` for a given
+    divided-difference kernel :math:`\Gamma` (the Hessian of a spectral function
+    :math:`\operatorname{tr}\varphi(M(\mu))` in the eigenbasis of :math:`M`), plus ``ridge``
+    on the diagonal."""
     zz = z * z
     diag = np.einsum("ij,ij->i", zz @ gam, zz)
-    tau = 1e-12 * max(float(diag.max()), 1e-300) + 1e-300
+    tau = max(1e-12 * max(float(diag.max()), 1e-300), ridge) + 1e-300
     diag = diag + tau
 
     def hess(v: FloatArray) -> FloatArray:

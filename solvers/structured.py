@@ -77,6 +77,7 @@ from certificates.problem import (
 )
 from certificates.validate import as_scalar
 from solvers._types import Solution, SolverStats
+from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
 from solvers.restricted import Restricted, RestrictedPoint, inner_solve
 from solvers.scaling import Normalisation
@@ -109,6 +110,10 @@ _PARALLEL_RTOL = 1e-12
 #: at least _POOL_MIN, at least twice the largest possible support p(p+1)/2 of a basic optimum,
 #: at most _POOL_BYTES of vectors.
 _POOL_MIN = 4096
+#: W = I floors from this level (normalised units: vectors of unit RMS norm, q = 1) are
+#: eliminated in closed form (solvers.floored); below it eta^2 drowns in the rounding of the
+#: eigenvalues of M, and the floor block path handles the floor.
+_FLOORED_MIN = 1e-5
 _POOL_BYTES = 64 * 2**20
 
 
@@ -357,6 +362,8 @@ def _solve(
     exact = _trivial_solution(run)
     if exact is not None:
         return exact
+    if run.eta >= _FLOORED_MIN and np.array_equal(run.weight, np.eye(run.dim)):
+        return _floored(run, gram)
     _seed_working_set(run, gram)
     _column_generation(run)
     return _finish(run, problem)
@@ -773,6 +780,113 @@ def _add_floor_directions(run: _Run, cand: _Candidate, gap: float, inner_tol: fl
     state.floor_atoms = np.sqrt(run.eta) * (geo.whiten.T @ run.floor_basis)
     state.barrier = max(state.barrier, min(1e-3, 0.1 * gap) * t / run.floor_basis.shape[1])
     return True
+
+
+# ------------------------------------------------------------------------------------------------
+# W = I with a noise floor: the floor block eliminated in closed form (solvers.floored)
+# ------------------------------------------------------------------------------------------------
+def _floored(run: _Run, gram: FloatArray) -> Solution:
+    r"""Column generation on :math:`g(\mu)` of :mod:`solvers.floored` (``W = I``, ``eta > 0``):
+    no floor block, no barrier, no span bookkeeping (directions no vector reaches sit on the
+    floor by themselves)."""
+    d = run.dim
+    eta = run.eta
+    run.geometry = _Geometry.of(run.weight, np.eye(d))
+    run.span, run.complement = np.eye(d), np.zeros((d, 0))
+    if run.atoms_per_pass is None:
+        run.atoms_added = max(2 * d, 16)
+    # seeding: the largest scores under the uniform-weight covariance
+    a0w, a0v = linalg.eigh(_sym(gram / run.source.count))
+    a0w = np.maximum(a0w, max(eta * eta, 1e-15 * float(a0w[-1])))
+    first = max(run.atoms_added, d)
+    res = run.score(a0v * a0w**-0.25, max(first, run.pool_keep), -np.inf)
+    if run.pool_keep:
+        run.pool_idx, run.pool_vecs = res.top_idx, res.top_vecs
+    keep = _dedupe(res.top_vecs[:first], np.empty((0, d)))
+    run.indices, run.vectors = res.top_idx[:first][keep], res.top_vecs[:first][keep]
+    mmat = run.vectors.T @ run.vectors / run.indices.size
+    scale = float(np.sum(np.sqrt(np.clip(linalg.eigvalsh(_sym(mmat)), 0.0, None)))) ** 2
+    mu = np.full(run.indices.size, max(scale, eta * eta) / run.indices.size)
+    tight = max(0.1 * run.tol, 1e-13)
+    gap, tighten = np.inf, False
+    full_next = not run.pool_keep
+    best: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
+    while run.passes < run.max_passes - 1:
+        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
+        started = time.perf_counter()
+        point, iterations = floored_solve(run.vectors, mu, eta, inner_tol, 200)
+        run.newton_seconds += time.perf_counter() - started
+        run.newton_iterations += iterations
+        mu = point.mu
+        bmat = point.inverse_factor(eta)
+        threshold = 1.0 + 0.5 * inner_tol
+        certified = full_next
+        if certified:
+            if run.pool_keep:
+                full = run.score(bmat, run.pool_keep, -np.inf)
+                run.pool_idx, run.pool_vecs = full.top_idx, full.top_vecs
+                pricing = _select(full.top_idx, full.top_q, full.top_vecs, run.atoms_added,
+                                  threshold)
+                pricing.qmax = full.qmax
+            else:
+                pricing = run.score(bmat, run.atoms_added, threshold)
+        else:
+            pooled = _pool_scores(run, bmat, run.atoms_added, threshold)
+            if pooled is None:  # pragma: no cover - pool rounds only run with a pool
+                raise SolverError(f"{SOLVER_NAME}: internal error (pool pricing without a pool)")
+            pricing = pooled
+        r = max(1.0, float(pricing.qmax))
+        gap = r * point.trace_sigma / point.lower - 1.0 if point.lower > 0 else np.inf
+        if certified:
+            best = (point, r, run.indices.copy(), run.vectors.copy())
+        run.say(f"{'pass' if certified else 'pool'} {run.passes:3d}: g={point.lower:.12g} "
+                f"r={r:.12g} gap={gap:.3e} ws={mu.size} support={int(np.sum(mu > 0))} "
+                f"newton={iterations} (floor eliminated)")
+        if certified and gap <= 0.9 * run.tol:
+            run.status = "optimal"
+            break
+        if run.pool_keep:
+            full_next = not certified and gap <= 0.5 * run.tol
+            if full_next:
+                continue
+        fresh = ~np.isin(pricing.top_idx, run.indices)
+        new = _dedupe(pricing.top_vecs[fresh], run.vectors) if np.any(fresh) else np.zeros(0, bool)
+        if not np.any(new):
+            if inner_tol > tight:
+                tighten = True
+                continue
+            if not certified:
+                full_next = True
+                continue
+            run.status = "optimal_inaccurate"
+            run.message = "no violated vector left to add before the gap closed"
+            break
+        tighten = False
+        inactive = (mu == 0) & (point.scores < 1.0 - 1e-2)
+        if np.any(inactive) and mu.size > 4 * d:
+            run.indices, run.vectors, mu = (run.indices[~inactive], run.vectors[~inactive],
+                                            mu[~inactive])
+        run.indices = np.concatenate([run.indices, pricing.top_idx[fresh][new]])
+        run.vectors = np.concatenate([run.vectors, pricing.top_vecs[fresh][new]])
+        mu = np.concatenate([mu, np.zeros(int(np.sum(new)))])
+    if run.status == "iteration_limit":
+        run.message = f"max_passes = {run.max_passes} reached"
+    if best is None:
+        raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")
+    point, r, indices, vectors = best
+    sigma = r * point.covariance(eta)
+    on = point.mu > 0
+    dphi = 1.0 / np.maximum(np.sqrt(np.clip(point.eigvals, 0.0, None)), eta)
+    u = ((vectors[on] @ point.eigvecs) * dphi) @ point.eigvecs.T
+    clamped = point.eigvals < eta * eta
+    g = point.eigvecs[:, clamped] * np.sqrt(1.0 - np.clip(point.eigvals[clamped], 0.0, None)
+                                            / (eta * eta))
+    dual = FactoredDual(support=indices[on], multipliers=point.mu[on], directions=u,
+                        floor_factor=g)
+    details = {"support": int(np.sum(on)), "working_set": int(point.mu.size),
+               "floor_block": int(np.sum(clamped)), "ridge": 0.0,
+               "floor": "eliminated in closed form (W = I)"}
+    return _verified_solution(run, _sym(sigma), dual, point.lower, details)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -171,3 +171,64 @@ def test_candidate_pool_matches_full_pricing(monkeypatch: pytest.MonkeyPatch) ->
     assert pooled.stats.extra["lower"] <= full.value
     assert full.stats.extra["lower"] <= pooled.value
     assert pooled.stats.passes < full.stats.passes
+
+
+@pytest.mark.parametrize("quantile", [0.1, 0.5, 0.8])
+@pytest.mark.parametrize("rank_deficient", [False, True])
+def test_identity_weight_floor_eliminated(quantile: float, rank_deficient: bool,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """W = I with a binding floor: the closed-form elimination of the floor block
+    (solvers.floored) against the floor-block path, both certified, and Clarabel."""
+    d, count, bound = 9, 150, 1.1
+    vectors = _vectors(40 + int(10 * quantile), count, d)
+    if rank_deficient:  # the vectors span 5 of the 9 dimensions: the rest sits on the floor
+        vectors = vectors[:, :5] @ np.random.default_rng(3).standard_normal((5, d))
+    weight = np.eye(d)
+    problem = CovarianceProgram(vectors, weight=weight, bound=bound)
+    eta = _floor_at(problem, quantile) if not rank_deficient else 0.05
+    problem = CovarianceProgram(vectors, weight=weight, bound=bound, noise_floor=eta)
+    fast = solve_structured(problem, tol=1e-8)
+    assert ("closed_form" in fast.stats.extra
+            or any("floor eliminated" in line for line in fast.stats.extra["log"]))
+    monkeypatch.setattr(structured, "_FLOORED_MIN", np.inf)  # the floor-block path
+    block = solve_structured(problem, tol=1e-8)
+    assert not any("floor eliminated" in line for line in block.stats.extra["log"])
+    assert fast.status == "optimal", fast.message
+    for sol in (fast, block):  # the floor-block path is the reference, at a looser tolerance
+        _feasible(vectors, sol.covariance, bound, eta)
+        _certified(problem, sol, 1e-8 if sol is fast else 1e-6, rigorous=False)
+    _certified(problem, fast, 1e-6, rigorous=True)
+    assert fast.stats.extra["lower"] <= block.value
+    assert block.stats.extra["lower"] <= fast.value
+    ref = _clarabel_inverse_value(vectors, weight, bound, eta)
+    if ref is not None:
+        assert fast.stats.extra["lower"] <= ref * (1 + 1e-7)
+        assert fast.value <= ref * (1 + 1e-7)
+
+
+def test_floored_dual_identity_and_weak_duality() -> None:
+    """For any weights mu >= 0: g(mu) is at most the optimum (against an independent Clarabel
+    solve), Sigma_mu >= eta I, and the explicit dual satisfies I - H - sum mu u u^T = 0."""
+    from solvers.floored import floored_evaluate
+
+    rng = np.random.default_rng(11)
+    d, count, eta = 6, 40, 0.3
+    vectors = rng.standard_normal((count, d))
+    ref = _clarabel_inverse_value(vectors, np.eye(d), 1.0, eta)
+    assert ref is not None
+    for _ in range(20):
+        mu = rng.exponential(size=count) * rng.uniform(0.01, 2.0) * (rng.random(count) < 0.6)
+        point = floored_evaluate(vectors, mu, eta)
+        assert point.lower <= ref * (1 + 1e-9)
+        assert np.linalg.eigvalsh(point.covariance(eta))[0] >= eta * (1 - 1e-12)
+        inv = point.inverse_factor(eta) @ point.inverse_factor(eta).T
+        np.testing.assert_allclose(inv @ point.covariance(eta), np.eye(d), atol=1e-9)
+        u = vectors @ inv
+        clamped = point.eigvals < eta * eta
+        g = point.eigvecs[:, clamped] * np.sqrt(1 - np.clip(point.eigvals[clamped], 0, None)
+                                                / eta**2)
+        resid = np.eye(d) - g @ g.T - (u.T * mu) @ u
+        assert np.max(np.abs(resid)) <= 1e-9 * max(1.0, float(np.max(np.abs((u.T * mu) @ u))))
+        # the dual value of (mu, u, H) is g(mu)
+        dual = eta * float(np.trace(g @ g.T)) + float(np.sum(mu * (2 * np.sum(u * vectors, 1) - 1)))
+        assert dual == pytest.approx(point.lower, rel=1e-9, abs=1e-12)
