@@ -348,7 +348,9 @@ def reduced_grid() -> list[Cell]:
         Cell(10, _m_for(10**4), "diag1e12", "0", peers=False),
         # high dimension
         Cell(50, _m_for(10**6), "I", "0", peers=False),
+        Cell(50, _m_for(10**6), "I", "q10", peers=False),
         Cell(100, _m_for(10**6), "I", "0", peers=False),
+        Cell(100, _m_for(10**6), "I", "q10", peers=False),
         Cell(200, _m_for(10**5), "I", "0", peers=False),
     ]
 
