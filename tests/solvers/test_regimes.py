@@ -232,3 +232,26 @@ def test_floored_dual_identity_and_weak_duality() -> None:
         # the dual value of (mu, u, H) is g(mu)
         dual = eta * float(np.trace(g @ g.T)) + float(np.sum(mu * (2 * np.sum(u * vectors, 1) - 1)))
         assert dual == pytest.approx(point.lower, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize(("d", "floor"), [
+    (26, None), (26, 0.2),
+    pytest.param(40, None, marks=pytest.mark.slow), pytest.param(40, 0.2, marks=pytest.mark.slow),
+])
+def test_high_dimension_against_clarabel(d: int, floor: float | None) -> None:
+    """d = 26 and 40 (Newton on a working set of hundreds of atoms) against Clarabel's N-form
+    (at d = 40 Clarabel takes most of a minute: marked slow)."""
+    count, bound = 10 * d, 1.0
+    vectors = _vectors(77, count, d)
+    weight = _weight(77, d, 20.0, rotated=True) if floor is None else np.eye(d)
+    problem = CovarianceProgram(vectors, weight=weight, bound=bound)
+    eta = 0.0 if floor is None else _floor_at(problem, floor)
+    problem = CovarianceProgram(vectors, weight=weight, bound=bound, noise_floor=eta)
+    sol = solve_structured(problem, tol=1e-9)
+    assert sol.status == "optimal", sol.message
+    _feasible(vectors, sol.covariance, bound, eta)
+    _certified(problem, sol, 1e-8, rigorous=False)
+    ref = _clarabel_inverse_value(vectors, weight, bound, eta)
+    assert ref is not None
+    assert sol.stats.extra["lower"] <= ref * (1 + 1e-7)
+    assert sol.value <= ref * (1 + 1e-7)
