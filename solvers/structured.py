@@ -612,31 +612,37 @@ def _select(idx: IntArray, q: FloatArray, vecs: FloatArray, keep: int,
     return PassResult(float(q[arg]), int(idx[arg]), idx[sel], q[sel], vecs[sel], 0.0)
 
 
+def _pricing(run: _Run, bmat: FloatArray, threshold: float, certified: bool) -> PassResult:
+    """``q_j = |B^T s_j|^2``: over every vector by a full pass (``certified``; with a pool the
+    pass also refreshes the pool with its highest-scoring vectors), else over the pool only
+    (its largest q_j is then a lower estimate of r, not a certificate). Returns the maximum
+    and the most violated vectors (scores above ``threshold``)."""
+    if not certified:
+        res = _pool_scores(run, bmat, run.atoms_added, threshold)
+        if res is None:  # pragma: no cover - pool rounds only run with a pool
+            raise SolverError(f"{SOLVER_NAME}: internal error (pool pricing without a pool)")
+        return res
+    if not run.pool_keep:
+        return run.score(bmat, run.atoms_added, threshold)
+    full = run.score(bmat, run.pool_keep, -np.inf)
+    run.pool_idx, run.pool_vecs = full.top_idx, full.top_vecs
+    res = _select(full.top_idx, full.top_q, full.top_vecs, run.atoms_added, threshold)
+    res.qmax, res.argmax, res.seconds = full.qmax, full.argmax, full.seconds
+    return res
+
+
 def _price_pool(run: _Run, point: RestrictedPoint,
                 inner_tol: float) -> tuple[_Candidate, PassResult]:
-    """Pricing on the candidate pool only: the pool's largest q_j (a lower estimate of r, not a
-    certificate) and its most violated vectors."""
-    t = point.root_trace
+    """Pricing on the candidate pool only (no pass, no certificate)."""
     inverse_factor = run.whitening().whiten @ (point.eigvecs * point.eigvals**-0.25)
-    res = _pool_scores(run, inverse_factor, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
-    if res is None:  # pragma: no cover - pool rounds only run with a pool
-        raise SolverError(f"{SOLVER_NAME}: internal error (pool pricing without a pool)")
+    res = _pricing(run, inverse_factor, point.root_trace * (1.0 + 0.5 * inner_tol), False)
     return _candidate(run, point, res.qmax), res
 
 
 def _price(run: _Run, point: RestrictedPoint, inner_tol: float) -> tuple[_Candidate, PassResult]:
-    """Pricing pass: every q_j at Sigma_mu, the certified bound r, the most violated vectors
-    (with a pool, the pass also refreshes the pool with its highest-scoring vectors)."""
-    t = point.root_trace
+    """Pricing pass: every q_j at Sigma_mu, the certified bound r, the most violated vectors."""
     inverse_factor = run.whitening().whiten @ (point.eigvecs * point.eigvals**-0.25)
-    threshold = t * (1.0 + 0.5 * inner_tol)
-    if run.pool_keep:
-        full = run.score(inverse_factor, run.pool_keep, -np.inf)
-        run.pool_idx, run.pool_vecs = full.top_idx, full.top_vecs
-        res = _select(full.top_idx, full.top_q, full.top_vecs, run.atoms_added, threshold)
-        res.qmax, res.argmax, res.seconds = full.qmax, full.argmax, full.seconds
-    else:
-        res = run.score(inverse_factor, run.atoms_added, threshold)
+    res = _pricing(run, inverse_factor, point.root_trace * (1.0 + 0.5 * inner_tol), True)
     cand = _candidate(run, point, res.qmax)
     run.best = cand
     return cand, res
@@ -821,20 +827,7 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
         bmat = point.inverse_factor(eta)
         threshold = 1.0 + 0.5 * inner_tol
         certified = full_next
-        if certified:
-            if run.pool_keep:
-                full = run.score(bmat, run.pool_keep, -np.inf)
-                run.pool_idx, run.pool_vecs = full.top_idx, full.top_vecs
-                pricing = _select(full.top_idx, full.top_q, full.top_vecs, run.atoms_added,
-                                  threshold)
-                pricing.qmax = full.qmax
-            else:
-                pricing = run.score(bmat, run.atoms_added, threshold)
-        else:
-            pooled = _pool_scores(run, bmat, run.atoms_added, threshold)
-            if pooled is None:  # pragma: no cover - pool rounds only run with a pool
-                raise SolverError(f"{SOLVER_NAME}: internal error (pool pricing without a pool)")
-            pricing = pooled
+        pricing = _pricing(run, bmat, threshold, certified)
         r = max(1.0, float(pricing.qmax))
         gap = r * point.trace_sigma / point.lower - 1.0 if point.lower > 0 else np.inf
         if certified:
