@@ -419,7 +419,7 @@ def _print_targets(rows: list[dict[str, Any]]) -> None:
             pe = float(r["pass_equivalents"])
             print(f"    J = {r['J']}: {pe:.1f} pass-equivalents (target <= 10: "
                   f"{'met' if pe <= 10 else 'MISSED'})")
-        if r["d"] == 10 and 500 <= r["J"] <= 2000:
+        if r["d"] == 10 and 500 <= r["J"] <= 2000 and r["W"] == "I":
             ms = 1000 * r["time_s"]
             verdict = "met" if ms < 2 else "MISSED"
             rest = r["time_s"] - r["newton_s"] - r["pass_s"]
