@@ -46,8 +46,8 @@ types: $(STAMP)
 	$(PY) scripts/public_any.py
 
 bench: $(STAMP)
-	$(PY) scripts/bench_covariance.py
-	$(PY) scripts/bench_transport.py
+	$(PY) scripts/bench_covariance.py --timeout 30
+	$(PY) scripts/bench_transport.py --sizes 30 100 10000 100000 --repeat 1
 	$(PY) scripts/bench_accounting.py
 
 bench-scale: $(STAMP)
@@ -57,6 +57,7 @@ bench-scale-full: $(STAMP)
 
 bench-full: $(STAMP)
 	$(PY) scripts/bench_covariance.py --full
+	$(PY) scripts/bench_transport.py
 
 fig1: $(STAMP)
 	$(PY) -m dpopt.figures fig1
