@@ -197,9 +197,10 @@ def whitened_dual_bound(
     linv = sla.solve_triangular(chol, np.eye(d), lower=True)
     err = gamma * (np.abs(linv) @ (np.abs(chol) @ np.abs(vmat))) * (1.0 + 4 * (d + 2) * unit)
     sv_top = float(sla.svdvals(vmat)[0])
-    top = (sv_top + float(np.linalg.norm(err))) ** 2
+    err_norm = float(np.linalg.norm(err))
+    top = (sv_top + err_norm) ** 2
     margin = 4.0 * unit * (d + 2)  # the rounding of the singular value itself
-    if not (math.isfinite(top) and top > 0 and float(np.linalg.norm(err)) < 1e-3 * sv_top):
+    if not (math.isfinite(top) and top > 0 and err_norm < 1e-3 * sv_top):
         return 0.0
     return dual_value / max(1.0, top * (1.0 + margin))
 

@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from solvers.restricted import _DIRECT_FLOPS, _cho, _cho_solve, _syrk, _triu, newton_cg_kernel
 
-__all__ = ["FlooredPoint", "floored_evaluate", "floored_solve"]
+__all__ = ["FlooredPoint", "floored_evaluate", "floored_solve", "restricted_gap"]
 
 FloatArray = NDArray[np.float64]
 
@@ -61,6 +61,17 @@ class FlooredPoint:
         """B with :math:`BB^\\top = \\Sigma_\\mu^{-1}`
         (:math:`= V\\operatorname{diag}(\\varphi'(m))V^\\top`)."""
         return np.asarray(self.eigvecs * np.sqrt(_dphi(self.eigvals, eta)), dtype=np.float64)
+
+    def dual(self, support_vectors: FloatArray, eta: float) -> tuple[FloatArray, FloatArray]:
+        """The dual directions :math:`u_j = \\Sigma_\\mu^{-1}s_j` of ``support_vectors`` (rows)
+        and the floor factor :math:`G` with :math:`GG^\\top = H =
+        V\\operatorname{diag}((1 - m_i/\\eta^2)_+)V^\\top` (columns on the clamped eigenvalues);
+        with :math:`\\lambda_j = \\mu_j`, :math:`I - H - \\sum_j\\lambda_ju_ju_j^\\top = 0`."""
+        u = ((support_vectors @ self.eigvecs) * _dphi(self.eigvals, eta)) @ self.eigvecs.T
+        clamped = self.eigvals < eta * eta
+        m = np.clip(self.eigvals[clamped], 0.0, None)
+        g = self.eigvecs[:, clamped] * np.sqrt(1.0 - m / (eta * eta))
+        return np.asarray(u, dtype=np.float64), np.asarray(g, dtype=np.float64)
 
     def covariance(self, eta: float) -> FloatArray:
         """:math:`\\Sigma_\\mu = V\\operatorname{diag}(\\max(\\sqrt{m_i}, \\eta))V^\\top`."""

@@ -470,20 +470,27 @@ def _confirm_span(run: _Run) -> None:
 # ------------------------------------------------------------------------------------------------
 # phase 2: seeding the working set
 # ------------------------------------------------------------------------------------------------
-def _seed_working_set(run: _Run, gram: FloatArray) -> None:
-    """Pass 2: the vectors with the largest scores under the uniform-weight covariance, then
-    residual passes until the working set spans the data."""
+def _seed_pass(run: _Run, gram: FloatArray, low: float) -> None:
+    """One pass: the working set starts from the vectors with the largest scores under the
+    uniform-weight covariance (whitened eigenvalues kept above ``low``); with a pool, the pass
+    also fills the pool."""
     geo = run.whitening()
-    p = geo.dim
-    a0 = _sym(geo.whiten.T @ gram @ geo.whiten / run.source.count)
-    a0w, a0v = linalg.eigh(a0)
-    a0w = np.maximum(a0w, 1e-300 + 1e-15 * float(a0w[-1]))
-    first = max(run.atoms_added, p)
+    a0w, a0v = linalg.eigh(_sym(geo.whiten.T @ gram @ geo.whiten / run.source.count))
+    a0w = np.maximum(a0w, max(low, 1e-300 + 1e-15 * float(a0w[-1])))
+    first = max(run.atoms_added, geo.dim)
     res = run.score(geo.whiten @ (a0v * a0w**-0.25), max(first, run.pool_keep), -np.inf)
     if run.pool_keep:
         run.pool_idx, run.pool_vecs = res.top_idx, res.top_vecs
     keep = _dedupe(res.top_vecs[:first], np.empty((0, run.dim)))
     run.indices, run.vectors = res.top_idx[:first][keep], res.top_vecs[:first][keep]
+
+
+def _seed_working_set(run: _Run, gram: FloatArray) -> None:
+    """Pass 2: the vectors with the largest scores under the uniform-weight covariance, then
+    residual passes until the working set spans the data."""
+    geo = run.whitening()
+    p = geo.dim
+    _seed_pass(run, gram, 0.0)
     while True:
         whitened = run.vectors @ geo.whiten
         sv = linalg.svdvals(whitened) if whitened.shape[0] else np.zeros(1)
@@ -801,15 +808,7 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
     run.span, run.complement = np.eye(d), np.zeros((d, 0))
     if run.atoms_per_pass is None:
         run.atoms_added = max(2 * d, 16)
-    # seeding: the largest scores under the uniform-weight covariance
-    a0w, a0v = linalg.eigh(_sym(gram / run.source.count))
-    a0w = np.maximum(a0w, max(eta * eta, 1e-15 * float(a0w[-1])))
-    first = max(run.atoms_added, d)
-    res = run.score(a0v * a0w**-0.25, max(first, run.pool_keep), -np.inf)
-    if run.pool_keep:
-        run.pool_idx, run.pool_vecs = res.top_idx, res.top_vecs
-    keep = _dedupe(res.top_vecs[:first], np.empty((0, d)))
-    run.indices, run.vectors = res.top_idx[:first][keep], res.top_vecs[:first][keep]
+    _seed_pass(run, gram, eta * eta)
     mmat = run.vectors.T @ run.vectors / run.indices.size
     scale = float(np.sum(np.sqrt(np.clip(linalg.eigvalsh(_sym(mmat)), 0.0, None)))) ** 2
     mu = np.full(run.indices.size, max(scale, eta * eta) / run.indices.size)
@@ -869,15 +868,11 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
     point, r, indices, vectors = best
     sigma = r * point.covariance(eta)
     on = point.mu > 0
-    dphi = 1.0 / np.maximum(np.sqrt(np.clip(point.eigvals, 0.0, None)), eta)
-    u = ((vectors[on] @ point.eigvecs) * dphi) @ point.eigvecs.T
-    clamped = point.eigvals < eta * eta
-    g = point.eigvecs[:, clamped] * np.sqrt(1.0 - np.clip(point.eigvals[clamped], 0.0, None)
-                                            / (eta * eta))
+    u, g = point.dual(vectors[on], eta)
     dual = FactoredDual(support=indices[on], multipliers=point.mu[on], directions=u,
                         floor_factor=g)
     details = {"support": int(np.sum(on)), "working_set": int(point.mu.size),
-               "floor_block": int(np.sum(clamped)), "ridge": 0.0,
+               "floor_block": int(g.shape[1]), "ridge": 0.0,
                "floor": "eliminated in closed form (W = I)"}
     return _verified_solution(run, _sym(sigma), dual, point.lower, details)
 
