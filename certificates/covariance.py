@@ -19,6 +19,10 @@ r"""Independent certificate of an optimal covariance.
   \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`E = W - H - \sum_j\lambda_ju_ju_j^\top`,
   every feasible :math:`\Sigma` has :math:`\operatorname{tr}(W\Sigma) \ge D/(1 + \|E\|_F/w_{\min})`
   for :math:`w_{\min} \le \lambda_{\min}(W)`. Valid whatever the solver's accuracy.
+* **lower** is also compared with the bounds every
+  program satisfies (:mod:`certificates.closed_form`: :math:`\eta\operatorname{tr}W` and the
+  bounds from the vector the pass found largest), exact in rational arithmetic: they prove the
+  closed-form optima (:math:`\eta I`, a set on one line) to the last bit.
 * **gap** = (upper - lower) / upper; ``certified`` iff gap <= tol.
 * ``complementarity`` is the gap formula (19) of the optimal-covariance paper evaluated at
   :math:`\hat\Sigma`:
@@ -39,6 +43,7 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import NDArray
 
+from certificates.closed_form import closed_form_lower_bound
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProgram, FactoredDual
 from certificates.rigorous import (
@@ -402,6 +407,15 @@ def check(
             g_mat = g if g.size else np.zeros((d, 0))
             lower = max(lower, whitened_dual_bound(weight, dval, lam, u, g_mat))
     lower = max(0.0, lower)
+    if upper > 0 and lower < upper:
+        # the bounds every program satisfies (eta tr W; the largest vector's) are exact where
+        # they are the optimum (closed-form cases), whatever the conditioning of W
+        top = problem.source.take(np.array([feas.argmax], dtype=np.intp)) if (
+            feas.argmax >= 0) else np.zeros((0, d))
+        exact = closed_form_lower_bound(weight, q, eta, top, above=lower)
+        if exact > lower:
+            lower = exact
+            notes.append("lower bound from the closed-form bounds (certificates.closed_form)")
     gap = (upper - lower) / upper if upper > 0 else math.inf
     # gap formula (19) at the repaired Sigma
     comp = float(

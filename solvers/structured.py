@@ -913,7 +913,7 @@ def _trivial_solution(run: _Run) -> Solution | None:
     v = run.span[:, 0]
     w_v = float(v @ weight @ v)
     if float(np.linalg.norm(weight @ v - w_v * v)) > 1e-13:
-        return None
+        return _rank_one_any_weight(run, res) if run.eta == 0 else None
     excess = top - run.eta
     sigma = run.eta * np.eye(d) + excess * np.outer(v, v)
     ridge = 0.0
@@ -927,6 +927,30 @@ def _trivial_solution(run: _Run) -> Solution | None:
     lower = run.eta * (float(np.trace(weight)) - w_v) + w_v * top
     run.status, run.message = "optimal", "one direction, an eigenvector of W (closed form)"
     return _verified_solution(run, _sym(sigma), dual, lower,
+                              {"support": 1, "ridge": ridge, "closed_form": "rank one"},
+                              exact_floor=True)
+
+
+def _rank_one_any_weight(run: _Run, res: PassResult) -> Solution:
+    r"""Vectors on one line :math:`s = a v` without a floor, any :math:`W`: the infimum is
+    :math:`s^\top Ws/q` (:math:`\Sigma \succeq ss^\top/q` for every feasible :math:`\Sigma`),
+    approached by :math:`ss^\top/q` plus a tiny ridge off the line; the dual
+    :math:`u = qWs/(s^\top Ws)`, :math:`\lambda = s^\top Ws/q^2`,
+    :math:`H = W - Wss^\top W/(s^\top Ws) \succeq 0` attains it (normalised units, q = 1)."""
+    d = run.dim
+    weight = run.weight
+    v = run.span[:, 0]
+    top = float(res.qmax)
+    s_top = run.source.take(np.array([res.argmax], dtype=np.intp)) / run.data_scale
+    ws = weight @ s_top[0]
+    sws = float(s_top[0] @ ws)
+    rest = float(np.trace(weight)) - float(v @ weight @ v)
+    ridge = max(_RIDGE, 0.05 * run.tol) * sws / max(rest, 1e-300) if d > 1 else 0.0
+    sigma = top * np.outer(v, v) + ridge * (np.eye(d) - np.outer(v, v))
+    dual = FactoredDual(np.array([res.argmax], dtype=np.intp), np.array([sws]),
+                        (ws / sws)[None, :], _psd_factor(weight - np.outer(ws, ws) / sws))
+    run.status, run.message = "optimal", "one direction, no floor (closed form)"
+    return _verified_solution(run, _sym(sigma), dual, sws,
                               {"support": 1, "ridge": ridge, "closed_form": "rank one"},
                               exact_floor=True)
 
