@@ -56,7 +56,7 @@ from certificates.rigorous import (
 )
 from certificates.validate import as_matrix, as_scalar
 
-__all__ = ["CovarianceCertificate", "check", "dual_lower_bound", "primal_ratio",
+__all__ = ["CovarianceCertificate", "check", "dual_cut", "dual_lower_bound", "primal_ratio",
            "whitened_dual_bound"]
 
 #: Scaling margins tried in turn by the repair (relative enlargement of the scale factor).
@@ -439,3 +439,47 @@ def check(
         rigorous=rigorous,
         tol=tol, message="; ".join(notes),
     )
+
+
+def dual_cut(problem: CovarianceProgram, dual: FactoredDual) -> tuple[float, float]:
+    r"""An affine minorant of the value function :math:`v(q')` from one factored dual.
+
+    Dual feasibility (:math:`H \succeq 0`, :math:`\lambda \ge 0`,
+    :math:`W - H - \sum_j\lambda_ju_ju_j^\top \succeq 0`) does not involve the bound, so a dual
+    of the program at bound :math:`q`, scaled by the factor :math:`\kappa` that makes it
+    feasible (as in :func:`check`'s float lower bound), bounds the program at every bound
+    :math:`q'`:
+
+    .. math::
+
+        v(q') \ge \kappa\Big(\eta\operatorname{tr}H + 2\sum_j\lambda_ju_j^\top s_j\Big)
+        - \kappa\Big(\sum_j\lambda_j\Big)q' = a - bq' .
+
+    Returns ``(a, b)`` (``b >= 0``), rounded outward by a relative 1e-12; ``(0, 0)`` when the
+    dual proves nothing. Used to bound an optimal split of a budget across programs
+    (:func:`dpopt.covariance.run_design.design_run`).
+    """
+    if not isinstance(problem, CovarianceProgram):
+        raise InvalidTypeError("problem", problem, "a CovarianceProgram")
+    d = problem.dim
+    dual = _validate_dual(dual, d, problem.count)
+    weight = np.asarray(problem.weight, dtype=np.float64)
+    q, eta = float(problem.bound), float(problem.noise_floor)
+    sup_vec = problem.source.take(dual.support) if dual.support.size else np.zeros((0, d))
+    lam, u, g = dual.multipliers, dual.directions.reshape(-1, d), dual.floor_factor
+    h = g @ g.T if g.size else np.zeros((d, d))
+    w_min = float(sla.eigvalsh(weight)[0]) * (1 - 1e-10)
+    if not w_min > 0:
+        return 0.0, 0.0
+    low, dval, e_norm = dual_lower_bound(sup_vec, weight, q, eta, lam, u, h, w_min)
+    if not dval > 0:
+        return 0.0, 0.0
+    if e_norm > 1e-12 * w_min:
+        low = max(low, whitened_dual_bound(weight, dval, lam, u, g if g.size else
+                                           np.zeros((d, 0))))
+    kappa = max(0.0, low) / dval
+    intercept = eta * float(np.trace(h)) + 2.0 * float(
+        np.sum(lam * np.einsum("ij,ij->i", u, sup_vec)))
+    slope = float(np.sum(lam))
+    a = kappa * intercept
+    return a - 1e-12 * abs(a), kappa * slope * (1.0 + 1e-12)

@@ -77,7 +77,7 @@ def test_noise_floor_split_is_valid_and_bracketed() -> None:
     sets = denoiser_sets([0.1, 0.5, 2.0], seed=1)
     base = design_run(sets, None, GDP(mu=1.0), compare=False)
     eta = 2.0 * max(float(np.linalg.eigvalsh(d.covariance).min()) for d in base.designs)
-    run = design_run(sets, None, GDP(mu=1.0), noise_floor=eta, grid_points=5)
+    run = design_run(sets, None, GDP(mu=1.0), noise_floor=eta)
     assert sum(run.bounds) <= 1.0
     for s, d in zip(sets, run.designs, strict=True):
         assert float(np.linalg.eigvalsh(d.covariance).min()) >= eta * (1 - 1e-9)
@@ -85,6 +85,68 @@ def test_noise_floor_split_is_valid_and_bracketed() -> None:
     assert run.lower <= run.value
     assert run.value >= base.value * (1 - 1e-9)  # the floor only adds constraints
     assert run.value <= run.equal_split_value * (1 + 1e-6)
+
+
+def _joint_optimum(sets: list[np.ndarray], weights: list[np.ndarray], total: float,
+                   eta: float) -> tuple[float, np.ndarray]:
+    """One convex program over every release and the split (cvxpy + Clarabel): the LMIs
+    [[Sigma_t, s], [s^T, q_t]] >= 0 are jointly convex in (Sigma_t, q_t)."""
+    import cvxpy as cp
+
+    qs = cp.Variable(len(sets))
+    cons = [cp.sum(qs) == total]
+    obj = 0
+    for t, (s, w) in enumerate(zip(sets, weights, strict=True)):
+        d = s.shape[1]
+        sig = cp.Variable((d, d), PSD=True)
+        cons.append(sig >> eta * np.eye(d))
+        for v in s:
+            col = v.reshape(-1, 1)
+            cons.append(cp.bmat([[sig, col], [col.T, cp.reshape(qs[t], (1, 1), order="C")]]) >> 0)
+        obj = obj + cp.trace(w @ sig)
+    prob = cp.Problem(cp.Minimize(obj), cons)
+    prob.solve(solver="CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12,
+               max_iter=500)
+    return float(prob.value), np.asarray(qs.value)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 6])
+def test_floor_split_matches_one_joint_convex_program(seed: int) -> None:
+    """Random runs with a binding floor (the median eigenvalue of the floor-free designs):
+    the split is optimal to 1e-6 and the certified interval holds the joint optimum."""
+    rng = np.random.default_rng(seed)
+    t_count, d = int(rng.integers(2, 5)), int(rng.integers(2, 4))
+    sets = [rng.standard_normal((int(rng.integers(d + 1, 8)), d)) * rng.uniform(0.3, 3)
+            for _ in range(t_count)]
+    weights = []
+    for _ in range(t_count):
+        a = rng.standard_normal((d, d))
+        weights.append(a @ a.T + 0.3 * np.eye(d))
+    total = float(rng.uniform(0.5, 4))
+    budget = GDP(mu=math.sqrt(total))
+    base = design_run(sets, weights, budget, compare=False)
+    eta = float(np.median(np.concatenate([np.linalg.eigvalsh(x.covariance)
+                                          for x in base.designs])))
+    run = design_run(sets, weights, budget, noise_floor=eta, compare=False)
+    joint, joint_q = _joint_optimum(sets, weights, total, eta)
+    assert run.lower <= joint * (1 + 1e-8) and run.value >= joint * (1 - 1e-8)
+    assert run.value / joint - 1 <= 1e-6
+    assert run.gap <= 1e-6
+    np.testing.assert_allclose(run.bounds, joint_q, rtol=2e-3, atol=1e-4)
+    # the marginal values are equal across releases off their floor points
+    caps = [float(np.max(np.sum(s**2, axis=1))) / eta for s in sets]
+    off = [b for b, q, c in zip(run.marginal_values or (), run.bounds, caps, strict=True)
+           if q < c * (1 - 1e-6)]
+    assert len(off) >= 1 and (max(off) - min(off)) <= 2e-2 * max(off)
+    for s, des in zip(sets, run.designs, strict=True):
+        assert float(np.linalg.eigvalsh(des.covariance).min()) >= eta * (1 - 1e-12)
+        assert maha_sup(s, des.covariance) <= des.bound * (1 + 1e-9)
+
+
+def test_grid_points_is_deprecated() -> None:
+    sets = [np.eye(2), 2 * np.eye(2)]
+    with pytest.warns(DeprecationWarning, match="grid_points"):
+        design_run(sets, None, GDP(1.0), grid_points=5, compare=False)
 
 
 def test_split_for_scales() -> None:
