@@ -110,6 +110,7 @@ def _joint_optimum(sets: list[np.ndarray], weights: list[np.ndarray], total: flo
     return float(prob.value), np.asarray(qs.value)
 
 
+@pytest.mark.filterwarnings("ignore:Solution may be inaccurate:UserWarning")
 @pytest.mark.parametrize("seed", [0, 3, 6])
 def test_floor_split_matches_one_joint_convex_program(seed: int) -> None:
     """Random runs with a binding floor (the median eigenvalue of the floor-free designs):
