@@ -31,7 +31,7 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -385,6 +385,8 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     if solver.lower() not in methods():
         raise InvalidParameterError("solver", solver, f"must be one of {methods()}")
     best: tuple[CovarianceCertificate, Attempt] | None = None
+    strongest: tuple[CovarianceCertificate, Attempt] | None = None  # the best lower bound
+    mixed: tuple[CovarianceCertificate, Solution] | None = None
     tried: list[str] = []
     errors: list[str] = []
     # the pass executor serves the structured solver only (a backend holds the vectors itself)
@@ -402,9 +404,15 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
         cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
         if _better(cert, best[0] if best is not None else None):
             best = (cert, att)
+        if strongest is None or cert.lower > strongest[0].lower:
+            strongest = (cert, att)
         tried.append(f"{att.label} ({'certified' if cert.certified else f'gap {cert.gap:.2g}'}"
                      f", {att.seconds:.3g} s)")
         if cert.certified:
+            break
+        # every dual bounds the same program: the best covariance with the strongest dual
+        mixed = _mixed(problem, best, strongest, tol, rigorous) or mixed
+        if mixed is not None and mixed[0].certified:
             break
     # arrays were range-checked by CovarianceProgram; a source's largest norm was recorded by the
     # first pass over it, so this costs no pass of its own
@@ -415,12 +423,17 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     if chosen.solution is None:  # pragma: no cover - attempts without a solution are never kept
         raise SolverError("internal error: a failed attempt was kept")
     sol = chosen.solution
-    path = chosen.label if len(tried) == 1 else f"{chosen.label}; tried {', '.join(tried)}"
+    label = chosen.label
+    if mixed is not None and not cert.certified and mixed[0].lower > cert.lower:
+        cert, sol = mixed
+        if strongest is not None:
+            label = f"{chosen.label}, with the dual of {strongest[1].label}"
+    path = label if len(tried) == 1 else f"{label}; tried {', '.join(tried)}"
     if not math.isfinite(cert.upper):
         raise InfeasibleError(f"no strictly feasible covariance could be certified: {cert.message}")
     if cert.certified:
         status = "optimal"
-        message = f"certified optimal to tol={tol:g} by {chosen.label}: {cert.message}"
+        message = f"certified optimal to tol={tol:g} by {label}: {cert.message}"
     else:
         status = "optimal_inaccurate"
         why = f" (solver {sol.stats.solver}: {sol.status}; {sol.message})" if sol.message else ""
@@ -442,6 +455,21 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
         isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
         status=status, message=message, path=path,
     )
+
+
+def _mixed(problem: CovarianceProgram, best: tuple[CovarianceCertificate, Attempt] | None,
+           strongest: tuple[CovarianceCertificate, Attempt] | None, tol: float,
+           rigorous: bool) -> tuple[CovarianceCertificate, Solution] | None:
+    """The covariance of the best attempt certified with the dual of the attempt with the best
+    lower bound (a certificate is any covariance with any dual of the program), when those are
+    two attempts; ``None`` otherwise."""
+    if best is None or strongest is None or best[1] is strongest[1]:
+        return None
+    sol, other = best[1].solution, strongest[1].solution
+    if sol is None or other is None or other.dual is None:
+        return None
+    cert = check(problem, sol.covariance, other.dual, tol=tol, rigorous=rigorous)
+    return cert, replace(sol, dual=other.dual)
 
 
 def _certified_sup(problem: CovarianceProgram, cert: CovarianceCertificate) -> MahalanobisSup:

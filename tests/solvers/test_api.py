@@ -145,3 +145,29 @@ def test_moved_fallback_constants_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert api.FALLBACK_MAX_SECONDS > 0
+
+
+def test_best_covariance_is_certified_with_the_strongest_dual(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two attempts: one with a good dual but a 1 % worse covariance, one with the best
+    covariance and no dual. Neither certifies alone; the pair does."""
+    import dpopt.covariance.design as design_module
+
+    prog = CovarianceProgram(CUBE, W3, 1.0)
+    exact = api.solve(prog, "structured")
+    worse = Solution(covariance=1.01 * exact.covariance, value=1.01 * exact.value,
+                     dual=exact.dual, status="optimal", stats=SolverStats(solver="a"))
+    no_dual = Solution(covariance=exact.covariance, value=exact.value, dual=None,
+                       status="optimal", stats=SolverStats(solver="b"))
+
+    def fake(problem: CovarianceProgram, method: str, **kw: Any) -> Any:
+        yield api.Attempt(api.Step("structured"), worse, "", 0.01, None, False)
+        yield api.Attempt(api.Step("clarabel", "primal"), no_dual, "", 0.02, 1.0, True)
+
+    monkeypatch.setattr(design_module, "attempts", fake)
+    d = design_covariance(CUBE, ZCDP(rho=0.5), weight=W3)
+    assert d.certified
+    assert d.path.startswith("clarabel (primal form), with the dual of structured")
+    assert d.value <= exact.value * (1 + 1e-9)
+    again = check(d.program, d.covariance, d.solution.dual, tol=1e-6)
+    assert again.certified and again.lower == pytest.approx(d.certificate.lower, rel=1e-12)
