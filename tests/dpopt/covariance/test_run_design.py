@@ -175,3 +175,29 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(InvalidParameterError) as info:
         design_run(sets, None, GDP(1.0), noise_floor=-1.0)
     assert info.value.name == "noise_floor"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_dual_cut_bounds_the_value_at_every_bound(seed: int) -> None:
+    """A design's dual at q gives v(q') >= a - b q' at other bounds q' (checked against the
+    certified designs there), tight at q, and b is the slope -dv/dq (central difference)."""
+    from certificates.covariance import dual_cut
+    from dpopt.accounting.budgets import ZCDP
+
+    rng = np.random.default_rng(seed)
+    s = rng.standard_normal((8, 3))
+    a_mat = rng.standard_normal((3, 3))
+    w = a_mat @ a_mat.T + 0.5 * np.eye(3)
+    base = design_covariance(s, ZCDP(rho=0.5), weight=w)
+    eta = float(np.median(np.linalg.eigvalsh(base.covariance)))
+    q = 1.0
+    d = design_covariance(s, ZCDP(rho=q / 2), weight=w, noise_floor=eta, tol=1e-9)
+    a, b = dual_cut(d.program, d.solution.dual)
+    assert a - b * q == pytest.approx(d.certificate.lower, rel=1e-7)
+    for q2 in (0.3, 0.7, 1.5, 4.0):
+        other = design_covariance(s, ZCDP(rho=q2 / 2), weight=w, noise_floor=eta)
+        assert a - b * q2 <= other.value * (1 + 1e-12)
+    h = 1e-4
+    up = design_covariance(s, ZCDP(rho=(q + h) / 2), weight=w, noise_floor=eta, tol=1e-10)
+    down = design_covariance(s, ZCDP(rho=(q - h) / 2), weight=w, noise_floor=eta, tol=1e-10)
+    assert b == pytest.approx(-(up.value - down.value) / (2 * h), rel=1e-3)
