@@ -438,6 +438,7 @@ def design_run(
     else:
         traces = [float(np.trace(np.asarray(d.program.weight))) for d in unit]
         caps = [d.program.max_norm() ** 2 / eta for d in unit]
+        shares = _joint_start(unit, eta, total) or shares
         final, lower, marginal, rounds = _floor_split(design, shares, c_lo, traces, caps, eta,
                                                       total, tol)
     value = math.fsum(d.value for d in final)
@@ -456,6 +457,26 @@ def design_run(
         equal_split_designs=None if eq is None else tuple(eq), marginal_values=marginal,
         rounds=rounds,
     )
+
+
+def _joint_start(unit: Sequence[Design], eta: float, total: float) -> list[float] | None:
+    """Small runs: the split of one joint convex program (:func:`solvers.run_split.joint_split`)
+    as the starting split; at its optimum the marginal values are already equal, so one round
+    of certified designs usually closes the interval. ``None`` when the run is too large or the
+    joint program gives no usable split."""
+    from certificates.errors import SolverError
+    from solvers.run_split import JOINT_MAX_COUNT, JOINT_MAX_DIM, joint_split
+
+    programs = [d.program for d in unit]
+    if sum(p.count for p in programs) > JOINT_MAX_COUNT or max(p.dim for p in programs) > (
+            JOINT_MAX_DIM):
+        return None
+    sets = [p.source.take(np.arange(p.count, dtype=np.intp)) for p in programs]
+    try:
+        q = joint_split(sets, [np.asarray(p.weight) for p in programs], total, eta)
+    except SolverError:
+        return None
+    return None if q is None else [float(x) * total / float(np.sum(q)) for x in q]
 
 
 def _floor_split(design: Callable[[int, float, float], Design], shares: list[float],

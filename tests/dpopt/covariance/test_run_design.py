@@ -111,10 +111,17 @@ def _joint_optimum(sets: list[np.ndarray], weights: list[np.ndarray], total: flo
 
 
 @pytest.mark.filterwarnings("ignore:Solution may be inaccurate:UserWarning")
+@pytest.mark.parametrize("joint_start", [True, False])
 @pytest.mark.parametrize("seed", [0, 3, 6])
-def test_floor_split_matches_one_joint_convex_program(seed: int) -> None:
+def test_floor_split_matches_one_joint_convex_program(seed: int, joint_start: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Random runs with a binding floor (the median eigenvalue of the floor-free designs):
-    the split is optimal to 1e-6 and the certified interval holds the joint optimum."""
+    the split is optimal to 1e-6 and the certified interval holds the joint optimum, both from
+    the joint program's split and by the marginal-value iteration alone."""
+    import dpopt.covariance.run_design as run_module
+
+    if not joint_start:
+        monkeypatch.setattr(run_module, "_joint_start", lambda *args: None)
     rng = np.random.default_rng(seed)
     t_count, d = int(rng.integers(2, 5)), int(rng.integers(2, 4))
     sets = [rng.standard_normal((int(rng.integers(d + 1, 8)), d)) * rng.uniform(0.3, 3)
@@ -129,6 +136,7 @@ def test_floor_split_matches_one_joint_convex_program(seed: int) -> None:
     eta = float(np.median(np.concatenate([np.linalg.eigvalsh(x.covariance)
                                           for x in base.designs])))
     run = design_run(sets, weights, budget, noise_floor=eta, compare=False)
+    assert (run.rounds == 1) if joint_start else (run.rounds > 1)
     joint, joint_q = _joint_optimum(sets, weights, total, eta)
     assert run.lower <= joint * (1 + 1e-8) and run.value >= joint * (1 - 1e-8)
     assert run.value / joint - 1 <= 1e-6
@@ -201,3 +209,12 @@ def test_dual_cut_bounds_the_value_at_every_bound(seed: int) -> None:
     up = design_covariance(s, ZCDP(rho=(q + h) / 2), weight=w, noise_floor=eta, tol=1e-10)
     down = design_covariance(s, ZCDP(rho=(q - h) / 2), weight=w, noise_floor=eta, tol=1e-10)
     assert b == pytest.approx(-(up.value - down.value) / (2 * h), rel=1e-3)
+
+
+def test_joint_split_declines_large_runs() -> None:
+    from solvers.run_split import JOINT_MAX_COUNT, JOINT_MAX_DIM, joint_split
+
+    big = [np.ones((JOINT_MAX_COUNT + 1, 2))]
+    assert joint_split(big, [np.eye(2)], 1.0, 0.1) is None
+    wide = [np.ones((3, JOINT_MAX_DIM + 1))]
+    assert joint_split(wide, [np.eye(JOINT_MAX_DIM + 1)], 1.0, 0.1) is None
