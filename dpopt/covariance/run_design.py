@@ -25,7 +25,9 @@ covariance for the ideal denoiser, Theorem 3) at bound q:
   (the multipliers of the constraints :math:`s_j^\top\Sigma^{-1}s_j \le q`). Each round designs
   every release at its share, models :math:`q \mapsto -v_t'(q)` through the marginal values
   seen so far (piecewise power laws, :math:`q^{-2}` at the ends as without a floor) and moves
-  to the shares where the modelled marginal values are equal and the shares sum to Q.
+  to the shares where the modelled marginal values are equal and the shares sum to Q. Small runs
+  start from the split of one joint convex program over every release and the split
+  (:func:`solvers.run_split.joint_split`), where the marginal values are already equal.
 
   **Certified interval.** A dual of program t at any bound is a dual of program t at every
   bound q' (its feasibility does not involve q), so it gives an affine minorant
