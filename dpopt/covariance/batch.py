@@ -30,15 +30,23 @@ Example
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpopt.covariance.design import Design, design_covariance
-from dpopt.errors import InvalidParameterError, InvalidTypeError
-from dpopt.relation import NeighbouringRelation, RelationLike
+from certificates.covariance import CovarianceCertificate, check
+from certificates.problem import CovarianceProgram
+from certificates.validate import as_psd_matrix, as_scalar
+from dpopt.covariance.design import Design, _bound_of, _certified_sup, design_covariance
+from dpopt.covariance.privacy import privacy_from_sup
+from dpopt.covariance.program import isotropic_baseline
+from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError, SolverError
+from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
+from solvers._types import Solution
+from solvers.structured import WarmStart, blas_limits, solve_structured
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpopt.accounting.budgets import Budget
@@ -146,6 +154,75 @@ def design_covariance_batch(
     per_item = _budgets_of(budgets, len(items))
     if not isinstance(warm_start, bool):
         raise InvalidTypeError("warm_start", warm_start, "a bool")
-    return [design_covariance(vec, bud, weight=weight, noise_floor=noise_floor, tol=tol,
-                              rigorous=rigorous, relation=relation)
-            for vec, bud in zip(items, per_item, strict=True)]
+    rel = as_relation(relation)
+    tol = as_scalar("tol", tol, low=0.0, high=1.0)
+    eta = as_scalar("noise_floor", noise_floor, low=0.0, low_open=False)
+    first = np.asarray(items[0], dtype=np.float64)
+    if first.ndim != 2:
+        raise InvalidParameterError("sensitivities[0]", f"array of shape {first.shape}",
+                                    "must be a (J, d) array")
+    # the shared data are validated once; the budgets' bounds once per distinct budget
+    shared_weight = None if weight is None else as_psd_matrix("weight", weight,
+                                                              dim=first.shape[1])
+    bounds: dict[int, float] = {}
+    designs: list[Design] = []
+    warm: WarmStart | None = None
+    with blas_limits(1):  # one thread-limit context for the whole batch
+        for i, (vec, bud) in enumerate(zip(items, per_item, strict=True)):
+            key = id(bud)
+            if key not in bounds:
+                bounds[key] = _bound_of(bud)[0]
+            q = bounds[key]
+            design, sol = _design_one(i, vec, bud, q, shared_weight, eta, tol, rigorous, rel,
+                                      warm if warm_start else None)
+            designs.append(design)
+            warm = WarmStart.from_solution(sol) if sol is not None else None
+    return designs
+
+
+def _design_one(
+    index: int, vectors: ArrayLike, budget: Budget | Sequence[Budget], q: float,
+    weight: ArrayLike | None, eta: float, tol: float, rigorous: bool,
+    rel: NeighbouringRelation, warm: WarmStart | None,
+) -> tuple[Design, Solution | None]:
+    """One item: the structured solver (warm-started), the independent certificate check and
+    the privacy re-check, exactly as ``design_covariance`` makes them; an item whose
+    certificate does not close goes through ``design_covariance`` itself (its fallbacks)."""
+    try:
+        problem = CovarianceProgram(vectors, weight, add_remove_bound(q, rel), eta)
+    except InvalidParameterError as exc:  # name the item
+        raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
+                                    exc.requirement) from None
+    if warm is not None and problem.count <= int(np.max(warm.indices, initial=-1)):
+        warm = None  # a different set size: the indices would not mean the same pairs
+    solve_tol = max(1e-10, min(1e-8, tol / 100))
+    sol: Solution | None
+    try:
+        sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=warm)
+        cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
+    except SolverError:
+        sol, cert = None, None
+    if sol is None or cert is None or not cert.certified or not math.isfinite(cert.upper):
+        # the generic route with its fallbacks (and warnings), exactly as a loop would take it
+        design = design_covariance(vectors, budget, weight=weight, noise_floor=eta, tol=tol,
+                                   rigorous=rigorous, relation=rel)
+        return design, design.solution
+    return _assemble(problem, q, rel, cert, sol, tol), sol
+
+
+def _assemble(problem: CovarianceProgram, q: float, rel: NeighbouringRelation,
+              cert: CovarianceCertificate, sol: Solution, tol: float) -> Design:
+    """The Design of a certified structured solution (what ``design_covariance`` returns)."""
+    cov = cert.repaired_covariance
+    privacy = privacy_from_sup(_certified_sup(problem, cert), cov, problem.max_norm(), rel)
+    if not privacy.mahalanobis_bound <= q:  # the repair guarantees it; never release otherwise
+        raise InfeasibleError(
+            f"re-check failed: the design's Mahalanobis sup {privacy.mahalanobis_bound!r} "
+            f"exceeds the budget's bound {q!r} ({rel})")
+    iso_value, _ = isotropic_baseline(problem)
+    message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
+    return Design(
+        covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
+        isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
+        status="optimal", message=message,
+    )
