@@ -258,7 +258,7 @@ def _bound_of(budgets: Budget | Sequence[Budget]) -> tuple[float, Budget]:
 
 
 def _vectors_of(sensitivity: ArrayLike | VectorSource | PrunedSet) -> ArrayLike | VectorSource:
-    if isinstance(sensitivity, VectorSource) and not isinstance(sensitivity, np.ndarray):
+    if not isinstance(sensitivity, np.ndarray) and isinstance(sensitivity, VectorSource):
         return sensitivity
     if hasattr(sensitivity, "original_count") and hasattr(sensitivity, "vectors"):  # PrunedSet
         return np.asarray(sensitivity.vectors, dtype=np.float64)
