@@ -963,13 +963,16 @@ def _enter_floor_mode(run: _Run, cand: _Candidate) -> None:
 
 def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) -> bool:
     """The pricing pass's most violated vectors join the working set (clearly inactive atoms
-    leave it when it has grown large)."""
+    leave it when it has grown large). A violated vector parallel to a working-set atom but
+    longer replaces it (its constraint implies the atom's): a warm start may bring the shorter
+    of two parallel vectors."""
     fresh = ~np.isin(pricing.top_idx, run.indices)
     if not np.any(fresh):
         return False
     new = _dedupe(pricing.top_vecs[fresh], run.vectors)
+    replaced = _replace_dominated(run, pricing.top_idx[fresh][~new], pricing.top_vecs[fresh][~new])
     if not np.any(new):
-        return False
+        return replaced
     geo = run.whitening()
     state = run.state()
     new_idx = pricing.top_idx[fresh][new]
@@ -984,6 +987,28 @@ def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) 
     state.atoms = np.concatenate([state.atoms, new_vec @ geo.whiten])
     state.mu = np.concatenate([state.mu, np.zeros(new_idx.size)])
     return True
+
+
+def _replace_dominated(run: _Run, idx: IntArray, vecs: FloatArray) -> bool:
+    """Working-set atoms parallel to a longer vector of ``vecs`` are replaced by it (same
+    weight): ``s_j = c s_i`` with ``|c| > 1`` makes the constraint of ``i`` redundant."""
+    if not idx.size or not run.vectors.shape[0]:
+        return False
+    norms = np.linalg.norm(run.vectors, axis=1)
+    lengths = np.linalg.norm(vecs, axis=1)
+    cos = np.abs(vecs @ run.vectors.T) / np.maximum(np.outer(lengths, norms), 1e-300)
+    replaced = False
+    state = run.restricted  # None on the W = I floor path, which keeps no whitened atoms
+    geo = run.whitening()
+    for i in np.argsort(-lengths):
+        j = int(np.argmax(cos[i]))
+        if cos[i, j] >= 1.0 - _PARALLEL_RTOL and lengths[i] > norms[j] * (1.0 + 1e-12):
+            run.indices[j], run.vectors[j] = idx[i], vecs[i]
+            if state is not None:
+                state.atoms[j] = vecs[i] @ geo.whiten
+            norms[j] = lengths[i]
+            replaced = True
+    return replaced
 
 
 def _drop_slack_floor_directions(run: _Run, point: RestrictedPoint) -> bool:
@@ -1093,7 +1118,9 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
                 continue
         fresh = ~np.isin(pricing.top_idx, run.indices)
         new = _dedupe(pricing.top_vecs[fresh], run.vectors) if np.any(fresh) else np.zeros(0, bool)
-        if not np.any(new):
+        replaced = _replace_dominated(run, pricing.top_idx[fresh][~new],
+                                      pricing.top_vecs[fresh][~new]) if np.any(fresh) else False
+        if not np.any(new) and not replaced:
             if inner_tol > tight:
                 tighten = True
                 continue
