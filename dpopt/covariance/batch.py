@@ -38,9 +38,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from certificates.covariance import CovarianceCertificate, check
-from certificates.problem import CovarianceProgram
+from certificates.problem import CovarianceProgram, VectorSource
 from certificates.validate import as_psd_matrix, as_scalar
-from dpopt.covariance.design import Design, _bound_of, _certified_sup, design_covariance
+from dpopt.covariance.design import (
+    Design,
+    _bound_of,
+    _certified_sup,
+    _vectors_of,
+    design_covariance,
+)
 from dpopt.covariance.privacy import privacy_from_sup
 from dpopt.covariance.program import isotropic_baseline
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError, SolverError
@@ -50,12 +56,19 @@ from solvers.structured import WarmStart, blas_limits, solve_structured
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.sensitivity import PrunedSet
 
-__all__ = ["design_covariance_batch"]
+__all__ = ["SMALL_VECTORS", "design_covariance_batch"]
+
+#: A vector source of at most this many numbers (J d) is generated once into an array.
+SMALL_VECTORS = 2**18
 
 
-def _items(sensitivities: Sequence[ArrayLike] | ArrayLike) -> list[ArrayLike]:
-    """The batch's vector sets: a sequence of (J_i, d) arrays or one (n, J, d) array."""
+def _items(sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
+           ) -> list[ArrayLike | VectorSource]:
+    """The batch's vector sets: a sequence of (J_i, d) arrays, vector sources or pruned sets,
+    or one (n, J, d) array. Small sources are generated once into arrays (every pass of the
+    solve and of its certificate then reads the same in-memory vectors)."""
     if isinstance(sensitivities, np.ndarray):
         if sensitivities.ndim != 3:
             raise InvalidParameterError(
@@ -65,10 +78,29 @@ def _items(sensitivities: Sequence[ArrayLike] | ArrayLike) -> list[ArrayLike]:
     if isinstance(sensitivities, str | bytes) or not isinstance(sensitivities, Sequence):
         raise InvalidTypeError("sensitivities", sensitivities,
                                "a sequence of (J_i, d) arrays or an (n, J, d) array")
-    items = list(sensitivities)
+    items = [_vectors_of(item) for item in sensitivities]
     if not items:
         raise InvalidParameterError("sensitivities", sensitivities, "must hold at least one set")
-    return items
+    return [_materialised(item) for item in items]
+
+
+def _materialised(item: ArrayLike | VectorSource) -> ArrayLike | VectorSource:
+    """A small vector source as one array (J d <= SMALL_VECTORS), else unchanged."""
+    if isinstance(item, np.ndarray) or not isinstance(item, VectorSource):
+        return item
+    if item.count * item.dim > SMALL_VECTORS:
+        return item
+    return np.concatenate([np.asarray(b, dtype=np.float64) for _, b in item.chunks(65536)])
+
+
+def _dim_of(item: ArrayLike | VectorSource, index: int) -> int:
+    if not isinstance(item, np.ndarray) and isinstance(item, VectorSource):
+        return int(item.dim)
+    arr = np.asarray(item, dtype=np.float64)
+    if arr.ndim != 2:
+        raise InvalidParameterError(f"sensitivities[{index}]", f"array of shape {arr.shape}",
+                                    "must be a (J, d) array")
+    return int(arr.shape[1])
 
 
 def _budgets_of(budgets: Budget | Sequence[Budget | Sequence[Budget]],
@@ -89,7 +121,7 @@ def _budgets_of(budgets: Budget | Sequence[Budget | Sequence[Budget]],
 
 
 def design_covariance_batch(
-    sensitivities: Sequence[ArrayLike] | ArrayLike,
+    sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
     budgets: Budget | Sequence[Budget | Sequence[Budget]],
     weight: ArrayLike | None = None,
     noise_floor: float = 0.0,
@@ -111,8 +143,10 @@ def design_covariance_batch(
 
     Parameters
     ----------
-    sensitivities : sequence of array_like (J_i, d), or array_like (n, J, d)
-        The sensitivity vectors of each problem (same dimension d; the counts may differ).
+    sensitivities : sequence of array_like (J_i, d), VectorSource or PrunedSet; or (n, J, d)
+        The sensitivity vectors of each problem (same dimension d; the counts may differ), as
+        ``design_covariance`` takes them. A source of at most ``SMALL_VECTORS`` numbers is
+        generated once into an array, which the solve and the certificate then both read.
         Consecutive problems that are close (a trajectory of queries) profit most from the warm
         start; a vector set's row order should be the same from one problem to the next (the
         same record pairs in the same order) for the support to carry over.
@@ -157,13 +191,9 @@ def design_covariance_batch(
     rel = as_relation(relation)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     eta = as_scalar("noise_floor", noise_floor, low=0.0, low_open=False)
-    first = np.asarray(items[0], dtype=np.float64)
-    if first.ndim != 2:
-        raise InvalidParameterError("sensitivities[0]", f"array of shape {first.shape}",
-                                    "must be a (J, d) array")
     # the shared data are validated once; the budgets' bounds once per distinct budget
     shared_weight = None if weight is None else as_psd_matrix("weight", weight,
-                                                              dim=first.shape[1])
+                                                              dim=_dim_of(items[0], 0))
     bounds: dict[int, float] = {}
     designs: list[Design] = []
     warm: WarmStart | None = None
@@ -181,7 +211,7 @@ def design_covariance_batch(
 
 
 def _design_one(
-    index: int, vectors: ArrayLike, budget: Budget | Sequence[Budget], q: float,
+    index: int, vectors: ArrayLike | VectorSource, budget: Budget | Sequence[Budget], q: float,
     weight: ArrayLike | None, eta: float, tol: float, rigorous: bool,
     rel: NeighbouringRelation, warm: WarmStart | None,
 ) -> tuple[Design, Solution | None]:

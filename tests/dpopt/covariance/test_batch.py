@@ -135,3 +135,20 @@ def test_bad_items_are_named() -> None:
     sets[1] = np.full((4, 2), np.nan)
     with pytest.raises(InvalidParameterError, match=r"sensitivities\[1\]"):
         design_covariance_batch(sets, ZCDP(rho=1.0))
+
+
+def test_vector_sources_and_pruned_sets_as_items() -> None:
+    """Items may be sources (generated once into arrays when small) or pruned sets, as
+    design_covariance takes them; the answers agree with it."""
+    from dpopt.covariance import add_remove_set
+    from dpopt.covariance.domains import Grid
+    from dpopt.covariance.pruning import prune
+
+    grid = Grid(np.zeros(2), np.ones(2), (6, 6))
+    sources = [add_remove_set(grid, (0.2 + 0.05 * t, 0.6), 0.3) for t in range(3)]
+    items: list[object] = [sources[0], prune(sources[1]), sources[2]]
+    batch = design_covariance_batch(items, ZCDP(rho=0.5))  # type: ignore[arg-type]
+    for item, des in zip(items, batch, strict=True):
+        ref = design_covariance(item, ZCDP(rho=0.5))  # type: ignore[arg-type]
+        assert des.certified
+        assert des.value == pytest.approx(ref.value, rel=1e-7)
