@@ -117,6 +117,8 @@ _POOL_MIN = 4096
 #: eigenvalues of M, and the floor block path handles the floor.
 _FLOORED_MIN = 1e-5
 _POOL_BYTES = 64 * 2**20
+#: Machine epsilon of float64.
+_EPS = float(np.finfo(np.float64).eps)
 #: The in-memory path (:func:`_small`) serves array inputs with J d at most this and no noise
 #: floor: every pricing is one GEMM on the whitened array, with no executor, pool or chunks.
 _SMALL_MAX = 2**18
@@ -321,6 +323,16 @@ def _dedupe(new: FloatArray, old: FloatArray) -> NDArray[np.bool_]:
     return keep
 
 
+def _not_in(values: IntArray, pool: IntArray) -> NDArray[np.bool_]:
+    """``~np.isin(values, pool)`` for the short index arrays of the working set (a set lookup
+    costs less than isin's sorting at these sizes)."""
+    if values.size * pool.size > 1 << 16:
+        return ~np.isin(values, pool)
+    members = set(pool.tolist())
+    return np.fromiter((v not in members for v in values.tolist()), dtype=bool,
+                       count=values.size)
+
+
 def _check_int(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise InvalidTypeError(name, value, "an integer")
@@ -513,7 +525,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     q0 = np.einsum("ij,ij->i", zs, zs)
     first = min(count, max(run.atoms_added, d))
     top = _select(np.arange(count), q0, vecs, first, -np.inf)
-    fresh = ~np.isin(top.top_idx, run.warm_idx)
+    fresh = _not_in(top.top_idx, run.warm_idx)
     new = _dedupe(top.top_vecs[fresh], warm_vecs)
     run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
     run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
@@ -966,7 +978,7 @@ def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) 
     leave it when it has grown large). A violated vector parallel to a working-set atom but
     longer replaces it (its constraint implies the atom's): a warm start may bring the shorter
     of two parallel vectors."""
-    fresh = ~np.isin(pricing.top_idx, run.indices)
+    fresh = _not_in(pricing.top_idx, run.indices)
     if not np.any(fresh):
         return False
     new = _dedupe(pricing.top_vecs[fresh], run.vectors)
@@ -1273,7 +1285,7 @@ def _inverse_factor(run: _Run, sigma: FloatArray, ridged: bool) -> tuple[FloatAr
 def _trace_upper(weight: FloatArray, sigma: FloatArray) -> float:
     """An upper bound on tr(W Sigma) from its float sum (error <= gamma_n sum |W_ik S_ik|)."""
     n = weight.size
-    unit = np.finfo(float).eps / 2
+    unit = _EPS / 2
     gamma = n * unit / (1 - n * unit)
     total = float(np.sum(weight * sigma))
     return float(np.nextafter(total + gamma * float(np.sum(np.abs(weight * sigma))) * 1.01, np.inf))
@@ -1284,7 +1296,7 @@ def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> floa
     a matrix known to be >= eta I (a closed form), so Weyl's inequality with the rounding error
     (at most one unit in the last place per entry) gives ``eta - u ||sigma||_F``; otherwise the
     computed lambda_min less the eigensolver's backward error ``4 d u lambda_max``."""
-    unit = float(np.finfo(float).eps) / 2
+    unit = _EPS / 2
     if exact_floor:
         top = float(np.max(np.abs(sigma)))
         return eta - 2.0 * unit * top * float(np.linalg.norm(sigma / top))
@@ -1310,7 +1322,7 @@ def _verified_solution(
     run.pass_seconds.append(check.seconds)
     # floating-point margins (err on the side of more noise): the float q_j carry a relative
     # error of order d eps sqrt(cond) (triangular solve), lambda_min one of d eps lambda_max
-    unit = float(np.finfo(float).eps) * (d + 2)
+    unit = _EPS * (d + 2)
     margin = max(_SAFETY, 16.0 * unit * float(np.sqrt(cond)))
     scale = float(max(1.0, check.qmax / bound)) * (1.0 + margin)
     if eta > 0:
