@@ -462,8 +462,8 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
-    if (run.eta == 0 and executor is IN_PROCESS and isinstance(run.source, ArrayVectors)
-            and run.source.count * run.dim <= _SMALL_MAX):
+    if (run.eta == 0 and run.dim > 1 and executor is IN_PROCESS
+            and isinstance(run.source, ArrayVectors) and run.source.count * run.dim <= _SMALL_MAX):
         small = _small(run, problem)
         if small is not None:
             return small
