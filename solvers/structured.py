@@ -501,13 +501,25 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     run.data_scale, run.value_scale, run.weight_scale = (norm.data, norm.covariance_scale,
                                                          norm.weight)
     run.weight = _sym(run.weight / norm.weight)
-    vecs = raw / norm.data
     run.span, run.complement = np.eye(d), np.zeros((d, 0))
     try:
         run.geometry = geo = _Geometry.of(run.weight, run.span)
     except linalg.LinAlgError:
         return None
-    whitened = vecs @ geo.whiten
+    whitened = raw @ (geo.whiten / norm.data)  # the normalised vectors, whitened
+
+    def priced(q: FloatArray, keep: int, threshold: float) -> PassResult:
+        """The maximum of q and the keep largest entries above threshold, with their
+        normalised vectors (only the selected rows are scaled)."""
+        arg = int(np.argmax(q))
+        if threshold == -np.inf and keep < q.size:
+            sel = np.argpartition(-q, keep - 1)[:keep]
+        else:
+            sel = np.flatnonzero(q > threshold)
+            if sel.size > keep:
+                sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
+        sel = sel[np.argsort(-q[sel])]
+        return PassResult(float(q[arg]), arg, sel, q[sel], raw[sel] / norm.data, 0.0)
     run.passes += 1
     run.pass_seconds.append(time.perf_counter() - started)
     run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * d, 16)
@@ -524,7 +536,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     zs = whitened @ (a0v * a0w**-0.25)
     q0 = np.einsum("ij,ij->i", zs, zs)
     first = min(count, max(run.atoms_added, d))
-    top = _select(np.arange(count), q0, vecs, first, -np.inf)
+    top = priced(q0, first, -np.inf)
     fresh = _not_in(top.top_idx, run.warm_idx)
     new = _dedupe(top.top_vecs[fresh], warm_vecs)
     run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
@@ -540,7 +552,6 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     tight = max(0.1 * run.tol, 1e-13)
     gap = 0.0 if run.warm_idx.size else np.inf
     tighten = False
-    all_idx = np.arange(count)
     while run.passes < run.max_passes - 1:
         inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
         t0 = time.perf_counter()
@@ -554,7 +565,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
         zs = whitened @ (point.eigvecs * point.eigvals**-0.25)
         q = np.einsum("ij,ij->i", zs, zs)
         t = point.root_trace
-        pricing = _select(all_idx, q, vecs, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+        pricing = priced(q, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
         run.passes += 1
         run.pass_seconds.append(time.perf_counter() - t0)
         cand = _candidate(run, point, pricing.qmax)
