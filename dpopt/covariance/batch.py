@@ -10,8 +10,9 @@ hundreds or thousands of small programs
 
 that share a domain, a weight and often their active constraints: consecutive queries that are
 close have nearly the same optimal support. :func:`design_covariance_batch` solves them in one
-call with one thread-limit context, one validation of the shared data and a warm start of each
-problem from its predecessor's support and dual weights, and certifies **every** answer
+call with one BLAS thread-limit context, the weight validated once, each distinct budget's bound
+computed once, and a warm start of each problem from its predecessor's support and dual weights
+(:class:`solvers.structured.WarmStart`), and certifies **every** answer
 independently with :func:`certificates.covariance.check`, exactly as
 :func:`~dpopt.covariance.design.design_covariance` does. An item whose certificate does not
 close is re-designed by :func:`~dpopt.covariance.design.design_covariance` (its generic
@@ -38,7 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from certificates.covariance import CovarianceCertificate, check
-from certificates.problem import CovarianceProgram, VectorSource
+from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
 from certificates.validate import as_psd_matrix, as_scalar
 from dpopt.covariance.design import (
     Design,
@@ -196,24 +197,25 @@ def design_covariance_batch(
                                                               dim=_dim_of(items[0], 0))
     bounds: dict[int, float] = {}
     designs: list[Design] = []
-    warm: WarmStart | None = None
+    warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
     with blas_limits(1):  # one thread-limit context for the whole batch
         for i, (vec, bud) in enumerate(zip(items, per_item, strict=True)):
-            key = id(bud)
+            key = id(bud)  # the per-item list holds every budget, so ids stay distinct
             if key not in bounds:
                 bounds[key] = _bound_of(bud)[0]
             q = bounds[key]
             design, sol = _design_one(i, vec, bud, q, shared_weight, eta, tol, rigorous, rel,
                                       warm if warm_start else None)
             designs.append(design)
-            warm = WarmStart.from_solution(sol) if sol is not None else None
+            start = WarmStart.from_solution(sol) if sol is not None else None
+            warm = (start, design.program.count) if start is not None else None
     return designs
 
 
 def _design_one(
     index: int, vectors: ArrayLike | VectorSource, budget: Budget | Sequence[Budget], q: float,
     weight: ArrayLike | None, eta: float, tol: float, rigorous: bool,
-    rel: NeighbouringRelation, warm: WarmStart | None,
+    rel: NeighbouringRelation, warm: tuple[WarmStart, int] | None,
 ) -> tuple[Design, Solution | None]:
     """One item: the structured solver (warm-started), the independent certificate check and
     the privacy re-check, exactly as ``design_covariance`` makes them; an item whose
@@ -223,15 +225,17 @@ def _design_one(
     except InvalidParameterError as exc:  # name the item
         raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
                                     exc.requirement) from None
-    if warm is not None and problem.count <= int(np.max(warm.indices, initial=-1)):
-        warm = None  # a different set size: the indices would not mean the same pairs
+    # a set of another size starts cold: its indices would not name the same record pairs
+    start = warm[0] if warm is not None and warm[1] == problem.count else None
     solve_tol = max(1e-10, min(1e-8, tol / 100))
     sol: Solution | None
     try:
-        sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=warm)
+        sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=start)
         cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
     except SolverError:
         sol, cert = None, None
+    # a source's largest norm was recorded by the solve's first pass (no pass of its own)
+    check_norm_range(problem.max_norm())
     if sol is None or cert is None or not cert.certified or not math.isfinite(cert.upper):
         # the generic route with its fallbacks (and warnings), exactly as a loop would take it
         design = design_covariance(vectors, budget, weight=weight, noise_floor=eta, tol=tol,

@@ -152,3 +152,23 @@ def test_vector_sources_and_pruned_sets_as_items() -> None:
         ref = design_covariance(item, ZCDP(rho=0.5))  # type: ignore[arg-type]
         assert des.certified
         assert des.value == pytest.approx(ref.value, rel=1e-7)
+
+
+def test_sets_of_different_sizes_and_unmaterialised_sources(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A set of another size starts cold; a source above SMALL_VECTORS stays a source (the
+    general chunked path, its norm range checked as design_covariance checks it)."""
+    import dpopt.covariance.batch as batch_module
+    from dpopt.covariance import add_remove_set
+    from dpopt.covariance.domains import Grid
+
+    monkeypatch.setattr(batch_module, "SMALL_VECTORS", 10)
+    grid = Grid(np.zeros(2), np.ones(2), (5, 5))
+    items: list[object] = [add_remove_set(grid, (0.3, 0.6), 0.3), _trajectory(1, 2, 7)[0],
+                           _trajectory(1, 2, 9)[0], add_remove_set(grid, (0.35, 0.6), 0.3)]
+    batch = design_covariance_batch(items, ZCDP(rho=0.5))  # type: ignore[arg-type]
+    assert not isinstance(batch[0].program.vectors, np.ndarray)
+    for item, des in zip(items, batch, strict=True):
+        ref = design_covariance(item, ZCDP(rho=0.5))  # type: ignore[arg-type]
+        assert des.certified
+        assert des.value == pytest.approx(ref.value, rel=1e-7)
