@@ -310,17 +310,15 @@ class _Run:
 # ------------------------------------------------------------------------------------------------
 def _dedupe(new: FloatArray, old: FloatArray) -> NDArray[np.bool_]:
     """Mask of rows of ``new`` not parallel/antiparallel to a row of ``old`` or an earlier row."""
-    nn = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-300)
-    keep = np.ones(new.shape[0], dtype=bool)
-    if old.shape[0]:
-        no = old / np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-300)
-        keep &= np.max(np.abs(nn @ no.T), axis=1) < 1.0 - _PARALLEL_RTOL
-    # a row parallel to ANY earlier row goes (vectorised; comparing with the kept rows only
-    # would keep a row whose parallel predecessor was itself dropped, but such a row is within
-    # twice the tolerance angle, about 3e-6 rad, of a kept one: the same direction)
-    cos = np.tril(np.abs(nn @ nn.T), -1)
-    keep &= ~np.any(cos >= 1.0 - _PARALLEL_RTOL, axis=1)
-    return keep
+    n_old = old.shape[0]
+    rows = np.concatenate([old, new]) if n_old else new
+    unit = rows / np.maximum(np.sqrt(np.einsum("ij,ij->i", rows, rows)), 1e-300)[:, None]
+    # a row parallel to ANY earlier row goes (one Gram matrix of old and new rows; comparing
+    # with the kept rows only would keep a row whose parallel predecessor was itself dropped,
+    # but such a row is within twice the tolerance angle, about 3e-6 rad, of a kept one: the
+    # same direction)
+    cos = np.tril(np.abs(unit[n_old:] @ unit.T), n_old - 1)
+    return np.asarray(~np.any(cos >= 1.0 - _PARALLEL_RTOL, axis=1))
 
 
 def _not_in(values: IntArray, pool: IntArray) -> NDArray[np.bool_]:
