@@ -523,22 +523,30 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * d, 16)
     # first working set: the top scores at the warm start's dual point (or at uniform weights)
     a0 = whitened.T @ whitened / count
-    warm_vecs = _warm_vectors(run)
-    if warm_vecs.shape[0]:
-        yw = warm_vecs @ geo.whiten
-        aw = (yw.T * run.warm_mu) @ yw
-        a0 = 0.9 * aw / max(float(np.trace(aw)), 1e-300) + 0.1 * a0 / float(np.trace(a0))
     a0w, a0v = np.linalg.eigh(_sym(a0))
     if not a0w[0] > 1e-12 * a0w[-1]:
         return None  # (nearly) rank-deficient data: the general path finds the span
-    zs = whitened @ (a0v * a0w**-0.25)
-    q0 = np.einsum("ij,ij->i", zs, zs)
-    first = min(count, max(run.atoms_added, d))
-    top = priced(q0, first, -np.inf)
-    fresh = _not_in(top.top_idx, run.warm_idx)
-    new = _dedupe(top.top_vecs[fresh], warm_vecs)
-    run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
-    run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
+    warm_vecs = _warm_vectors(run)
+    yw = warm_vecs @ geo.whiten
+    sw = np.linalg.svd(yw, compute_uv=False) if yw.shape[0] >= d else np.zeros(1)
+    if sw.size >= d and sw[d - 1] > 1e-6 * sw[0]:
+        # the neighbour's support spans: it is the first working set, and the first pricing
+        # (after a restricted solve from its weights) brings whatever the new program adds
+        run.indices, run.vectors = run.warm_idx.copy(), warm_vecs
+    else:
+        if warm_vecs.shape[0]:
+            aw = (yw.T * run.warm_mu) @ yw
+            a0w, a0v = np.linalg.eigh(_sym(0.9 * aw / max(float(np.trace(aw)), 1e-300)
+                                           + 0.1 * a0 / float(np.trace(a0))))
+            a0w = np.maximum(a0w, 1e-15 * a0w[-1])
+        zs = whitened @ (a0v * a0w**-0.25)
+        q0 = np.einsum("ij,ij->i", zs, zs)
+        first = min(count, max(run.atoms_added, d))
+        top = priced(q0, first, -np.inf)
+        fresh = _not_in(top.top_idx, run.warm_idx)
+        new = _dedupe(top.top_vecs[fresh], warm_vecs)
+        run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
+        run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
     atoms = run.vectors @ geo.whiten
     sv = np.linalg.svd(atoms, compute_uv=False)
     if atoms.shape[0] < d or not sv[d - 1] > 1e-10 * sv[0]:
