@@ -50,6 +50,12 @@ re-verified by its own pass (a factor :math:`B` of :math:`\Sigma^{-1}` checked b
 
 Every full pass goes through a :class:`~solvers.passes.PassExecutor`.
 
+*Small in-memory programs* (an array with :math:`Jd \le 2^{18}`, :math:`\eta = 0`) skip the
+pass machinery: the vectors are normalised and whitened once and every pricing is one product
+with :math:`A^{-1/4}` (:func:`_small`; the general path takes over for rank-deficient data).
+*Warm starts* (:class:`WarmStart`: a neighbouring problem's support and weights) seed the first
+working set; a vector parallel to a working-set atom and longer replaces it.
+
 **Dual certificate**: :math:`\lambda_j = (T/q)^2\mu_j`, :math:`u_j = S^{-1}s_j` with
 :math:`S = (T/q)\Sigma_\mu`, floor factor :math:`G = \sqrt{q\eta}\,\Sigma_\mu^{-1}E\Pi^{1/2}` (so
 :math:`H = GG^\top` and :math:`W - H - \sum_j\lambda_j u_ju_j^\top = 0` exactly); rank-deficient
@@ -412,9 +418,10 @@ def solve_structured(
     warm_start : WarmStart, optional
         Start column generation from these vectors and weights (e.g.
         ``WarmStart.from_solution`` of a neighbouring problem): the first working set holds
-        them, and the first pricing pass is at their covariance. The answer is certified the
-        same way (every vector priced and verified), so it equals the cold-started one to
-        ``tol``.
+        them with their weights (and, unless they span by themselves, the vectors scoring
+        highest at their covariance), and the first restricted solve is tight. The answer is
+        certified the same way (every vector priced and verified), so it equals the
+        cold-started one to ``tol``.
 
     Returns
     -------
@@ -505,6 +512,8 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     except linalg.LinAlgError:
         return None
     whitened = raw @ (geo.whiten / norm.data)  # the normalised vectors, whitened
+    run.passes += 1
+    run.pass_seconds.append(time.perf_counter() - started)
 
     def priced(q: FloatArray, keep: int, threshold: float) -> PassResult:
         """The maximum of q and the keep largest entries above threshold, with their
@@ -518,8 +527,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
                 sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
         sel = sel[np.argsort(-q[sel])]
         return PassResult(float(q[arg]), arg, sel, q[sel], raw[sel] / norm.data, 0.0)
-    run.passes += 1
-    run.pass_seconds.append(time.perf_counter() - started)
+
     run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * d, 16)
     # first working set: the top scores at the warm start's dual point (or at uniform weights)
     a0 = whitened.T @ whitened / count
