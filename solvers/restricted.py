@@ -13,6 +13,7 @@ zero. Used by :mod:`solvers.structured`, which grows the working set from full p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -269,6 +270,11 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
     conjugate gradients on Hessian-vector products (:func:`_newton_cg`).
     """
     atoms = state.atoms
+    if atoms.shape == (2, 2):
+        exact = _two_atoms_in_the_plane(atoms)
+        if exact is not None:
+            state.mu = exact
+            return evaluate(state), 1
     point = evaluate(state)
     it = 0
     stall = 0
@@ -341,6 +347,28 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         else:
             stall = 0
     return point, it
+
+
+def _two_atoms_in_the_plane(atoms: FloatArray) -> FloatArray | None:
+    r"""The exact maximiser of :math:`T` over two atoms in dimension 2.
+
+    With :math:`\mu_1 = \cos^2\theta`, :math:`T^2 = \operatorname{tr}A + 2\sqrt{\det A} =
+    a\cos^2\theta + b\sin^2\theta + |c|\sin 2\theta` for :math:`a = |y_1|^2`,
+    :math:`b = |y_2|^2`, :math:`c = y_1 \times y_2`, i.e. :math:`(a + b)/2 + h\cos 2\theta +
+    |c|\sin 2\theta` with :math:`h = (a - b)/2`, largest at :math:`\cos 2\theta = h/R`,
+    :math:`R = \sqrt{h^2 + c^2}`: :math:`\mu = ((1 + h/R)/2, (1 - h/R)/2)`, the smaller weight
+    computed as :math:`c^2/(2R(R + |h|))` (no cancellation). ``None`` when the atoms are
+    (nearly) parallel (the optimum would be singular)."""
+    y1, y2 = atoms[0], atoms[1]
+    a = float(y1 @ y1)
+    b = float(y2 @ y2)
+    c = float(y1[0] * y2[1] - y1[1] * y2[0])
+    h = 0.5 * (a - b)
+    r = math.hypot(h, c)
+    if not abs(c) > 1e-6 * max(a, b):
+        return None
+    small = c * c / (2.0 * r * (r + abs(h)))  # the smaller weight, without cancellation
+    return np.array([1.0 - small, small] if h >= 0 else [small, 1.0 - small])
 
 
 def _newton_cg(z: FloatArray, a: FloatArray, grad: FloatArray, rtol: float) -> FloatArray:

@@ -166,3 +166,26 @@ def test_blas_limits_is_reentrant_and_restores() -> None:
     after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
     assert all(n == 1 for n in inside)
     assert after == before
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_two_atoms_in_the_plane_against_a_fine_grid(seed: int) -> None:
+    """The closed-form restricted optimum of two atoms in d = 2 against a grid search of
+    T^2 = tr A + 2 sqrt(det A) over mu_1 = cos^2(theta), and its KKT conditions q_i = T."""
+    import solvers.restricted as restricted
+
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal((2, 2)) * rng.uniform(0.1, 10.0, size=(2, 1))
+    state = restricted.Restricted(atoms=y, mu=np.array([0.5, 0.5]), floor_atoms=np.zeros((2, 0)),
+                                  floor_weights=np.zeros((0, 0)),
+                                  floor_rotation=np.zeros((0, 0)))
+    point, _ = restricted.inner_solve(state, 1e-12, 200)
+    theta = np.linspace(0.0, np.pi / 2, 20001)
+    m1 = np.cos(theta) ** 2
+    a, b = y[0] @ y[0], y[1] @ y[1]
+    c = abs(y[0, 0] * y[1, 1] - y[0, 1] * y[1, 0])
+    grid_best = float(np.max(m1 * a + (1 - m1) * b + 2 * np.sqrt(m1 * (1 - m1)) * c))
+    assert point.root_trace**2 >= grid_best * (1 - 1e-12)
+    assert point.root_trace**2 <= grid_best * (1 + 1e-6)
+    np.testing.assert_allclose(point.scores / point.root_trace, 1.0, rtol=1e-9)
