@@ -270,12 +270,20 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
     conjugate gradients on Hessian-vector products (:func:`_newton_cg`).
     """
     atoms = state.atoms
-    if atoms.shape == (2, 2):
-        exact = _two_atoms_in_the_plane(atoms)
-        if exact is not None:
-            state.mu = exact
-            return evaluate(state), 1
-    point = evaluate(state)
+    exact = _closed_form(atoms)
+    if exact is not None:
+        mu_before = state.mu
+        state.mu = exact
+        try:
+            point = evaluate(state)
+        except SolverError:
+            state.mu = mu_before
+            point = evaluate(state)
+        else:
+            if float(point.scores.max()) / point.root_trace - 1.0 <= tol:
+                return point, 1  # certified below by the same KKT test as Newton's
+    else:
+        point = evaluate(state)
     it = 0
     stall = 0
     while it < max_iter:
@@ -347,6 +355,46 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         else:
             stall = 0
     return point, it
+
+
+def _closed_form(atoms: FloatArray) -> FloatArray | None:
+    """The restricted optimum in closed form where one exists for small dimensions (p <= 3):
+    two atoms in the plane, or exactly p(p+1)/2 atoms all active; ``None`` otherwise (the
+    caller checks the KKT conditions of whatever is returned, and runs Newton from it if they
+    do not hold)."""
+    k, p = atoms.shape
+    if p == 2 and k == 2:
+        return _two_atoms_in_the_plane(atoms)
+    if p <= 3 and k == p * (p + 1) // 2:
+        return _all_atoms_active(atoms)
+    return None
+
+
+def _all_atoms_active(atoms: FloatArray) -> FloatArray | None:
+    r"""The restricted optimum of exactly :math:`p(p+1)/2` atoms when every one is active.
+
+    Active atoms all have :math:`q_i = y_i^\top A^{-1/2} y_i = T`, so :math:`N = A^{-1/2}/T`
+    solves the :math:`p(p+1)/2` linear equations :math:`y_i^\top N y_i = 1`; then
+    :math:`T^2 = \operatorname{tr}N^{-1}`, :math:`A = N^{-2}/\operatorname{tr}N^{-1}`, and the
+    weights solve :math:`\sum_i \mu_i y_iy_i^\top = A` (they sum to 1 since
+    :math:`\sum_i\mu_iq_i = T`). Valid when :math:`N \succ 0` and every :math:`\mu_i > 0`
+    (then the KKT conditions hold); ``None`` otherwise."""
+    p = atoms.shape[1]
+    i0, i1, scale = _triu(p)
+    rows = atoms[:, i0] * atoms[:, i1] * scale  # svec(y_i y_i^T)
+    try:
+        n_mat = _smat(np.asarray(np.linalg.solve(rows, np.ones(rows.shape[0])),
+                                 dtype=np.float64), p)
+        w, v = np.linalg.eigh(n_mat)
+        if not w[0] > 1e-12 * w[-1]:
+            return None
+        a_mat = (v / (w * w)) @ v.T / float(np.sum(1.0 / w))
+        mu = np.linalg.solve(rows.T, _svec(0.5 * (a_mat + a_mat.T)))
+    except np.linalg.LinAlgError:
+        return None
+    if not (np.all(np.isfinite(mu)) and np.all(mu > 0)):
+        return None
+    return np.asarray(mu / float(mu.sum()), dtype=np.float64)
 
 
 def _two_atoms_in_the_plane(atoms: FloatArray) -> FloatArray | None:

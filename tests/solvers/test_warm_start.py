@@ -1,4 +1,4 @@
-"""Warm starts and the in-memory path of the structured solver.
+"""Warm starts, the in-memory path and the small closed forms of the structured solver.
 
 References are independent of the code under test: cvxpy + Clarabel at tight tolerance, the
 general (chunked, executor) path of the same solver on the same data, an own float
@@ -189,3 +189,43 @@ def test_two_atoms_in_the_plane_against_a_fine_grid(seed: int) -> None:
     assert point.root_trace**2 >= grid_best * (1 - 1e-12)
     assert point.root_trace**2 <= grid_best * (1 + 1e-6)
     np.testing.assert_allclose(point.scores / point.root_trace, 1.0, rtol=1e-9)
+
+
+@pytest.mark.parametrize("p", [2, 3])
+def test_all_atoms_active_closed_form_equals_newton(
+        p: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exactly p(p+1)/2 atoms, all active: the linear-algebra optimum equals projected Newton's
+    (run with the closed forms switched off) wherever it applies."""
+    import solvers.restricted as restricted
+
+    rng = np.random.default_rng(p)
+    k = p * (p + 1) // 2
+    applied = 0
+    # a tight frame of k unit directions (sum u u^T = (k/p) I: 3 at 120 degrees in the plane,
+    # the 6 axes of the icosahedron in space): with equal weights every atom is active, and
+    # stays so under small perturbations (strict complementarity)
+    if p == 2:
+        ang = np.array([0.0, 2.0, 4.0]) * np.pi / 3
+        frame = np.stack([np.cos(ang), np.sin(ang)], axis=1)
+    else:
+        g = (1.0 + np.sqrt(5.0)) / 2
+        frame = np.array([[0, 1, g], [0, 1, -g], [1, g, 0], [1, -g, 0], [g, 0, 1], [-g, 0, 1]])
+        frame = frame / np.linalg.norm(frame, axis=1, keepdims=True)
+    for trial in range(60):
+        rot, _ = np.linalg.qr(rng.standard_normal((p, p)))
+        noise = (0.02 if trial % 2 else 0.5) * rng.standard_normal((k, p))
+        y = (frame @ rot.T + noise) * rng.uniform(0.1, 10.0)
+
+        def state(y: NDArray[np.float64] = y) -> restricted.Restricted:
+            return restricted.Restricted(atoms=y, mu=np.full(k, 1.0 / k),
+                                         floor_atoms=np.zeros((p, 0)),
+                                         floor_weights=np.zeros((0, 0)),
+                                         floor_rotation=np.zeros((0, 0)))
+
+        fast, its = restricted.inner_solve(state(), 1e-12, 200)
+        with monkeypatch.context() as m:
+            m.setattr(restricted, "_closed_form", lambda atoms: None)
+            ref, _ = restricted.inner_solve(state(), 1e-12, 200)
+        assert fast.root_trace == pytest.approx(ref.root_trace, rel=1e-12)
+        applied += its == 1
+    assert applied >= 1  # the closed form was exercised
