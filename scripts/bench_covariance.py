@@ -316,7 +316,7 @@ def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------
-# many designs at once (issue 25): design_covariance_batch against a loop and the N-form peer
+# many designs at once: design_covariance_batch against a loop and the N-form peer
 # ------------------------------------------------------------------------------------------------
 #: (d, m, n): trajectories of n releases over the m points of a cell (J = m(m - 1)/2 vectors).
 BATCHES = ((2, 46, 500), (10, 46, 100))
