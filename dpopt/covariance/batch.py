@@ -68,8 +68,7 @@ SMALL_VECTORS = 2**18
 def _items(sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
            ) -> list[ArrayLike | VectorSource]:
     """The batch's vector sets: a sequence of (J_i, d) arrays, vector sources or pruned sets,
-    or one (n, J, d) array. Small sources are generated once into arrays (every pass of the
-    solve and of its certificate then reads the same in-memory vectors)."""
+    or one (n, J, d) array."""
     if isinstance(sensitivities, np.ndarray):
         if sensitivities.ndim != 3:
             raise InvalidParameterError(
@@ -82,11 +81,12 @@ def _items(sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | Array
     items = [_vectors_of(item) for item in sensitivities]
     if not items:
         raise InvalidParameterError("sensitivities", sensitivities, "must hold at least one set")
-    return [_materialised(item) for item in items]
+    return items
 
 
 def _materialised(item: ArrayLike | VectorSource) -> ArrayLike | VectorSource:
-    """A small vector source as one array (J d <= SMALL_VECTORS), else unchanged."""
+    """A small vector source as one array (J d <= SMALL_VECTORS), else unchanged: every pass of
+    the solve and of its certificate then reads the same in-memory vectors, generated once."""
     if isinstance(item, np.ndarray) or not isinstance(item, VectorSource):
         return item
     if item.count * item.dim > SMALL_VECTORS:
@@ -147,7 +147,8 @@ def design_covariance_batch(
     sensitivities : sequence of array_like (J_i, d), VectorSource or PrunedSet; or (n, J, d)
         The sensitivity vectors of each problem (same dimension d; the counts may differ), as
         ``design_covariance`` takes them. A source of at most ``SMALL_VECTORS`` numbers is
-        generated once into an array, which the solve and the certificate then both read.
+        generated once into an array, which the solve and the certificate then both read (one
+        set at a time; the design's ``program`` keeps the source).
         Consecutive problems that are close (a trajectory of queries) profit most from the warm
         start; a vector set's row order should be the same from one problem to the next (the
         same record pairs in the same order) for the support to carry over.
@@ -220,8 +221,9 @@ def _design_one(
     """One item: the structured solver (warm-started), the independent certificate check and
     the privacy re-check, exactly as ``design_covariance`` makes them; an item whose
     certificate does not close goes through ``design_covariance`` itself (its fallbacks)."""
+    dense = _materialised(vectors)
     try:
-        problem = CovarianceProgram(vectors, weight, add_remove_bound(q, rel), eta)
+        problem = CovarianceProgram(dense, weight, add_remove_bound(q, rel), eta)
     except InvalidParameterError as exc:  # name the item
         raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
                                     exc.requirement) from None
@@ -241,12 +243,19 @@ def _design_one(
         design = design_covariance(vectors, budget, weight=weight, noise_floor=eta, tol=tol,
                                    rigorous=rigorous, relation=rel)
         return design, design.solution
-    return _assemble(problem, q, rel, cert, sol, tol), sol
+    # the design describes the caller's set (a source stays a source: a design does not keep
+    # a generated copy of its vectors); solve and certificate read the same vectors in order
+    described = problem if dense is vectors else CovarianceProgram(
+        vectors, problem.weight, problem.bound, problem.noise_floor)
+    return _assemble(problem, described, q, rel, cert, sol, tol), sol
 
 
-def _assemble(problem: CovarianceProgram, q: float, rel: NeighbouringRelation,
-              cert: CovarianceCertificate, sol: Solution, tol: float) -> Design:
-    """The Design of a certified structured solution (what ``design_covariance`` returns)."""
+def _assemble(problem: CovarianceProgram, described: CovarianceProgram, q: float,
+              rel: NeighbouringRelation, cert: CovarianceCertificate, sol: Solution,
+              tol: float) -> Design:
+    """The Design of a certified structured solution (what ``design_covariance`` returns);
+    ``problem`` is what was solved and checked, ``described`` the same program on the caller's
+    vector set (the design's ``program``)."""
     cov = cert.repaired_covariance
     privacy = privacy_from_sup(_certified_sup(problem, cert), cov, problem.max_norm(), rel)
     if not privacy.mahalanobis_bound <= q:  # the repair guarantees it; never release otherwise
@@ -257,6 +266,6 @@ def _assemble(problem: CovarianceProgram, q: float, rel: NeighbouringRelation,
     message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
-        isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
+        isotropic_value=iso_value, bound=q, solution=sol, program=described, relation=rel,
         status="optimal", message=message,
     )

@@ -152,6 +152,10 @@ def test_vector_sources_and_pruned_sets_as_items() -> None:
         ref = design_covariance(item, ZCDP(rho=0.5))  # type: ignore[arg-type]
         assert des.certified
         assert des.value == pytest.approx(ref.value, rel=1e-7)
+        # the design describes the caller's set, and its certificate holds for it
+        assert type(des.program.vectors) is type(ref.program.vectors)
+        cert = check(des.program, des.covariance, des.solution.dual, tol=1e-6)
+        assert cert.certified and cert.mahalanobis_sup <= des.program.bound
 
 
 def test_sets_of_different_sizes_and_unmaterialised_sources(
