@@ -100,6 +100,6 @@ def test_design_run_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_subsample_uniform_is_certified_by_rdp(capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_json(["account", "subsample", "--sampling", "uniform", "--rate", "0.05",
+    res = run_json(["account", "subsample", "--sampling", "without_replacement", "--rate", "0.05",
                     "--sigma", "1.2", "--steps", "30", "--delta", "1e-5"], capsys)
     assert res["certified"][0]["accountant"] == "rdp"
