@@ -35,6 +35,8 @@ __all__ = ["prv_delta_lower", "prv_epsilon_lower"]
 #: (the library's mesh would be too fine to answer in seconds).
 PRV_MAX_STEPS = 2_000_000
 PRV_MIN_SIGMA = 0.3
+#: Most mesh cells tried (a domain of half-width 50 at the library's mesh size).
+PRV_MAX_POINTS = 2e7
 
 
 def _accountant(groups: Sequence[tuple[float, float, int]], eps_error: float,
@@ -48,6 +50,11 @@ def _accountant(groups: Sequence[tuple[float, float, int]], eps_error: float,
     except ImportError:  # pragma: no cover - optional
         return None
     total = sum(t for _, _, t in groups)
+    # the library's mesh: eps_error / sqrt(T/2 log(12/delta_error)) on a domain of a few times
+    # the largest loss; refuse what would need more than PRV_MAX_POINTS cells
+    mesh = eps_error / math.sqrt(total / 2.0 * math.log(12.0 / delta_error))
+    if 2.0 * 50.0 / mesh > PRV_MAX_POINTS:
+        return None
     prvs: list[Any] = []
     counts: list[int] = []
     for q, p, t in groups:

@@ -555,6 +555,10 @@ def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: flo
     return math.exp(lo)
 
 
+#: Target seconds of CPU for one finishing PLD evaluation (see :func:`calibrate_noise`).
+FINE_SECONDS = 0.4
+
+
 class _OutOfTime(Exception):
     """The time budget ran out (internal: the search returns its best certified answer)."""
 
@@ -697,7 +701,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def lower_of(q: float) -> float:
         bar.update(1)
         return lower_epsilon(run_of(q), delta, upper=math.inf,
-                             eps_error=min(max(0.012 * epsilon, 1e-3), 1.0))[0]
+                             eps_error=min(max(0.012 * epsilon, 0.01), 1.0))[0]
 
     if rate == 1.0 and "gdp-exact" in accountants:
         from dpopt.accounting.budgets import ApproxDP
@@ -723,12 +727,19 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         "certified to reach in double precision); relax epsilon or delta"
     )
 
-    def timed(names: tuple[str, ...], disc: float) -> Callable[[float], float]:
+    def timed(names: tuple[str, ...], disc: float, slow: float = math.inf
+              ) -> Callable[[float], float]:
         def eps_of(q: float) -> float:
             if time.perf_counter() > deadline:
                 raise _OutOfTime
             bar.update(1)
-            return uniform_epsilon(q, steps, rate, sampling, delta, names, disc).value
+            c0 = time.process_time()
+            out = uniform_epsilon(q, steps, rate, sampling, delta, names, disc).value
+            if time.process_time() - c0 > slow:
+                notes.append(f"one PLD at discretisation {disc:g} took "
+                             f"{time.process_time() - c0:.2g} s: stopped refining")
+                raise _OutOfTime
+            return out
         return eps_of
 
     x0 = _log_clt_guess(epsilon, delta, steps, rate)
@@ -739,25 +750,38 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         best_how = "rdp"
         x0 = math.log(best_q)
     pld_ok = ("pld" in accountants and sampling.relation is NeighbouringRelation.ADD_REMOVE
-              and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS)
+              and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS
+              and not best_q >= MAX_BOUND)
     if pld_ok:
         coarse = min(max(discretization, 20.0 * discretization), 0.1)
         try:
+            fine = discretization
             if lib.pld_feasible(((math.exp(x0) * 4.0, rate, steps),), coarse):
-                eps_c = timed(("pld",), coarse)
+                eps_c = timed(("pld",), coarse, slow=2.5 * FINE_SECONDS)
                 q_c = _solve(eps_c, epsilon, math.exp(x0), rtol, what)
                 if q_c > best_q:
                     best_q, best_how = q_c, "pld"
+                tc = time.process_time()
                 e1, e2 = eps_c(q_c), eps_c(q_c * 1.01)
+                tc = (time.process_time() - tc) / 2.0  # one coarse PLD, built from scratch
                 if e1 > 0.0 and e2 > e1:
                     slope = math.log(e2 / e1) / math.log(1.01)
-            if coarse > discretization and best_q > 0.0 and lib.pld_feasible(
-                    ((best_q * 1.1, rate, steps),), discretization):
+                # the PLD's cost grows like 1/discretisation: finish at the finest grid whose
+                # PLD takes about FINE_SECONDS (the requested one when it fits)
+                fine = max(discretization, min(coarse * tc / FINE_SECONDS, coarse / 2.0))
+                if fine > discretization:
+                    notes.append(f"finished with the PLD at discretisation {fine:.2g} (the one at "
+                                 f"{discretization:g} would take about "
+                                 f"{tc * coarse / discretization:.2g} s per evaluation)")
+            if coarse > fine and best_q > 0.0 and lib.pld_feasible(
+                    ((best_q * 1.1, rate, steps),), fine):
                 best_q, best_how, slope = _finish(
-                    timed(("pld",), discretization), epsilon, best_q, best_how, slope, rtol)
+                    timed(("pld",), fine), epsilon, best_q, best_how, slope, rtol)
         except _OutOfTime:
-            notes.append(f"time budget of {time_budget:g} s reached: the answer is certified "
-                         "but may be looser than the fine PLD's (raise time_budget)")
+            if time.perf_counter() > deadline:
+                notes.append(f"time budget of {time_budget:g} s reached: the answer is "
+                             "certified but may be looser than the fine PLD's (raise "
+                             "time_budget)")
         except InfeasibleError:
             if best_q <= 0.0:
                 raise
@@ -825,7 +849,7 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
                     sampling: str | SamplingScheme = "poisson", *, rtol: float = 1e-3,
                     discretization: float = 1e-4,
                     accountants: str | Sequence[str] = ACCOUNTANTS,
-                    time_budget: float = 30.0, two_sided: bool = True,
+                    time_budget: float = 10.0, two_sided: bool = True,
                     progress: bool | None = None) -> NoiseCalibration:
     r"""The largest certified per-step bound (smallest noise) for a total (ε, δ), two-sided.
 

@@ -215,7 +215,7 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                            delta: float, epochs: float | None = None, steps: int | None = None,
                            sampling: str | SamplingScheme | None = None, rtol: float = 1e-3,
                            discretization: float = 1e-4, accountant: str = "auto",
-                           time_budget: float = 30.0, two_sided: bool = True,
+                           time_budget: float = 10.0, two_sided: bool = True,
                            progress: bool | None = None) -> DpsgdCalibration:
     r"""Smallest noise multiplier σ such that DP-SGD is certified (ε, δ)-DP, two-sided.
 

@@ -137,9 +137,9 @@ def _add_accountant(p: argparse.ArgumentParser) -> None:
         help="which accountant may certify: auto (the tightest that applies), pld (pessimistic "
         "privacy loss distribution), rdp (Rényi DP), gdp (exact, no subsampling only)",
     )
-    p.add_argument("--time-budget", type=_positive, default=30.0, metavar="SECONDS",
+    p.add_argument("--time-budget", type=_positive, default=10.0, metavar="SECONDS",
                    help="stop refining after this long and report the best certified answer "
-                   "(default 30)")
+                   "(default 10)")
 
 
 def _interval(lo: float, hi: float) -> list[float] | None:
