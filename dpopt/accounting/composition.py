@@ -508,12 +508,18 @@ def certifies(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float,
 
 @lru_cache(maxsize=4096)
 def uniform_epsilon(bound: float, steps: int, sampling_rate: float, sampling: str, delta: float,
-                    accountants: tuple[str, ...] = ACCOUNTANTS, discretization: float = 1e-4
-                    ) -> AccountingResult:
+                    accountants: tuple[str, ...] = ACCOUNTANTS, discretization: float = 1e-4,
+                    orders: tuple[float, ...] = DEFAULT_ORDERS) -> AccountingResult:
     """:func:`composed_epsilon` of ``steps`` identical releases (memoised)."""
     return composed_epsilon(GaussianSteps(bound, steps, sampling_rate, sampling), delta,
                             accountants=accountants, discretization=discretization,
-                            two_sided=False)
+                            orders=orders, two_sided=False)
+
+
+#: RDP orders of the searches for fixed-size batches: the replace-one bound of Wang, Balle &
+#: Kasiviswanathan costs O(α) per order, and orders above 128 are rarely the best ones (any
+#: subset of orders gives a valid bound).
+WOR_SEARCH_ORDERS: tuple[float, ...] = tuple(a for a in DEFAULT_ORDERS if a <= 128.0)
 
 
 def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: float,
@@ -727,14 +733,15 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         "certified to reach in double precision); relax epsilon or delta"
     )
 
-    def timed(names: tuple[str, ...], disc: float, slow: float = math.inf
+    def timed(names: tuple[str, ...], disc: float, slow: float = math.inf,
+              budgeted: bool = True, orders: tuple[float, ...] = DEFAULT_ORDERS
               ) -> Callable[[float], float]:
         def eps_of(q: float) -> float:
-            if time.perf_counter() > deadline:
+            if budgeted and time.perf_counter() > deadline:
                 raise _OutOfTime
             bar.update(1)
             c0 = time.process_time()
-            out = uniform_epsilon(q, steps, rate, sampling, delta, names, disc).value
+            out = uniform_epsilon(q, steps, rate, sampling, delta, names, disc, orders).value
             if time.process_time() - c0 > slow:
                 notes.append(f"one PLD at discretisation {disc:g} took "
                              f"{time.process_time() - c0:.2g} s: stopped refining")
@@ -742,11 +749,22 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
             return out
         return eps_of
 
+    orders = (WOR_SEARCH_ORDERS if sampling is SamplingScheme.WITHOUT_REPLACEMENT
+              else DEFAULT_ORDERS)
     x0 = _log_clt_guess(epsilon, delta, steps, rate)
+    # the RDP search runs on the orders around the best one at the starting point (any subset
+    # of orders gives a valid bound; the best order moves little near the root)
+    start = uniform_epsilon(math.exp(x0), steps, rate, sampling, delta, ("rdp",),
+                            discretization, orders)
+    if start.order is not None and epsilon / 4.0 <= start.value <= 4.0 * epsilon:
+        near = tuple(a for a in orders if start.order / 3.0 <= a <= 3.0 * start.order)
+        orders = near or orders
     best_q, best_how = 0.0, ""
     slope = 0.5
     if "rdp" in accountants:
-        best_q = _solve(timed(("rdp",), discretization), epsilon, math.exp(x0), rtol, what)
+        # the RDP search is never cut short: it is what guarantees an answer
+        best_q = _solve(timed(("rdp",), discretization, budgeted=False, orders=orders),
+                        epsilon, math.exp(x0), rtol, what)
         best_how = "rdp"
         x0 = math.log(best_q)
     pld_ok = ("pld" in accountants and sampling.relation is NeighbouringRelation.ADD_REMOVE
