@@ -247,7 +247,7 @@ def _bench_dpsgd() -> None:
                 else dpa.NeighboringRelation.REPLACE_ONE)
 
     def lib_calibrate(kind: str, n: int, b: int, t: int, e: float, d: float,
-                      sampling: str) -> float:
+                      sampling: str, guess: float) -> float:
         def fresh() -> Any:
             if kind == "pld":
                 return pld_privacy_accountant.PLDAccountant(
@@ -256,7 +256,9 @@ def _bench_dpsgd() -> None:
 
         return float(dpa.calibrate_dp_mechanism(
             fresh, lambda s: event(n, b, t, sampling, s), e, d,
-            dpa.LowerEndpointAndGuess(0.05, 1.0), tol=1e-4))
+            # bracketed around dpopt's answer (the library's own bracket search would start at
+            # tiny σ, whose PLDs are slow to build): its time is the search inside the bracket
+            dpa.ExplicitBracketInterval(0.8 * guess, 1.25 * guess), tol=1e-4 * guess))
 
     def lib_epsilon(kind: str, n: int, b: int, t: int, d: float, sampling: str,
                     sigma: float) -> float:
@@ -282,9 +284,11 @@ def _bench_dpsgd() -> None:
             cal, c_ours = _cpu(lambda: dpsgd_noise_multiplier(
                 dataset_size=n, batch_size=b, steps=t, epsilon=e, delta=d, sampling=sampling,
                 progress=False))
-            pld_s, c_pld = (_cpu(lambda: lib_calibrate("pld", n, b, t, e, d, sampling))
+            pld_s, c_pld = (_cpu(lambda: lib_calibrate("pld", n, b, t, e, d, sampling,
+                                                      cal.noise_multiplier))
                             if sampling == "poisson" else (math.nan, math.nan))
-            rdp_s, c_rdp = _cpu(lambda: lib_calibrate("rdp", n, b, t, e, d, sampling))
+            rdp_s, c_rdp = _cpu(lambda: lib_calibrate("rdp", n, b, t, e, d, sampling,
+                                                     cal.noise_multiplier))
             if sampling == "poisson":
                 from prv_accountant.dpsgd import find_noise_multiplier
 

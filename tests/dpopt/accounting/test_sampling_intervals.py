@@ -190,3 +190,17 @@ def test_stateful_accountant_round_trips_and_matches_the_library() -> None:
     with pytest.raises(InvalidParameterError) as info:
         acc.step(noise_multiplier=-1.0, sample_rate=0.1)
     assert info.value.name == "noise_multiplier"
+
+
+def test_run_design_takes_the_relation() -> None:
+    import numpy as np
+
+    from dpopt.accounting.budgets import GDP
+    from dpopt.covariance.run_design import design_run
+
+    sets = [np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[3.0, 0.0], [0.0, 3.0]])]
+    ar = design_run(sets, None, GDP(mu=2.0), compare=False)
+    rep = design_run(sets, None, GDP(mu=2.0), compare=False, relation="replacement")
+    # the replacement sup is 4x the add/remove sup on these sets: 4x the error at the same Q
+    assert rep.value == pytest.approx(4.0 * ar.value, rel=1e-6)
+    assert all(d.relation is NeighbouringRelation.REPLACEMENT for d in rep.designs)
