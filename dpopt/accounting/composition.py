@@ -662,12 +662,13 @@ class NoiseCalibration:
 
 
 def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, slope: float,
-            deadline: float, tries: int = 4) -> float | None:
+            deadline: float, rel_gap: float, tries: int = 4) -> float | None:
     """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
-    ``tries`` attempts or before ``deadline``)."""
+    ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
+    (the lower bound's own error, relative) along the slope d log ε / d log q."""
     import time
 
-    step = max(math.log1p(0.02) / max(slope, 0.05), 1e-6)
+    step = max(1.25 * math.log1p(rel_gap) / max(slope, 0.05), 1e-6)
     for _ in range(tries):
         if time.perf_counter() > deadline:
             return None
@@ -704,10 +705,11 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def run_of(q: float) -> GaussianSteps:
         return GaussianSteps(q, steps, rate, sampling)
 
+    lower_error = min(max(0.012 * epsilon, 0.01), 1.0)
+
     def lower_of(q: float) -> float:
         bar.update(1)
-        return lower_epsilon(run_of(q), delta, upper=math.inf,
-                             eps_error=min(max(0.012 * epsilon, 0.01), 1.0))[0]
+        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error)[0]
 
     if rate == 1.0 and "gdp-exact" in accountants:
         from dpopt.accounting.budgets import ApproxDP
@@ -771,16 +773,25 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
               and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS
               and not best_q >= MAX_BOUND)
     if pld_ok:
-        coarse = min(max(discretization, 20.0 * discretization), 0.1)
+        # coarse grid: 20x the fine one, but fine enough for the target (the pessimistic PLD's
+        # excess in ε grows with the grid)
+        coarse = min(20.0 * discretization, max(discretization, 0.005 * epsilon), 0.1)
         try:
             fine = discretization
+            g_start = 0.0
             if lib.pld_feasible(((math.exp(x0) * 4.0, rate, steps),), coarse):
                 eps_c = timed(("pld",), coarse, slow=2.5 * FINE_SECONDS)
                 q_c = _solve(eps_c, epsilon, math.exp(x0), rtol, what)
                 if q_c > best_q:
                     best_q, best_how = q_c, "pld"
                 tc = time.process_time()
-                e1, e2 = eps_c(q_c), eps_c(q_c * 1.01)
+                e1, e2 = eps_c(best_q), eps_c(best_q * 1.01)
+                # the pessimistic PLD's excess shrinks like the square of the discretisation:
+                # one PLD at twice the coarse grid extrapolates the fine value (a guess only;
+                # every accepted point is checked by the fine PLD)
+                e4 = timed(("pld",), min(2.0 * coarse, 0.1))(best_q)
+                guess = e1 - (e4 - e1) / 3.0 if 0.0 < e1 < e4 < 1.5 * e1 else e1
+                g_start = math.log(max(guess, 1e-300)) - math.log(epsilon)
                 tc = (time.process_time() - tc) / 2.0  # one coarse PLD, built from scratch
                 if e1 > 0.0 and e2 > e1:
                     slope = math.log(e2 / e1) / math.log(1.01)
@@ -794,7 +805,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
             if coarse > fine and best_q > 0.0 and lib.pld_feasible(
                     ((best_q * 1.1, rate, steps),), fine):
                 best_q, best_how, slope = _finish(
-                    timed(("pld",), fine), epsilon, best_q, best_how, slope, rtol)
+                    timed(("pld",), fine), epsilon, best_q, best_how, slope, rtol, g_start)
         except _OutOfTime:
             if time.perf_counter() > deadline:
                 notes.append(f"time budget of {time_budget:g} s reached: the answer is "
@@ -813,44 +824,48 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         raise InfeasibleError(what)
     refuted = None
     if two_sided:
-        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget)
+        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget,
+                          lower_error / epsilon + 0.005)
     return done(best_q, best_how, refuted, "prv")
 
 
 def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str, slope: float,
-            rtol: float) -> tuple[float, str, float]:
-    """Refine a certified ``q`` with the fine PLD: Newton steps on log ε(log q) from the slope,
-    then regula falsi, at most five evaluations; every accepted point was checked."""
+            rtol: float, g_start: float) -> tuple[float, str, float]:
+    """Refine a certified ``q`` with the fine PLD: a Newton step on log ε(log q) from the coarse
+    value ``g_start`` = log(ε_coarse(q)/target) and slope, then Newton / regula falsi on the fine
+    values, at most eight fine evaluations, stopping once a passing point is predicted to be within
+    the tolerance of the root. Every accepted point was checked by the fine PLD; if none passes,
+    the coarse (certified) ``q`` stands."""
     tol = math.log1p(rtol) / 2.0
-    lo_x, hi_x = math.log(q), math.inf
-    g_lo = math.log(max(eps_of(q), 1e-300)) - math.log(epsilon)
-    if g_lo > 0.0:  # the coarse point fails the fine check (possible: different grids)
-        hi_x, g_hi = lo_x, g_lo
-        lo_x = -math.inf
-        x = math.log(q) - g_lo / max(slope, 0.05) - tol
-    else:
-        g_hi = math.inf
-        x = lo_x - g_lo / max(slope, 0.05) - tol / 2.0
-    best: tuple[float, str] | None = (q, how) if g_lo <= 0.0 else None
-    for _ in range(5):
+    s = max(slope, 0.05)
+    floor_x = math.log(q)
+    lo_x, hi_x = -math.inf, math.inf
+    g_lo = g_hi = 0.0
+    best = (q, how)
+    x = floor_x - g_start / s - tol / 2.0
+    for _ in range(8):
         g = math.log(max(eps_of(math.exp(x)), 1e-300)) - math.log(epsilon)
         if g <= 0.0:
+            if x > math.log(best[0]):
+                best = (math.exp(x), "pld")
             lo_x, g_lo = x, g
-            best = (math.exp(x), "pld")
         else:
             hi_x, g_hi = x, g
         if math.isfinite(lo_x) and math.isfinite(hi_x):
-            if hi_x - lo_x <= tol:
+            local = (g_hi - g_lo) / (hi_x - lo_x) if hi_x > lo_x else s
+            if hi_x - lo_x <= tol or -g_lo / max(local, 1e-12) <= tol:
                 break
             x = lo_x + (hi_x - lo_x) * (-g_lo) / (g_hi - g_lo) if g_hi > g_lo else (
                 0.5 * (lo_x + hi_x))
             x = min(max(x - tol / 4.0, lo_x + tol / 8.0), hi_x - tol / 8.0)
         elif math.isfinite(lo_x):
-            x = lo_x + max(-g_lo / max(slope, 0.05), tol)
+            if -g_lo / s <= tol:  # predicted root within the tolerance above a passing point
+                break
+            x = lo_x - g_lo / s - tol / 4.0
         else:
-            x = hi_x - max(g_hi / max(slope, 0.05), tol) - tol
-    if best is None:  # no fine point passed: keep the coarse answer (certified)
-        return q, how, slope
+            x = hi_x - g_hi / s - tol / 2.0
+            if x <= floor_x:  # below the coarse answer: keep that one
+                break
     return best[0], best[1], slope
 
 
