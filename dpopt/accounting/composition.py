@@ -563,6 +563,9 @@ def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: flo
 
 #: Target seconds of CPU for one finishing PLD evaluation (see :func:`calibrate_noise`).
 FINE_SECONDS = 0.4
+#: The calibration builds no PLD when the RDP answer's noise multiplier (per sensitivity) is
+#: below this: such PLDs take seconds to minutes to build, and RDP is close to tight there.
+PLD_MIN_SIGMA = 0.25
 
 
 class _OutOfTime(Exception):
@@ -662,7 +665,7 @@ class NoiseCalibration:
 
 
 def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, slope: float,
-            deadline: float, rel_gap: float, tries: int = 4) -> float | None:
+            deadline: float, rel_gap: float, tries: int = 6) -> float | None:
     """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
     ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
     (the lower bound's own error, relative) along the slope d log ε / d log q."""
@@ -772,10 +775,13 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     pld_ok = ("pld" in accountants and sampling.relation is NeighbouringRelation.ADD_REMOVE
               and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS
               and not best_q >= MAX_BOUND)
+    if pld_ok and best_q > 0.0 and 1.0 / math.sqrt(best_q) < PLD_MIN_SIGMA:
+        pld_ok = False
+        notes.append(f"no PLD below a noise multiplier of {PLD_MIN_SIGMA:g} per sensitivity (its "
+                     "grid would take long to build): certified by RDP")
     if pld_ok:
-        # coarse grid: 20x the fine one, but fine enough for the target (the pessimistic PLD's
-        # excess in ε grows with the grid)
-        coarse = min(20.0 * discretization, max(discretization, 0.005 * epsilon), 0.1)
+        # coarse grid scaled to the target: the pessimistic PLD's excess in ε grows with the grid
+        coarse = min(max(discretization, 7e-4 * epsilon), 0.1)
         try:
             fine = discretization
             g_start = 0.0
