@@ -107,6 +107,17 @@ def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: fl
     return _call("a privacy loss distribution", build)
 
 
+def pld_points(groups: Sequence[tuple[float, float, int]], discretization: float) -> int:
+    """Grid points of the (cached) composed PLD, both directions: its cost is about linear in
+    them, and they scale like 1/discretisation."""
+    pld = _pld(groups, discretization)
+    total = 0
+    for pmf in (getattr(pld, "_pmf_remove", None), getattr(pld, "_pmf_add", None)):
+        probs = getattr(pmf, "_probs", None)
+        total += int(np.size(probs)) if probs is not None else 0
+    return total
+
+
 def pld_feasible(groups: Sequence[tuple[float, float, int]], discretization: float) -> bool:
     """Whether every group's PLD fits in :data:`PLD_MAX_POINTS` grid points (the privacy loss of
     a Gaussian with noise multiplier σ spans about (1 + 20σ)/σ² before truncation)."""

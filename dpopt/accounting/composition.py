@@ -561,8 +561,10 @@ def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: flo
     return math.exp(lo)
 
 
-#: Target seconds of CPU for one finishing PLD evaluation (see :func:`calibrate_noise`).
+#: Seconds of CPU after which one coarse PLD stops the PLD phase (a safety valve).
 FINE_SECONDS = 0.4
+#: Largest grid (points, both directions) of a finishing PLD: about 0.3 s of CPU on one core.
+FINE_POINTS = 6e5
 #: The calibration builds no PLD when the RDP answer's noise multiplier (per sensitivity) is
 #: below this: such PLDs take seconds to minutes to build, and RDP is close to tight there.
 PLD_MIN_SIGMA = 0.25
@@ -790,7 +792,6 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
                 q_c = _solve(eps_c, epsilon, math.exp(x0), rtol, what)
                 if q_c > best_q:
                     best_q, best_how = q_c, "pld"
-                tc = time.process_time()
                 e1, e2 = eps_c(best_q), eps_c(best_q * 1.01)
                 # the pessimistic PLD's excess shrinks like the square of the discretisation:
                 # one PLD at twice the coarse grid extrapolates the fine value (a guess only;
@@ -798,16 +799,17 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
                 e4 = timed(("pld",), min(2.0 * coarse, 0.1))(best_q)
                 guess = e1 - (e4 - e1) / 3.0 if 0.0 < e1 < e4 < 1.5 * e1 else e1
                 g_start = math.log(max(guess, 1e-300)) - math.log(epsilon)
-                tc = (time.process_time() - tc) / 2.0  # one coarse PLD, built from scratch
                 if e1 > 0.0 and e2 > e1:
                     slope = math.log(e2 / e1) / math.log(1.01)
-                # the PLD's cost grows like 1/discretisation: finish at the finest grid whose
-                # PLD takes about FINE_SECONDS (the requested one when it fits)
-                fine = max(discretization, min(coarse * tc / FINE_SECONDS, coarse / 2.0))
+                # a PLD's grid (and cost) grows like 1/discretisation: finish on the finest grid
+                # of at most FINE_POINTS points (the requested one when it fits) — decided from
+                # the coarse PLD's size, so the answer does not depend on the machine's load
+                size = lib.pld_points(((best_q, rate, steps),), coarse)
+                fine = max(discretization, min(coarse * size / FINE_POINTS, coarse / 2.0))
                 if fine > discretization:
                     notes.append(f"finished with the PLD at discretisation {fine:.2g} (the one at "
-                                 f"{discretization:g} would take about "
-                                 f"{tc * coarse / discretization:.2g} s per evaluation)")
+                                 f"{discretization:g} would have about "
+                                 f"{size * coarse / discretization:.2g} grid points)")
             if coarse > fine and best_q > 0.0 and lib.pld_feasible(
                     ((best_q * 1.1, rate, steps),), fine):
                 best_q, best_how, slope = _finish(
