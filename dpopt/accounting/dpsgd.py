@@ -285,11 +285,11 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                             two_sided=two_sided)
     clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
-        # informational, but still certified: a coarser pessimistic PLD is an upper bound too
+        # at the same discretisation as the answer, so the CLT's excess is not overstated
         at_clt = composed_epsilon(GaussianSteps.from_noise_multiplier(clt_sigma, t, rate,
                                                                       scheme), d,
-                                  discretization=min(20.0 * discretization, 0.1),
-                                  accountants=accs, two_sided=False).value
+                                  discretization=discretization, accountants=accs,
+                                  two_sided=False).value
         from dpopt.accounting.gdp import epsilon_for_delta
 
         clt_eps = float(epsilon_for_delta(d, _clt_mu(rate, sigma, t, scheme)))
