@@ -106,7 +106,7 @@ from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.rigorous import ExactArray, _bareiss_positive
 from certificates.validate import as_float_array, as_scalar
 
-__all__ = ["BoxSup", "certified_box_sup", "two_record_form_bounds"]
+__all__ = ["BoxSup", "certified_box_sup", "local_maximisers", "two_record_form_bounds"]
 
 _U = 2.0**-53
 _F = np.float64
@@ -414,6 +414,65 @@ def _polish(pb: _Problem, x0: Arr) -> tuple[Arr, float]:
     return x, -float(res.fun)
 
 
+def local_maximisers(
+    lower: ArrayLike, upper: ArrayLike, query: ArrayLike, sigma: float, factor: ArrayLike, *,
+    starts: int = 64, seed: int = 0,
+) -> tuple[Arr, Arr, Arr]:
+    r"""Distinct local maximisers of :math:`|R\,t_g(x, y)|^2` over the box (float search only).
+
+    A heuristic (no guarantee): projected-gradient ascent from the corners of the difference box
+    and seeded random points. Used to seed working sets of exchange methods with several worst
+    pairs at once.
+
+    Returns
+    -------
+    x, y : ndarray, shape (k, d)
+        The pairs, best first.
+    values : ndarray, shape (k,)
+        Their float values.
+    """
+    lo, hi, g = _validate_box(lower, upper, query)
+    s = as_scalar("sigma", sigma, low=0.0)
+    fac = as_float_array("factor", factor)
+    pb = _make_problem(lo, hi, g, s, np.array(fac, dtype=np.float64))
+    d = lo.shape[0]
+    rng = np.random.default_rng(seed)
+    pts = [rng.uniform(-pb.lengths, pb.lengths, (starts, d))]
+    if d <= 8:
+        bits = (np.arange(2**d)[:, None] >> np.arange(d)[None, :]) & 1
+        pts.append((1.0 - 2.0 * bits) * pb.lengths * 0.999)
+    x0 = np.vstack(pts)
+    lim = pb.lengths
+    x = np.clip(x0, -lim, lim)
+    val, grad = _log_f_batch(pb, x)
+    step = np.full(x.shape[0], 0.1 * float(np.max(lim)))
+    for _ in range(300):
+        gn = np.sqrt(np.einsum("ij,ij->i", grad, grad))
+        gn = np.where(gn > 0, gn, 1.0)
+        trial = np.clip(x + (step / gn)[:, None] * grad, -lim, lim)
+        tv, tg = _log_f_batch(pb, trial)
+        ok = tv > val
+        x = np.where(ok[:, None], trial, x)
+        val = np.where(ok, tv, val)
+        grad = np.where(ok[:, None], tg, grad)
+        step = np.where(ok, step * 1.5, step * 0.5)
+    order = np.argsort(-val)
+    keep: list[int] = []
+    tol_x = 1e-6 * float(np.max(lim))
+    for i in order:
+        if not np.isfinite(val[i]):
+            continue
+        if all(np.max(np.abs(x[i] - x[j])) > tol_x for j in keep):
+            keep.append(int(i))
+    xs, ys = [], []
+    for i in keep:
+        a, b = _pair_of(pb, x[i])
+        xs.append(a)
+        ys.append(b)
+    vals = np.exp(val[keep]) if keep else np.zeros(0)
+    return np.array(xs).reshape(-1, d), np.array(ys).reshape(-1, d), vals
+
+
 # ---------------------------------------------------------------- the pair and its value
 
 
@@ -583,6 +642,7 @@ def certified_box_sup(
     batch: int = 512,
     starts: int = 32,
     seed: int = 0,
+    stop_below: float | None = None,
 ) -> BoxSup:
     r"""Proven bounds on :math:`\sup_{x, y \in K} t_g(x, y)^\top A\, t_g(x, y)`,
     :math:`K = \prod_i [\ell_i, u_i]`.
@@ -613,6 +673,10 @@ def certified_box_sup(
         seeded random points).
     seed : int
         Seed of the random starts (the result is deterministic).
+    stop_below : float, optional
+        Also stop as soon as the proven upper bound is at most this value (a decision: "is the
+        sup at most ``stop_below``?" needs no more than that). ``converged`` still refers to
+        ``tol``.
 
     Returns
     -------
@@ -629,6 +693,7 @@ def certified_box_sup(
     d = lo.shape[0]
     s = as_scalar("sigma", sigma, low=0.0)
     tol = as_scalar("tol", tol, low=0.0)
+    stop_at = -math.inf if stop_below is None else as_scalar("stop_below", stop_below)
     for name, val, low in (("max_nodes", max_nodes, 1), ("batch", batch, 1), ("starts", starts, 0)):
         if isinstance(val, bool) or not isinstance(val, int | np.integer) or int(val) < low:
             raise InvalidTypeError(name, val, f"an integer >= {low}")
@@ -690,6 +755,8 @@ def certified_box_sup(
             open_c, open_clo = open_c[keep], open_clo[keep]
         top = float(np.max(open_b)) if open_b.size else 0.0
         if open_b.size == 0 or top <= inc * (1.0 + tol) or nodes >= max_nodes:
+            break
+        if max(top, discarded) * c * (1.0 + 4 * _U) <= stop_at:
             break
         if it % 8 == 0:  # local search from the best node centres
             order = np.argsort(-open_b)[:8]
