@@ -83,7 +83,7 @@ def parse_domain(text: str, *, header: bool = False) -> FinitePoints | Grid | Bo
     ``header``: the CSV's first line is a header (skipped); without it every cell of a CSV must
     be a number. Only meaningful for a CSV file.
     """
-    from dpopt.covariance import design_file, domains
+    from dpopt.covariance import description, domains
 
     is_file = Path(text).suffix.lower() in (".csv", ".npy", ".txt") or (
         ":" not in text and Path(text).exists()
@@ -94,7 +94,7 @@ def parse_domain(text: str, *, header: bool = False) -> FinitePoints | Grid | Bo
         return domains.FinitePoints(read_points(text, what="domain", header=header))
     if header:
         raise UsageError("--header applies to a CSV domain file, not to a domain spec")
-    return design_file.domain_from_spec(text)
+    return description.domain_from_spec(text)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -333,11 +333,6 @@ def add_figures_parser(sub: Subparsers) -> None:
 #: beyond it the file stores a description and a sha256, and ``verify`` regenerates them.
 MAX_STORED_FLOATS = 500_000
 
-#: Tag of the JSON description the CLI puts in the certificate (the same string as
-#: :data:`dpopt.covariance.design_file.DESCRIPTION_TAG`, kept literal so ``--help`` stays fast).
-META_TAG = "dpopt-cli-design/2"
-
-
 
 
 def _check_output(path: str, force: bool) -> Path:
@@ -404,8 +399,6 @@ def run_design(
     (``None``, ``"local"`` or a scheduler address) goes to
     :func:`~dpopt.covariance.design.design_covariance`.
     """
-    import json
-
     from dpopt.cli.account import parse_budgets
     from dpopt.covariance.design import design_covariance
 
@@ -457,20 +450,18 @@ def run_design(
         _save_plot(design, plot_path)
         summary["plot"] = str(plot_path)
     if out_path is not None:
-        file_meta = {
-            "tag": META_TAG,
-            **{k: meta[k] for k in ("command", "domain", "set", "query", "sigma", "relation")},
-            "domain_points": None if domain_points is None else np.asarray(
-                domain_points, dtype=np.float64
-            ).tolist(),
-            "header": header,
-            "budget": budget.describe(),
-            "budget_bound": design.bound,
-            "budget_specs": list(budget_specs),
-        }
-        summary["sha256"] = design.save(
-            out_path, description=json.dumps(file_meta, sort_keys=True), overwrite=force
+        from dpopt.covariance.description import DesignDescription
+
+        desc = DesignDescription(
+            command=meta["command"], domain=meta["domain"],
+            domain_points=None if domain_points is None else np.asarray(
+                domain_points, dtype=np.float64),
+            header=header, set=meta["set"],
+            query=None if meta["query"] is None else np.asarray(meta["query"], dtype=np.float64),
+            sigma=meta["sigma"], relation=relation.value, budget=budget.describe(),
+            budget_bound=design.bound, budget_specs=tuple(budget_specs),
         )
+        summary["sha256"] = design.save(out_path, description=desc, overwrite=force)
         summary["output"] = str(out_path)
     return summary
 

@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
     from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.description import DesignDescription
     from dpopt.covariance.sensitivity import PrunedSet
     from dpopt.parallel import DaskOption
 
@@ -99,6 +100,9 @@ class Design:
         possibly suboptimal by up to a factor ``1 + certificate.gap``).
     message : str
         Human-readable account of how the design was obtained and certified.
+    budget : Budget or None
+        The budget the design was made for (several: their ``AllOf``); what :meth:`save`
+        describes in the file so that the verifier recomputes its bound.
     """
 
     covariance: NDArray[np.float64]
@@ -112,17 +116,32 @@ class Design:
     relation: NeighbouringRelation = NeighbouringRelation.ADD_REMOVE
     status: str = "optimal"
     message: str = ""
+    budget: Budget | None = None
 
-    def save(self, path: str | os.PathLike[str], *, description: str | None = None,
+    def save(self, path: str | os.PathLike[str], *,
+             description: str | DesignDescription | None = None,
              overwrite: bool = False) -> str:
         """Write the certificate file (:func:`certificates.io.write_certificate`); return the
         sha256 of its content (an integrity check against accidental corruption, not a
-        signature). ``description`` is free text, required when the vectors came from a
-        VectorSource; load the file back, re-verified, with :meth:`Design.load`."""
+        signature).
+
+        By default the file carries the design's description
+        (:func:`dpopt.covariance.description.describe_design`: the domain, the sensitivity set,
+        the relation and the budget specs) whenever the vectors came from ``add_remove_set`` or
+        ``uniform_query_set`` and the budget has a spec; ``dpopt verify`` and :meth:`load` then
+        regenerate the vectors and recompute the budget's bound from it. A
+        :class:`~dpopt.covariance.description.DesignDescription` is written as given; a string
+        is free text (the file is then verified for its vectors only). A design over a plain
+        array stores the array; one over any other VectorSource needs ``description``."""
         if self.solution.dual is None:
             raise InfeasibleError("the design has no dual certificate to save")
+        from dpopt.covariance.description import DesignDescription, describe_design
+
+        if description is None:
+            description = describe_design(self)
+        text = description.to_json() if isinstance(description, DesignDescription) else description
         return write_certificate(path, self.program, self.certificate, self.solution.dual,
-                                 description=description, overwrite=overwrite)
+                                 description=text, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *,
@@ -181,6 +200,7 @@ class Design:
             isotropic_value=iso_value, bound=bound, solution=solution, program=program,
             relation=rel, status=status,
             message=f"loaded from {os.fspath(path)!r} and re-verified: {cert.message}",
+            budget=vf.budget,
         )
 
     @property
@@ -380,7 +400,7 @@ def _executor_option(executor: Any, method: str) -> dict[str, Any]:
 def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget | Sequence[Budget],
             weight: ArrayLike | None, noise_floor: float, solver: str,
             tol: float, rigorous: bool, relation: RelationLike, executor: Any) -> Design:
-    q, _ = _bound_of(budgets)
+    q, stated = _bound_of(budgets)
     rel = as_relation(relation)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     problem = CovarianceProgram(_vectors_of(sensitivity), weight, add_remove_bound(q, rel),
@@ -446,7 +466,7 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
         isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
-        status=status, message=message,
+        status=status, message=message, budget=stated,
     )
 
 

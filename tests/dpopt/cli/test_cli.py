@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from dpopt.cli import build_parser, main
-from dpopt.cli.common import parse_spec, read_points, write_text_safely
+from dpopt.cli.common import read_points, write_text_safely
+from dpopt.covariance.description import parse_spec
 
 COMMANDS = [
     ["demo"],
