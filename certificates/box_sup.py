@@ -667,16 +667,18 @@ def certified_box_sup(
         Budget of node evaluations; when it is reached the bounds so far are returned (valid,
         with ``converged=False`` and the gap reported).
     batch : int
-        Nodes bisected per vectorised round.
+        Smallest number of nodes bisected per vectorised round (a sixteenth of the open nodes
+        when that is more).
     starts : int
         Local-search starts for the incumbent (box corners of the difference box first, then
         seeded random points).
     seed : int
         Seed of the random starts (the result is deterministic).
     stop_below : float, optional
-        Also stop as soon as the proven upper bound is at most this value (a decision: "is the
-        sup at most ``stop_below``?" needs no more than that). ``converged`` still refers to
-        ``tol``.
+        Also stop as soon as the proven upper bound is at most this value, or a pair is found
+        whose value exceeds it (a decision: "is the sup at most ``stop_below``?"); with
+        ``tol=0`` the search runs until it decides or the node budget is spent. ``converged``
+        still refers to ``tol``.
 
     Returns
     -------
@@ -692,7 +694,7 @@ def certified_box_sup(
     lo, hi, g = _validate_box(lower, upper, query)
     d = lo.shape[0]
     s = as_scalar("sigma", sigma, low=0.0)
-    tol = as_scalar("tol", tol, low=0.0)
+    tol = as_scalar("tol", tol, low=0.0, low_open=False)
     stop_at = -math.inf if stop_below is None else as_scalar("stop_below", stop_below)
     for name, val, low in (("max_nodes", max_nodes, 1), ("batch", batch, 1), ("starts", starts, 0)):
         if isinstance(val, bool) or not isinstance(val, int | np.integer) or int(val) < low:
@@ -757,15 +759,20 @@ def certified_box_sup(
         if open_b.size == 0 or top <= inc * (1.0 + tol) or nodes >= max_nodes:
             break
         if max(top, discarded) * c * (1.0 + 4 * _U) <= stop_at:
-            break
+            break  # proved: the sup is at most stop_below
+        if stop_below is not None and inc * (1.0 - 1e-9) > stop_at:
+            break  # disproved (the attained lower bound is recomputed rigorously below)
         if it % 8 == 0:  # local search from the best node centres
-            order = np.argsort(-open_b)[:8]
+            order = (np.argpartition(-open_b, 7)[:8] if open_b.size > 8
+                     else np.arange(open_b.size))
             dl, vl = _local_search(pb, np.vstack([best_delta[None], open_c[order]]), 100)
             if np.isfinite(vl) and math.exp(vl) > inc:
                 dp, vp = _polish(pb, dl)
                 dl, vl = (dp, vp) if vp > vl else (dl, vl)
                 inc, best_delta = math.exp(vl), dl
-        k = min(batch, open_b.size)
+        # best-first in batches; the batch grows with the open list so that the copying of the
+        # list per round stays a small share of the bound evaluations
+        k = min(max(batch, open_b.size // 16), open_b.size)
         sel = np.argpartition(-open_b, k - 1)[:k] if k < open_b.size else np.arange(open_b.size)
         rest = np.ones(open_b.size, dtype=bool)
         rest[sel] = False
