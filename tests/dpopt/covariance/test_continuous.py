@@ -135,3 +135,18 @@ def test_box_set_validation_and_refusals():
     point = BoxTwoRecordSet(dpopt.Box([1.0], [1.0]), [0.0], 0.1)
     with pytest.raises(InvalidParameterError, match="single point"):
         dpopt.design_covariance(point, BUDGET)
+
+
+def test_save_and_load_a_box_design(tmp_path):
+    from dpopt.covariance.design import Design
+
+    sset = dpopt.add_remove_set(dpopt.Box([0.0, 0.0], [1.0, 1.0]), [0.2, 0.4], 0.2)
+    des = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3)
+    path = tmp_path / "box.json"
+    des.save(path)
+    back = Design.load(path)
+    assert back.coverage is not None
+    assert back.coverage.sensitivity.box.upper.tolist() == [1.0, 1.0]
+    assert back.coverage.sup.upper <= back.program.bound
+    np.testing.assert_array_equal(back.covariance, des.covariance)
+    assert back.value == des.value
