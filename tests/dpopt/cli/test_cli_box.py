@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from dpopt.cli import main
-from tests.certificates import mutations as mu
 from dpopt.covariance.design import Design
 from dpopt.errors import CertificateError
+from tests.certificates import mutations as mu
 
 ARGS = ["design", "--domain", "box:lo=0,hi=1,d=2", "--query", "0.3,0.6", "--denoiser-sigma",
         "0.15", "--budget", "approx:epsilon=1,delta=1e-6"]
