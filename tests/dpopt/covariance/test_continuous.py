@@ -150,3 +150,19 @@ def test_save_and_load_a_box_design(tmp_path):
     assert back.coverage.sup.upper <= back.program.bound
     np.testing.assert_array_equal(back.covariance, des.covariance)
     assert back.value == des.value
+
+
+def test_box_design_with_replacement_and_a_noise_floor():
+    box = dpopt.Box([0.0, 0.0], [1.0, 2.0])
+    sset = dpopt.add_remove_set(box, [0.5, 1.0], 0.1)
+    base = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3)
+    rep = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3, relation="replacement")
+    assert rep.coverage is not None and rep.coverage.sup.upper <= base.bound / 4
+    assert rep.privacy.mahalanobis_bound <= rep.bound
+    assert rep.value == pytest.approx(4 * base.value, rel=2e-3)  # q / 4: four times the noise
+    eta = 1.5 * float(np.linalg.eigvalsh(base.covariance)[0])
+    floored = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3, noise_floor=eta)
+    assert float(np.linalg.eigvalsh(floored.covariance)[0]) >= eta * (1 - 1e-12)
+    assert floored.coverage is not None and floored.coverage.sup.upper <= floored.bound
+    assert _worst_pair_value(np.zeros(2), np.array([1.0, 2.0]), np.array([0.5, 1.0]), 0.1,
+                             floored.covariance) <= floored.bound
