@@ -407,6 +407,7 @@ def run_design(
     :func:`~dpopt.covariance.design.design_covariance`.
     """
     from dpopt.cli.account import parse_budgets
+    from dpopt.covariance.continuous import BoxCoverage
     from dpopt.covariance.design import design_covariance
 
     out_path = _check_output(output, force) if output is not None else None
@@ -442,7 +443,7 @@ def run_design(
             dask=dask,
         )
     cert = design.certificate
-    if design.coverage is not None:
+    if isinstance(design.coverage, BoxCoverage):
         count = int(design.coverage.pairs_x.shape[0])
     summary: dict[str, Any] = {
         **meta,
@@ -479,7 +480,7 @@ def run_design(
             query=None if meta["query"] is None else np.asarray(meta["query"], dtype=np.float64),
             sigma=meta["sigma"], relation=relation.value, budget=budget.describe(),
             budget_bound=design.bound, budget_specs=tuple(budget_specs),
-            pairs=None if design.coverage is None else np.hstack(
+            pairs=None if not isinstance(design.coverage, BoxCoverage) else np.hstack(
                 [design.coverage.pairs_x, design.coverage.pairs_y]),
         )
         summary["sha256"] = design.save(out_path, description=desc, overwrite=force)
@@ -618,7 +619,10 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
     }
     sensitivity: VectorSource | BoxTwoRecordSet
     if args.uniform_query:
-        sensitivity = sens.uniform_query_set(domain)
+        uq = sens.uniform_query_set(domain)
+        if isinstance(uq, sens.EllipsoidDifferences):  # pragma: no cover - no ellipsoid spec
+            raise UsageError("ellipsoid domains are not available from the command line")
+        sensitivity = uq
         meta.update({"set": "uniform-query", "query": None, "sigma": None})
     else:
         query = parse_float_list("query", args.query)

@@ -53,8 +53,9 @@ from dpopt.covariance.mahalanobis_sup import MahalanobisSup
 from dpopt.covariance.privacy import CovariancePrivacy, privacy_from_sup
 from dpopt.covariance.sensitivity import (
     BoxTwoRecordSet,
+    BoxVertexDifferences,
+    EllipsoidDifferences,
     TwoRecordVectors,
-    uniform_query_set,
 )
 from dpopt.errors import AccuracyWarning, InfeasibleError, InvalidParameterError
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
@@ -65,9 +66,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BoxCoverage",
+    "EllipsoidCoverage",
     "box_privacy",
     "box_sup_as_mahalanobis",
     "design_box",
+    "design_ellipsoid",
     "initial_pairs",
 ]
 
@@ -302,7 +305,7 @@ def design_box(
     method = "exchange"
     uq_value: float | None = None
     if uniform_cap and d <= UNIFORM_CAP_MAX_DIM:
-        uq = design_covariance(uniform_query_set(sset.box), budgets, weight, noise_floor,
+        uq = design_covariance(BoxVertexDifferences(sset.box), budgets, weight, noise_floor,
                                solver, tol_in, rigorous, rel)
         uq_value = float(uq.value)
         if uq_value < cert.upper:
@@ -346,3 +349,71 @@ def design_box(
         isotropic_value=iso, bound=q, solution=solution, program=program, relation=rel,
         status=status, message=msg, coverage=coverage, budget=stated,
     )
+
+
+@dataclass(frozen=True)
+class EllipsoidCoverage:
+    """What a uniform-query design on a ball or an ellipsoid covers (closed-form sup).
+
+    Attributes
+    ----------
+    sensitivity : EllipsoidDifferences
+    sup : MahalanobisSup
+        The proven closed-form sup at the returned covariance (``sup.upper <= q``).
+    """
+
+    sensitivity: EllipsoidDifferences
+    sup: MahalanobisSup
+
+    def describe(self) -> str:
+        """One line: the domain covered and the proven sup."""
+        e = self.sensitivity.ellipsoid
+        return (f"covers every query and every record in the ellipsoid centred at "
+                f"{e.centre.tolist()} (add/remove); proven sup {self.sup.upper:.10g}")
+
+
+def design_ellipsoid(
+    sensitivity: EllipsoidDifferences,
+    budgets: Budget | Sequence[Budget],
+    weight: ArrayLike | None = None,
+    noise_floor: float = 0.0,
+    solver: str = "auto",
+    tol: float = 1e-6,
+    rigorous: bool = False,
+    relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
+) -> Design:
+    r"""The uniform-query design of a ball or an ellipsoid (closed form, certified).
+
+    Solves on the d working vectors :math:`2Ev_i` of
+    :meth:`~dpopt.covariance.sensitivity.EllipsoidDifferences.working_vectors` (a relaxation whose
+    optimum is the continuous one, :math:`\tfrac4q EE^\top` without a noise floor), then scales
+    the covariance to the proven closed-form sup over the whole ellipsoid. Same parameters as
+    :func:`dpopt.covariance.design.design_covariance`.
+    """
+    from dpopt.covariance.design import design_covariance
+
+    rel = as_relation(relation)
+    base = design_covariance(sensitivity.working_vectors(weight), budgets, weight, noise_floor,
+                             solver, tol, rigorous, rel)
+    q_ar = base.program.bound
+    cov = base.covariance
+    for _ in range(8):
+        upper, lower, vec = sensitivity.sup(cov)
+        if upper <= q_ar:
+            break
+        cov = cov * (upper / q_ar * (1.0 + 1e-12))
+    else:  # pragma: no cover - the closed form is exact up to rounding
+        raise InfeasibleError("could not prove the ellipsoid's sup below q")
+    cert = check(base.program, cov, base.solution.dual, tol=tol, rigorous=rigorous)
+    cov = np.array(cert.repaired_covariance, dtype=np.float64)
+    upper, lower, vec = sensitivity.sup(cov)
+    if not upper <= q_ar:  # pragma: no cover - the repair only scales up
+        raise InfeasibleError("the repaired covariance exceeds q over the ellipsoid")
+    sup = MahalanobisSup(value=upper, upper=upper, lower=lower, exact=False,
+                         method="closed_form", index=None, vector=vec,
+                         margin=upper / lower - 1.0 if lower > 0 else 0.0)
+    privacy = privacy_from_sup(sup, cov, sensitivity.ellipsoid.diameter(), rel)
+    coverage = EllipsoidCoverage(sensitivity=sensitivity, sup=sup)
+    return replace(base, covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
+                   coverage=coverage,
+                   message=f"uniform query over an ellipsoid (closed form): {cert.message}")

@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
     from dpopt.accounting.budgets import Budget
-    from dpopt.covariance.continuous import BoxCoverage
+    from dpopt.covariance.continuous import BoxCoverage, EllipsoidCoverage
     from dpopt.covariance.description import DesignDescription
     from dpopt.covariance.sensitivity import PrunedSet
     from dpopt.parallel import DaskOption
@@ -124,7 +124,7 @@ class Design:
     relation: NeighbouringRelation = NeighbouringRelation.ADD_REMOVE
     status: str = "optimal"
     message: str = ""
-    coverage: BoxCoverage | None = None
+    coverage: BoxCoverage | EllipsoidCoverage | None = None
     budget: Budget | None = None
 
     def save(self, path: str | os.PathLike[str], *,
@@ -148,6 +148,11 @@ class Design:
 
         if description is None:
             description = describe_design(self)
+            if description is None and self.coverage is not None:
+                raise InvalidParameterError(
+                    "description", None, "a design over a ball or an ellipsoid cannot be "
+                    "described in a file yet (the file would cover its working vectors only); "
+                    "design on the bounding box, or pass a free-text description knowingly")
         text = description.to_json() if isinstance(description, DesignDescription) else description
         return write_certificate(path, self.program, self.certificate, self.solution.dual,
                                  description=text, overwrite=overwrite)
@@ -410,8 +415,13 @@ def design_covariance(
         The design is private (strictly feasible, re-checked) but its optimality gap exceeds
         ``tol``; ``design.certified`` is False.
     """
-    from dpopt.covariance.sensitivity import BoxTwoRecordSet
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet, EllipsoidDifferences
 
+    if isinstance(sensitivity, EllipsoidDifferences):
+        from dpopt.covariance.continuous import design_ellipsoid
+
+        return design_ellipsoid(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous,
+                                relation)
     if isinstance(sensitivity, BoxTwoRecordSet):
         from dpopt.covariance.continuous import design_box
 
