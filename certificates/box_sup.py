@@ -66,7 +66,9 @@ Rigour
   on (lower, upper) float arrays; after each correctly rounded IEEE operation the lower end is
   moved one ulp down and the upper one ulp up (``numpy.nextafter``), which contains the exact
   result. ``expit`` is not correctly rounded: its results are widened by a relative
-  :math:`2^{-48}` (the C library's ``exp`` is accurate to about one ulp). Matrix-vector products
+  :math:`2^{-48}` (the C library's ``exp`` is accurate to about one ulp) and an absolute
+  :math:`2^{-1020}` (subnormal results); the final bound gets an absolute :math:`10^{-300}`
+  for underflow in the sums. Matrix-vector products
   use the standard bound :math:`|\mathrm{fl}(Rm) - Rm| \le \gamma_{d+1} |R||m|` (Higham,
   "Accuracy and Stability of Numerical Algorithms", chapter 3).
 - **The matrix.** With a factor :math:`R` given, :math:`A = R^\top R` is used as is. Otherwise a
@@ -195,12 +197,16 @@ def _linear(mat: Arr, abs_mat: Arr, a: Iv) -> Iv:
     return _dn(y - err), _up(y + err)
 
 
+#: absolute widening of expit results (a subnormal result carries no relative accuracy)
+_EXPIT_ABS = 2.0**-1020
+
+
 def _expit_iv(z: Iv) -> tuple[Iv, Iv]:
     """Enclosures of expit(z) and expit(-z) = 1 - expit(z) (monotone)."""
-    s = (np.maximum(expit(z[0]) * (1.0 - _EXPIT_REL), 0.0),
-         np.minimum(expit(z[1]) * (1.0 + _EXPIT_REL), 1.0))
-    t = (np.maximum(expit(-z[1]) * (1.0 - _EXPIT_REL), 0.0),
-         np.minimum(expit(-z[0]) * (1.0 + _EXPIT_REL), 1.0))
+    s = (np.maximum(expit(z[0]) * (1.0 - _EXPIT_REL) - _EXPIT_ABS, 0.0),
+         np.minimum(expit(z[1]) * (1.0 + _EXPIT_REL) + _EXPIT_ABS, 1.0))
+    t = (np.maximum(expit(-z[1]) * (1.0 - _EXPIT_REL) - _EXPIT_ABS, 0.0),
+         np.minimum(expit(-z[0]) * (1.0 + _EXPIT_REL) + _EXPIT_ABS, 1.0))
     return (_dn(s[0]), _up(s[1])), (_dn(t[0]), _up(t[1]))
 
 
@@ -799,7 +805,8 @@ def certified_box_sup(
     bb_upper = max(discarded, float(np.max(open_b)) if open_b.size else 0.0)
     if not np.isfinite(bb_upper):
         raise InvalidParameterError("sigma", sigma, "gave a non-finite bound (over/underflow)")
-    upper_bound = float(_up(np.array(bb_upper * c)) * (1.0 + 2 * _U))
+    # the relative error model of the sums does not cover underflow: an absolute 1e-300 does
+    upper_bound = float(_up(np.array(bb_upper * c)) * (1.0 + 2 * _U)) + 1e-300
     x, y = _pair_of(pb, best_delta)
     t = _t_interval(x, y, g, s)
     low_val, _ = _form_bounds(t, prec, cov, fac)
