@@ -40,6 +40,7 @@ from dpopt.covariance.denoiser import snapped_posterior_mean
 from dpopt.covariance.domains import (
     Box,
     Domain,
+    Ellipsoid,
     FinitePoints,
     Grid,
     SnapReport,
@@ -283,7 +284,7 @@ class DenoiserMechanism:
 
     Parameters
     ----------
-    domain : Grid, FinitePoints or Box
+    domain : Grid, FinitePoints, Box, Ball or Ellipsoid
         The public domain the covariance was designed for.
     query : array_like, shape (d,)
         The public query point :math:`g`.
@@ -310,8 +311,8 @@ class DenoiserMechanism:
 
     def __init__(self, domain: Domain, query: ArrayLike, sigma: float,
                  covariance: ArrayLike) -> None:
-        if not isinstance(domain, FinitePoints | Box | Grid):
-            raise InvalidTypeError("domain", domain, "a Grid, FinitePoints or Box")
+        if not isinstance(domain, FinitePoints | Box | Grid | Ellipsoid):
+            raise InvalidTypeError("domain", domain, "a Grid, FinitePoints, Box, Ball or Ellipsoid")
         g = as_float_array("query", query)
         g = g[None] if g.ndim == 0 else g
         if g.ndim != 1 or g.shape[0] != domain.dim:
