@@ -488,7 +488,7 @@ def run_design(
     return summary
 
 
-def covers_line(meta: dict[str, Any], design: Any) -> str:
+def covers_line(meta: dict[str, Any], design: Design) -> str:
     """What the design's guarantee covers, in one sentence (printed and in the JSON)."""
     kind = meta.get("set")
     if design.coverage is not None:
