@@ -23,9 +23,11 @@ from dpopt._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.domains" for n in ("Box", "Domain", "FinitePoints", "Grid",
-                                                "as_domain")},
+                                                "SnapReport", "as_domain", "snap",
+                                                "Ball", "Ellipsoid")},
     **{n: "dpopt.covariance.sensitivity" for n in (
-        "BoxVertexDifferences", "PrunedSet", "TwoRecordVectors", "UniformQueryVectors",
+        "BoxTwoRecordSet", "BoxVertexDifferences", "EllipsoidDifferences", "PrunedSet",
+        "TwoRecordVectors", "UniformQueryVectors",
         "add_remove_set", "uniform_query_set",
     )},
     **{n: "dpopt.covariance.mahalanobis_sup" for n in ("MahalanobisSup", "sup_mahalanobis")},
@@ -34,7 +36,9 @@ _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
     "design_covariance_batch": "dpopt.covariance.batch",
     **{n: "dpopt.covariance.privacy" for n in ("CovariancePrivacy", "privacy_of")},
-    **{n: "dpopt.covariance.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
+    **{n: "dpopt.covariance.mechanisms" for n in (
+        "DenoiserMechanism", "DenoiserRelease", "GaussianMechanism", "LaplaceMechanism",
+    )},
 }
 
 __all__ = sorted(_EXPORTS)
