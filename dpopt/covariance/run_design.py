@@ -446,8 +446,11 @@ def design_run(
         lower = math.fsum(math.sqrt(c) for c in c_lo) ** 2 / total * (1.0 - 1e-12)
     else:
         traces = [float(np.trace(np.asarray(d.program.weight))) for d in unit]
-        caps = [d.program.max_norm() ** 2 / eta for d in unit]
-        shares = _joint_start(unit, eta, total) or shares
+        # the designs' programs have the bound of their relation, ratio * q (add/remove: 1,
+        # replacement: 1/4); shares, caps and slopes below are in the budget's units
+        ratio = unit[0].program.bound / unit[0].bound
+        caps = [d.program.max_norm() ** 2 / eta / ratio for d in unit]
+        shares = _joint_start(unit, eta, total, ratio) or shares
         final, lower, marginal, rounds = _floor_split(design, shares, c_lo, traces, caps, eta,
                                                       total, tol)
     value = math.fsum(d.value for d in final)
@@ -468,7 +471,8 @@ def design_run(
     )
 
 
-def _joint_start(unit: Sequence[Design], eta: float, total: float) -> list[float] | None:
+def _joint_start(unit: Sequence[Design], eta: float, total: float,
+                 ratio: float) -> list[float] | None:
     """Small runs: the split of one joint convex program (:func:`solvers.run_split.joint_split`)
     as the starting split; at its optimum the marginal values are already equal, so one round
     of certified designs usually closes the interval. ``None`` when the run is too large or the
@@ -482,7 +486,7 @@ def _joint_start(unit: Sequence[Design], eta: float, total: float) -> list[float
         return None
     sets = [p.source.take(np.arange(p.count, dtype=np.intp)) for p in programs]
     try:
-        q = joint_split(sets, [np.asarray(p.weight) for p in programs], total, eta)
+        q = joint_split(sets, [np.asarray(p.weight) for p in programs], total * ratio, eta)
     except SolverError:
         return None
     return None if q is None else [float(x) * total / float(np.sum(q)) for x in q]
@@ -500,6 +504,7 @@ def _floor_split(design: Callable[[int, float, float], Design], shares: list[flo
     def add(t: int, d: Design) -> float:
         a, slope = (dual_cut(d.program, d.solution.dual) if d.solution.dual is not None
                     else (0.0, 0.0))
+        slope *= d.program.bound / d.bound  # per unit of the budget's bound
         cuts[t].append((a, slope))
         samples[t].append((d.bound, slope))
         if c_lo[t] > 0:  # tangent of the eta = 0 bound c_t / q at this share

@@ -218,3 +218,28 @@ def test_joint_split_declines_large_runs() -> None:
     assert joint_split(big, [np.eye(2)], 1.0, 0.1) is None
     wide = [np.ones((3, JOINT_MAX_DIM + 1))]
     assert joint_split(wide, [np.eye(JOINT_MAX_DIM + 1)], 1.0, 0.1) is None
+
+
+@pytest.mark.filterwarnings("ignore:Solution may be inaccurate:UserWarning")
+@pytest.mark.parametrize("joint_start", [True, False])
+def test_floor_split_under_replacement(joint_start: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the replacement relation each release meets a quarter of its share on the
+    add/remove sets: the run equals the joint program with total Q / 4."""
+    import dpopt.covariance.run_design as run_module
+
+    if not joint_start:
+        monkeypatch.setattr(run_module, "_joint_start", lambda *args: None)
+    rng = np.random.default_rng(4)
+    sets = [rng.standard_normal((5, 2)) * a for a in (0.5, 1.0, 2.0)]
+    weights = [np.eye(2), np.diag([2.0, 0.5]), np.array([[1.0, 0.3], [0.3, 0.7]])]
+    total = 2.0
+    base = design_run(sets, weights, GDP(mu=math.sqrt(total)), compare=False,
+                      relation="replacement")
+    eta = float(np.median(np.concatenate([np.linalg.eigvalsh(x.covariance)
+                                          for x in base.designs])))
+    run = design_run(sets, weights, GDP(mu=math.sqrt(total)), noise_floor=eta, compare=False,
+                     relation="replacement")
+    joint, joint_q = _joint_optimum(sets, weights, total / 4, eta)
+    assert run.lower <= joint * (1 + 1e-8) and run.value / joint - 1 <= 1e-6
+    assert run.gap <= 1e-6
+    np.testing.assert_allclose(np.array(run.bounds) / 4, joint_q, rtol=2e-3, atol=1e-4)
