@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
     **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     # sensitivity geometry
-    **{n: "dpopt.covariance.domains" for n in ("Box", "FinitePoints", "Grid")},
+    **{n: "dpopt.covariance.domains" for n in ("Box", "FinitePoints", "Grid", "SnapReport")},
     **{n: "dpopt.covariance.sensitivity" for n in (
         "TwoRecordVectors", "UniformQueryVectors", "add_remove_set",
         "uniform_query_set",
@@ -44,7 +44,9 @@ _EXPORTS: dict[str, str] = {
     "prune": "dpopt.covariance.pruning",
     **{n: "dpopt.covariance.privacy" for n in ("CovariancePrivacy", "privacy_of")},
     # releasing noise
-    **{n: "dpopt.covariance.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
+    **{n: "dpopt.covariance.mechanisms" for n in (
+        "DenoiserMechanism", "GaussianMechanism", "LaplaceMechanism",
+    )},
 }
 
 __all__ = [

@@ -22,7 +22,7 @@ from dpopt._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.domains" for n in ("Box", "Domain", "FinitePoints", "Grid",
-                                                "as_domain")},
+                                                "SnapReport", "as_domain", "snap")},
     **{n: "dpopt.covariance.sensitivity" for n in (
         "BoxVertexDifferences", "PrunedSet", "TwoRecordVectors", "UniformQueryVectors",
         "add_remove_set", "uniform_query_set",
@@ -32,7 +32,9 @@ _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
     **{n: "dpopt.covariance.privacy" for n in ("CovariancePrivacy", "privacy_of")},
-    **{n: "dpopt.covariance.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
+    **{n: "dpopt.covariance.mechanisms" for n in (
+        "DenoiserMechanism", "DenoiserRelease", "GaussianMechanism", "LaplaceMechanism",
+    )},
 }
 
 __all__ = sorted(_EXPORTS)
