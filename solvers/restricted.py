@@ -263,7 +263,12 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         # gradient is unbounded: the optimum has full rank, and the next step would come back)
         cond_floor = max(_RANK_RTOL * 10, 1e-6 * float(point.eigvals[0] / point.eigvals[-1]))
         f0 = scale  # f = 2T - sum mu = T(nu)^2 at the rescaled point
-        alpha = 1.0
+        # with more free weights than p(p+1)/2 the Hessian is singular and the (ridged) Newton
+        # step is huge along its null space; no weight can usefully move by more than the total
+        # mass sum mu = T^2, so the search starts there instead of halving down from 1 (a
+        # Newton step near the optimum is far smaller and starts at 1 as before)
+        longest = float(np.max(np.abs(step))) if k else 0.0
+        alpha = min(1.0, scale / longest) if longest > 0 else 1.0
         accepted = False
         for _ in range(60):
             mu_new = np.maximum(mu + alpha * step, 0.0)

@@ -66,7 +66,7 @@ import numpy as np
 import scipy
 from numpy.typing import NDArray
 from scipy import linalg
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
 from certificates.problem import (
@@ -82,7 +82,7 @@ from solvers.passes import IN_PROCESS, PassExecutor, PassResult
 from solvers.restricted import Restricted, RestrictedPoint, inner_solve
 from solvers.scaling import Normalisation
 
-__all__ = ["solve_structured"]
+__all__ = ["WarmStart", "blas_limits", "solve_structured"]
 
 SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
@@ -115,6 +115,57 @@ _POOL_MIN = 4096
 #: eigenvalues of M, and the floor block path handles the floor.
 _FLOORED_MIN = 1e-5
 _POOL_BYTES = 64 * 2**20
+
+
+# ------------------------------------------------------------------------------------------------
+# warm start
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WarmStart:
+    r"""A starting point for the reduced dual: vector indices and their weights :math:`\mu`.
+
+    Typically the support of a neighbouring problem's solution (:meth:`from_solution`): a
+    trajectory of close queries keeps most of its active constraints. The warm start only
+    chooses where column generation begins (the first working set and the covariance of the
+    first pricing pass); every answer is priced and verified over all vectors as without it,
+    so a poor warm start costs time, never accuracy.
+
+    Attributes
+    ----------
+    indices : ndarray of int, shape (k,)
+        Rows of the next problem's vectors (must index ``0 .. J - 1``; others are ignored).
+    weights : ndarray, shape (k,)
+        Positive weights (any scale: they are renormalised).
+    """
+
+    indices: IntArray
+    weights: FloatArray
+
+    @classmethod
+    def from_solution(cls, solution: Solution) -> WarmStart | None:
+        """The support and dual multipliers of a structured solution (``None`` without a
+        vector support, e.g. a closed form ``eta I``)."""
+        dual = solution.dual
+        if dual is None or not dual.support.size:
+            return None
+        return cls(np.asarray(dual.support, dtype=np.intp),
+                   np.asarray(dual.multipliers, dtype=np.float64))
+
+    def usable(self, count: int) -> tuple[IntArray, FloatArray]:
+        """The entries that index ``count`` vectors with a positive finite weight, normalised
+        to sum 1 (empty when none do)."""
+        idx = np.asarray(self.indices, dtype=np.intp).ravel()
+        w = np.asarray(self.weights, dtype=np.float64).ravel()
+        if idx.shape != w.shape:
+            return np.zeros(0, dtype=np.intp), np.zeros(0)
+        ok = (idx >= 0) & (idx < count) & np.isfinite(w) & (w > 0)
+        idx, w = idx[ok], w[ok]
+        idx, first = np.unique(idx, return_index=True)
+        w = w[first]
+        total = float(w.sum())
+        if not idx.size or not total > 0:
+            return np.zeros(0, dtype=np.intp), np.zeros(0)
+        return idx, w / total
 
 
 # ------------------------------------------------------------------------------------------------
@@ -174,6 +225,8 @@ class _Run:
     max_passes: int
     atoms_per_pass: int | None  # user's working_set option
     verbose: bool
+    warm_idx: IntArray  # warm-start indices (empty: cold start)
+    warm_mu: FloatArray  # their weights, summing to 1
     data_scale: float  # normalised vectors = original vectors / data_scale
     value_scale: float  # original Sigma = value_scale * normalised Sigma
     weight_scale: float  # normalised W = W / weight_scale
@@ -274,6 +327,20 @@ def _sym(mat: FloatArray) -> FloatArray:
     return 0.5 * mat + 0.5 * mat.T
 
 
+_CONTROLLER: list[ThreadpoolController] = []
+
+
+def blas_limits(threads: int) -> Any:
+    """A context limiting the BLAS thread pools to ``threads`` (``threadpoolctl``).
+
+    The loaded BLAS libraries are found once per process (reading the process's memory map costs
+    about 0.7 ms, more than a whole small solve) and the controller is reused; entering the
+    context then costs microseconds. Batches enter it once for all their solves."""
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=threads, user_api="blas")
+
+
 # ------------------------------------------------------------------------------------------------
 # public entry point
 # ------------------------------------------------------------------------------------------------
@@ -288,6 +355,7 @@ def solve_structured(
     verbose: bool = False,
     blas_threads: int | None = 1,
     executor: PassExecutor | None = None,
+    warm_start: WarmStart | None = None,
 ) -> Solution:
     r"""Solve :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j\le q`,
     :math:`\Sigma\succeq\eta I` by column generation on the reduced dual.
@@ -316,6 +384,12 @@ def solve_structured(
     executor : PassExecutor, optional
         Runs the full passes over the vectors (:mod:`solvers.passes`); in this process by
         default.
+    warm_start : WarmStart, optional
+        Start column generation from these vectors and weights (e.g.
+        ``WarmStart.from_solution`` of a neighbouring problem): the first working set holds
+        them, and the first pricing pass is at their covariance. The answer is certified the
+        same way (every vector priced and verified), so it equals the cold-started one to
+        ``tol``.
 
     Returns
     -------
@@ -336,12 +410,14 @@ def solve_structured(
     >>> round(sol.value, 8)  # (sqrt 2 + 1 + sqrt .5)^2
     9.74264069
     """
+    if warm_start is not None and not isinstance(warm_start, WarmStart):
+        raise InvalidTypeError("warm_start", warm_start, "a solvers.structured.WarmStart")
     options = (tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
-               executor or IN_PROCESS)
+               executor or IN_PROCESS, warm_start)
     if blas_threads is None:
         return _solve(problem, *options)
     threads = _check_int("blas_threads", blas_threads, 1)
-    with threadpool_limits(limits=threads, user_api="blas"):
+    with blas_limits(threads):
         return _solve(problem, *options)
 
 
@@ -354,10 +430,11 @@ def _solve(
     working_set: int | None,
     verbose: bool,
     executor: PassExecutor,
+    warm_start: WarmStart | None = None,
 ) -> Solution:
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
-                 executor)
+                 executor, warm_start)
     gram = _span_pass(run)
     exact = _trivial_solution(run)
     if exact is not None:
@@ -381,6 +458,7 @@ def _setup(
     working_set: int | None,
     verbose: bool,
     executor: PassExecutor,
+    warm_start: WarmStart | None = None,
 ) -> _Run:
     started = time.perf_counter()
     if not isinstance(problem, CovarianceProgram):
@@ -395,11 +473,14 @@ def _setup(
         chunk = _check_int("chunk_size", chunk_size, 1)
     if working_set is not None:
         _check_int("working_set", working_set, 1)
+    warm_idx, warm_mu = (warm_start.usable(problem.count) if warm_start is not None
+                         else (np.zeros(0, dtype=np.intp), np.zeros(0)))
     run = _Run(
         source=problem.source, executor=executor, chunk=chunk,
         weight=np.asarray(problem.weight, dtype=np.float64), bound=float(problem.bound),
         eta=float(problem.noise_floor),
-        tol=tol, max_passes=max_passes, atoms_per_pass=working_set, verbose=verbose, data_scale=1.0,
+        tol=tol, max_passes=max_passes, atoms_per_pass=working_set, verbose=verbose,
+        warm_idx=warm_idx, warm_mu=warm_mu, data_scale=1.0,
         value_scale=1.0, weight_scale=1.0, started=started,
     )
     return run
@@ -475,14 +556,64 @@ def _seed_pass(run: _Run, gram: FloatArray, low: float) -> None:
     uniform-weight covariance (whitened eigenvalues kept above ``low``); with a pool, the pass
     also fills the pool."""
     geo = run.whitening()
-    a0w, a0v = linalg.eigh(_sym(geo.whiten.T @ gram @ geo.whiten / run.source.count))
+    a0 = _sym(geo.whiten.T @ gram @ geo.whiten / run.source.count)
+    warm_vecs = _warm_vectors(run)
+    if warm_vecs.shape[0]:
+        # warm start: price at (mostly) the neighbouring problem's dual point, mixed with the
+        # uniform weights so that A stays positive definite on the span
+        yw = warm_vecs @ geo.whiten
+        aw = (yw.T * run.warm_mu) @ yw
+        a0 = _sym(0.9 * aw / max(float(np.trace(aw)), 1e-300)
+                  + 0.1 * a0 / max(float(np.trace(a0)), 1e-300))
+    a0w, a0v = linalg.eigh(a0)
     a0w = np.maximum(a0w, max(low, 1e-300 + 1e-15 * float(a0w[-1])))
     first = max(run.atoms_added, geo.dim)
     res = run.score(geo.whiten @ (a0v * a0w**-0.25), max(first, run.pool_keep), -np.inf)
     if run.pool_keep:
         run.pool_idx, run.pool_vecs = res.top_idx, res.top_vecs
-    keep = _dedupe(res.top_vecs[:first], np.empty((0, run.dim)))
-    run.indices, run.vectors = res.top_idx[:first][keep], res.top_vecs[:first][keep]
+    top_idx, top_vecs = res.top_idx[:first], res.top_vecs[:first]
+    if warm_vecs.shape[0]:
+        fresh = ~np.isin(top_idx, run.warm_idx)
+        top_idx, top_vecs = top_idx[fresh], top_vecs[fresh]
+        new = _dedupe(top_vecs, warm_vecs) if top_idx.size else np.zeros(0, dtype=bool)
+        run.indices = np.concatenate([run.warm_idx, top_idx[new]])
+        run.vectors = np.concatenate([warm_vecs, top_vecs[new]])
+        return
+    keep = _dedupe(top_vecs, np.empty((0, run.dim)))
+    run.indices, run.vectors = top_idx[keep], top_vecs[keep]
+
+
+def _warm_vectors(run: _Run) -> FloatArray:
+    """The warm-start vectors (normalised), pairwise non-parallel; ``run.warm_idx`` and
+    ``run.warm_mu`` are reduced to them (empty on a cold start)."""
+    if not run.warm_idx.size:
+        return np.zeros((0, run.dim))
+    vecs = np.asarray(run.source.take(run.warm_idx), dtype=np.float64) / run.data_scale
+    keep = _dedupe(vecs, np.empty((0, run.dim)))
+    keep &= np.einsum("ij,ij->i", vecs, vecs) > 0
+    run.warm_idx, vecs = run.warm_idx[keep], vecs[keep]
+    mu = run.warm_mu[keep]
+    run.warm_mu = mu / float(mu.sum()) if mu.size else mu
+    return vecs
+
+
+def _initial_weights(run: _Run) -> FloatArray:
+    """Weights of the first working set on the simplex: uniform on a cold start; 0.9 on the
+    warm-start vectors (their own proportions) and 0.1 spread over the others on a warm one."""
+    k = run.indices.size
+    n_warm = run.warm_idx.size
+    if not n_warm or n_warm > k or not np.array_equal(run.indices[:n_warm], run.warm_idx):
+        return np.full(k, 1.0 / k)
+    if n_warm == k:
+        return run.warm_mu.copy()
+    # when the warm vectors span by themselves, the others start at zero weight (the projected
+    # Newton step frees those whose score exceeds T): with at most p(p+1)/2 free weights its
+    # Hessian is nonsingular and it converges quadratically from the neighbour's optimum
+    whitened = run.vectors[:n_warm] @ run.whitening().whiten
+    sv = linalg.svdvals(whitened)
+    if sv.size >= whitened.shape[1] and sv[-1] > 1e-6 * sv[0]:
+        return np.concatenate([run.warm_mu, np.zeros(k - n_warm)])
+    return np.concatenate([0.9 * run.warm_mu, np.full(k - n_warm, 0.1 / (k - n_warm))])
 
 
 def _seed_working_set(run: _Run, gram: FloatArray) -> None:
@@ -517,7 +648,7 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
         run.vectors = np.concatenate([run.vectors, res.top_vecs[fresh][new]])
     run.restricted = Restricted(
         atoms=run.vectors @ geo.whiten,
-        mu=np.full(run.indices.size, 1.0 / run.indices.size),
+        mu=_initial_weights(run),
         floor_atoms=np.zeros((p, 0)),
         floor_weights=np.zeros((0, 0)),
         floor_rotation=np.zeros((0, 0)),
@@ -531,7 +662,9 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
 def _column_generation(run: _Run) -> None:
     """Restricted Newton solve, pricing pass, working-set growth, until the gap closes."""
     tight = max(0.1 * run.tol, 1e-13)
-    gap = np.inf
+    # a warm start is expected near the optimum: solve the first working set tightly (a loose
+    # first solve would cost a second pricing pass and a second restricted solve)
+    gap = 0.0 if run.warm_idx.size else np.inf
     tighten = False
     # with a pool, the working set grows from the pool until it holds no violated vector; only
     # then does a full (certifying) pass run, which also refreshes the pool
@@ -809,11 +942,12 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
     if run.atoms_per_pass is None:
         run.atoms_added = max(2 * d, 16)
     _seed_pass(run, gram, eta * eta)
-    mmat = run.vectors.T @ run.vectors / run.indices.size
+    mu = _initial_weights(run)
+    mmat = (run.vectors.T * mu) @ run.vectors
     scale = float(np.sum(np.sqrt(np.clip(linalg.eigvalsh(_sym(mmat)), 0.0, None)))) ** 2
-    mu = np.full(run.indices.size, max(scale, eta * eta) / run.indices.size)
+    mu = max(scale, eta * eta) * mu
     tight = max(0.1 * run.tol, 1e-13)
-    gap, tighten = np.inf, False
+    gap, tighten = (0.0 if run.warm_idx.size else np.inf), False
     full_next = not run.pool_keep
     best: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
     while run.passes < run.max_passes - 1:
