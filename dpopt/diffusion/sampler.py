@@ -63,7 +63,7 @@ from dpopt.accounting.budgets import (
     PrivacyReport,
 )
 from dpopt.covariance.denoiser import posterior_mean
-from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid, as_domain
+from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid, SnapReport, as_domain
 from dpopt.covariance.mechanisms import RngLike, as_generator
 from dpopt.diffusion.schedules import Schedule, as_schedule
 from dpopt.diffusion.sets import release_set
@@ -95,14 +95,16 @@ class ClampWarning(UserWarning):
 # ---------------------------------------------------------------------------------- domain ---
 
 
-def snap_to_domain(data: ArrayLike, domain: Domain) -> tuple[NDArray[np.float64], int]:
-    r"""Move every record onto the public domain; return the moved records and how many moved.
+def snap_to_domain(data: ArrayLike, domain: Domain) -> SnapReport:
+    r"""Move every record onto the public domain (a :class:`SnapReport
+    <dpopt.covariance.domains.SnapReport>`: records, clamped and moved counts).
 
-    A :class:`Grid` clamps each coordinate into its box and rounds to the nearest grid value;
-    :class:`FinitePoints` replaces a record by its nearest domain point (Euclidean). Snapping is
+    Uses the domain's own snapping (:meth:`Grid.snap <dpopt.covariance.domains.Grid.snap>`:
+    clamp into the box, round to the nearest grid value; :meth:`FinitePoints.snap
+    <dpopt.covariance.domains.FinitePoints.snap>`: the nearest domain point). Snapping is
     a fixed per-record map, so neighbouring datasets stay neighbouring and the guarantee on the
-    domain covers the original records. The count of moved records depends on the data: it is
-    for the data holder only and is never written into a run record.
+    domain covers the original records. The counts depend on the data: they are for the data
+    holder only and are never written into a run record.
     """
     x = as_float_array("data", data)
     if x.ndim == 1:
@@ -112,33 +114,11 @@ def snap_to_domain(data: ArrayLike, domain: Domain) -> tuple[NDArray[np.float64]
         raise InvalidParameterError(
             "data", f"array of shape {x.shape}", f"must be (n, {dom.dim}) with n >= 1"
         )
-    snap = getattr(dom, "snap", None)
-    if callable(snap):  # the domain's own snapping, when it provides one
-        out = np.asarray(snap(x), dtype=np.float64)
-    elif isinstance(dom, Grid):
-        n = np.asarray(dom.shape)
-        step = np.where(n > 1, (dom.upper - dom.lower) / np.maximum(n - 1, 1), 1.0)
-        idx = np.rint((np.clip(x, dom.lower, dom.upper) - dom.lower) / step)
-        idx = np.clip(idx, 0, n - 1).astype(np.int64)
-        axes = [np.linspace(lo, hi, m) for lo, hi, m in
-                zip(dom.lower, dom.upper, dom.shape, strict=True)]
-        out = np.stack([axes[i][idx[:, i]] for i in range(dom.dim)], axis=1)
-    elif isinstance(dom, FinitePoints):
-        from scipy.spatial import cKDTree
-
-        _, j = cKDTree(dom.points).query(x)
-        out = dom.points[np.asarray(j, dtype=np.int64)]
-    else:
+    if not isinstance(dom, Grid | FinitePoints):
         raise InvalidParameterError("domain", dom, "must be a Grid or FinitePoints to snap onto")
-    moved = int(np.count_nonzero(np.any(out != x, axis=1)))
-    return np.asarray(out, dtype=np.float64), moved
+    return dom.snap(x)
 
 
-def _outside(x: NDArray[np.float64], dom: Domain) -> int:
-    """Records outside the domain's bounding box (those the snapping clamps)."""
-    lo = dom.lower if isinstance(dom, Grid | Box) else dom.points.min(axis=0)
-    hi = dom.upper if isinstance(dom, Grid | Box) else dom.points.max(axis=0)
-    return int(np.count_nonzero(np.any((x < lo) | (x > hi), axis=1)))
 
 
 # ---------------------------------------------------------------------------------- budget ---
@@ -260,7 +240,7 @@ def _pilot_scales(domain: Domain, schedule: Schedule, weight: ArrayLike | None,
                                         "points for the pilot split")
         ref = domain.points
     else:
-        ref, _ = snap_to_domain(reference, domain)
+        ref = snap_to_domain(reference, domain).records
     rng = np.random.default_rng(seed)
     c = np.zeros(schedule.steps)
     d = domain.dim
@@ -486,9 +466,8 @@ def sample_private(
     uq_value = _uniform_query_value(dom, w)
     start_states = gen.standard_normal((k, d))
     # ---- the private records
-    raw = as_float_array("data", data)
-    x, moved = snap_to_domain(raw, dom)
-    outside = _outside(raw.reshape(x.shape), dom)
+    rep = snap_to_domain(data, dom)
+    x, moved, outside = np.asarray(rep.records, dtype=np.float64), int(rep.moved), int(rep.clamped)
     if outside:
         warnings.warn(
             f"{outside} of {x.shape[0]} records lie outside the public domain's box and were "
@@ -560,9 +539,6 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
     from threadpoolctl import threadpool_limits
     from tqdm import tqdm
 
-    from dpopt.covariance.design import design_covariance
-    from dpopt.covariance.mahalanobis_sup import sup_mahalanobis
-
     k, d = start.shape
     state = start.copy()
     out: list[dict[str, Any]] = []
@@ -578,30 +554,14 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
             qs = float(q[s])
             scale = 1.0 / sig if prediction == "eps" else 1.0
             w_design = w * (sig * sig) if prediction == "eps" else w
+            # the K queries of this step are public (earlier releases): design them together
+            queries = state / math.sqrt(a)
+            sets = [np.asarray(_dense(release_set(dom, queries[j], sig)) * scale,
+                               dtype=np.float64) for j in range(k)]
+            noises = _step_noise(sets, qs, w_design, noise, solver, tol, s)
             for j in range(k):
-                g = state[j] / math.sqrt(a)
-                vecs = np.asarray(_dense(release_set(dom, g, sig)) * scale, dtype=np.float64)
-                if noise == "optimal":
-                    des = design_covariance(vecs, ZCDP(rho=qs / 2.0), weight=w_design,
-                                            solver=solver, tol=tol)
-                    cov = des.covariance
-                    cert: dict[str, float | bool | None] = {
-                            "lower": float(des.certificate.lower),
-                            "upper": float(des.certificate.upper),
-                            "gap": float(des.certificate.gap),
-                            "certified": bool(des.certificate.certified),
-                            "mahalanobis_sup": float(des.privacy.mahalanobis_bound)}
-                    iso = float(des.isotropic_value)
-                else:
-                    c = float(np.max(np.einsum("ij,ij->i", vecs, vecs))) / qs
-                    c *= 1.0 + ISOTROPIC_MARGIN
-                    cov = c * np.eye(d)
-                    sup = sup_mahalanobis(vecs, cov)
-                    if not sup.upper <= qs:
-                        raise DpoptError(f"isotropic release at step {s} failed its check")
-                    cert = {"lower": None, "upper": float(c * np.trace(w_design)), "gap": None,
-                            "certified": True, "mahalanobis_sup": float(sup.upper)}
-                    iso = float(c * np.trace(w_design))
+                g = queries[j]
+                cov, cert, iso = noises[j]
                 m = posterior_mean(x, g, sig)
                 clean = (g - m) / sig if prediction == "eps" else m
                 z = gen.standard_normal(d)
@@ -626,6 +586,45 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
         bar.close()
         limits.restore_original_limits()
     return out
+
+
+Noise = tuple[NDArray[np.float64], dict[str, float | bool | None], float]
+
+
+def _step_noise(sets: list[NDArray[np.float64]], q: float, w: NDArray[np.float64], noise: str,
+                solver: str, tol: float, step: int) -> list[Noise]:
+    """The certified covariance of every release of one step (and its summary, and the exact
+    isotropic baseline's error)."""
+    from dpopt.covariance.mahalanobis_sup import sup_mahalanobis
+
+    d = w.shape[0]
+    budget = ZCDP(rho=q / 2.0)
+    if noise == "isotropic":
+        out: list[Noise] = []
+        for vecs in sets:
+            c = float(np.max(np.einsum("ij,ij->i", vecs, vecs))) / q
+            c *= 1.0 + ISOTROPIC_MARGIN
+            cov = c * np.eye(d)
+            sup = sup_mahalanobis(vecs, cov)
+            if not sup.upper <= q:
+                raise DpoptError(f"isotropic release at step {step} failed its check")
+            value = float(c * np.trace(w))
+            out.append((cov, {"lower": None, "upper": value, "gap": None, "certified": True,
+                              "mahalanobis_sup": float(sup.upper)}, value))
+        return out
+    if solver == "auto":
+        from dpopt.covariance.batch import design_covariance_batch
+
+        designs = design_covariance_batch(sets, budget, weight=w, tol=tol)
+    else:
+        from dpopt.covariance.design import design_covariance
+
+        designs = [design_covariance(v, budget, weight=w, solver=solver, tol=tol) for v in sets]
+    return [(des.covariance,
+             {"lower": float(des.certificate.lower), "upper": float(des.certificate.upper),
+              "gap": float(des.certificate.gap), "certified": bool(des.certificate.certified),
+              "mahalanobis_sup": float(des.privacy.mahalanobis_bound)},
+             float(des.isotropic_value)) for des in designs]
 
 
 def _dense(src: Any) -> NDArray[np.float64]:
