@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: help install run test test-slow lint types bench bench-full bench-scale-full figures fig1 fig-rpp-adult \
-	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks docs \
+	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd fig-sampler notebooks docs \
 	docs-check docs-assets clean bench-scale
 
 help:
@@ -79,6 +79,9 @@ fig-denoiser: $(STAMP)
 
 fig-dpsgd: $(STAMP)
 	$(PY) -m dpopt.figures dpsgd
+
+fig-sampler: $(STAMP)
+	$(PY) -m dpopt.figures sampler
 
 figures: $(STAMP)
 	$(PY) -m dpopt.figures all $(if $(DASK),--dask $(DASK))   # make figures DASK=local|tcp://host:8786

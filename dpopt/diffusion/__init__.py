@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     )},
     **{n: "dpopt.diffusion.record" for n in ("RunVerification", "load_record", "save_record",
                                               "verify_record")},
+    **{n: "dpopt.diffusion.data" for n in ("DATASETS", "PUBLIC_BOUNDS", "PairData", "load_pair")},
     **{n: "dpopt.diffusion.quality" for n in ("energy_distance", "nearest_record_distance",
                                                "sliced_wasserstein")},
 }

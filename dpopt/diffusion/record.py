@@ -1,6 +1,6 @@
 r"""The run record of a private sampling run and its independent re-check.
 
-A record (JSON, kind ``"dpopt.diffusion_run"``) lists every release — sample, step, level
+A record (JSON, format tag ``"dpopt-diffusion-run/1"``) lists every release — sample, step, level
 :math:`a_t`, :math:`\sigma_t`, query :math:`g_t`, bound :math:`q_t`, covariance
 :math:`\Sigma_t`, the released value, the public ancestral noise, the design's certificate
 summary and the baselines' errors — with the public start points, the schedule, the domain, the
@@ -42,11 +42,11 @@ from dpopt.diffusion.sampler import step_update
 from dpopt.diffusion.schedules import Schedule
 from dpopt.diffusion.sets import release_set
 
-__all__ = ["KIND", "RunVerification", "load_record", "save_record", "verify_record"]
+__all__ = ["FORMAT", "RunVerification", "load_record", "save_record", "verify_record",
+           "verify_run_file"]
 
-#: The ``kind`` field of a run record.
-KIND = "dpopt.diffusion_run"
-FORMAT_VERSION = 1
+#: The ``format`` field of a run record (the kind ``dpopt verify`` dispatches on).
+FORMAT = "dpopt-diffusion-run/1"
 #: Relative tolerance of the trajectory replay (queries are re-derived in floating point).
 REPLAY_RTOL = 1e-9
 
@@ -62,21 +62,17 @@ def save_record(record: dict[str, Any], path: str | os.PathLike[str], *,
 
 
 def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a run record (strict JSON: no NaN/Infinity); raises :class:`CertificateError`."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CertificateError(f"{path}: not UTF-8 text ({exc})") from None
-
-    def bad_constant(name: str) -> Any:
-        raise CertificateError(f"{path}: non-finite number {name} in the record")
+    """Read a run record with the strict JSON reader of :mod:`certificates.strict_json` (no
+    NaN/Infinity, no duplicate key); raises :class:`CertificateError`."""
+    from certificates import strict_json as sj
 
     try:
-        data = json.loads(text, parse_constant=bad_constant)
-    except json.JSONDecodeError as exc:
-        raise CertificateError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("kind") != KIND:
-        raise CertificateError(f"{path}: not a run record (kind must be {KIND!r})")
+        data = sj.load_json(path)
+    except sj.FieldError as exc:
+        raise sj.rejection(path, exc, "run record") from None
+    if type(data) is not dict or data.get("format") != FORMAT:
+        raise CertificateError(f"{os.fspath(path)!r}: not a run record (format must be "
+                               f"{FORMAT!r})")
     return data
 
 
@@ -184,10 +180,8 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
     from dpopt.errors import DpoptError
 
     rec = load_record(record) if not isinstance(record, dict) else record
-    if rec.get("kind") != KIND:
-        raise CertificateError(f"not a run record (kind must be {KIND!r})")
-    if _need(rec, "format_version", int, "record") != FORMAT_VERSION:
-        raise CertificateError(f"record: unsupported format_version {rec['format_version']!r}")
+    if rec.get("format") != FORMAT:
+        raise CertificateError(f"not a run record (format must be {FORMAT!r})")
     if rec.get("relation") != "add_remove":
         raise CertificateError("record: relation must be 'add_remove'")
     dom = _domain(rec.get("domain"))
@@ -293,3 +287,32 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
     return RunVerification(holds=not reasons, reasons=tuple(reasons[:20]), releases=k * t,
                            worst_ratio=worst, bound=bound, budget_bound=budget_q,
                            privacy=PrivacyReport(bound))
+
+
+def verify_run_file(path: Path, content: dict[str, Any], options: Any) -> Any:
+    """Verifier of ``dpopt-diffusion-run/1`` files for :func:`dpopt.verification.verify`
+    (``dpopt verify run.json``): :func:`verify_record` on the decoded file; raises
+    :class:`CertificateError` naming the first failed release when the record does not hold."""
+    from dpopt.verification import Verification
+
+    v = verify_record(content)
+    if not v.holds:
+        raise CertificateError(f"run record {os.fspath(path)!r} does not hold: "
+                               + "; ".join(v.reasons[:3]))
+    rec = content
+    summary = v.to_dict()
+    rep = v.privacy
+    lines = (
+        f"{rec['samples']} samples x {rec['steps']} steps = {v.releases} releases "
+        f"({rec['sampler']}, {rec['prediction']}-prediction, {rec['noise']} noise) on the "
+        f"{rec['domain']['kind']} domain, add/remove relation",
+        "every query re-derived from the start points and the earlier releases; every "
+        "covariance re-checked at its query over the whole two-record set: "
+        f"max sup/q_t = {v.worst_ratio!r} <= 1 (rounding accounted for)",
+        f"composition: sum of q_t = {v.bound:.10g} <= Q = {v.budget_bound:.10g} of the budget "
+        f"{rec['budget'].get('description', '')} (exact rational arithmetic)",
+        f"the run is mu = {rep.gdp_mu:.6g}-GDP (adaptive composition of Gaussian mechanisms); "
+        + ", ".join(f"delta={d:g}: eps={float(rep.epsilon(d)):.6g}" for d in (1e-5, 1e-6, 1e-8)),
+    )
+    return Verification(kind="private sampling run", format=FORMAT, path=str(path),
+                        summary=summary, lines=lines, result=v)

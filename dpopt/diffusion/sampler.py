@@ -502,8 +502,7 @@ def sample_private(
     from dpopt import __version__
 
     record: dict[str, Any] = {
-        "kind": "dpopt.diffusion_run",
-        "format_version": 1,
+        "format": "dpopt-diffusion-run/1",
         "domain": _domain_dict(dom),
         "relation": "add_remove",
         "schedule": sched.to_dict(),

@@ -225,3 +225,19 @@ def test_budget_spec_round_trip() -> None:
         spec = budget_spec(b)
         assert spec is not None
         assert parse_budget(spec).mahalanobis_bound() == b.mahalanobis_bound()
+
+
+def test_dpopt_verify_dispatches_run_records(run: object, tmp_path: object) -> None:
+    from dpopt.cli.main import main
+    from dpopt.verification import verify
+
+    path = tmp_path / "run.json"  # type: ignore[operator]
+    save_record(run.record, path)  # type: ignore[attr-defined]
+    v = verify(path)
+    assert v.kind == "private sampling run" and v.summary["holds"] is True
+    assert main(["verify", str(path), "-q"]) == 0
+    bad = copy.deepcopy(run.record)  # type: ignore[attr-defined]
+    bad["releases"][0]["covariance"] = (0.5 * np.array(bad["releases"][0]["covariance"])).tolist()
+    bad_path = tmp_path / "bad.json"  # type: ignore[operator]
+    save_record(bad, bad_path)
+    assert main(["verify", str(bad_path), "-q"]) == 1
