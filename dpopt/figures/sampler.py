@@ -146,7 +146,7 @@ def quality_sweep(name: str, mus: Sequence[float] = MUS, *, samples: int = 100,
 def sampler_figure(out_dir: str | Path, *, progress: bool | None = None,
                    datasets: Sequence[str] = ("mixture", "heart", "adult"),
                    mus: Sequence[float] = MUS, samples: int = 100,
-                   steps: int = 10) -> list[Path]:
+                   steps: int = 10, picture_samples: int = 200) -> list[Path]:
     """Write the sampler figures and tables into ``out_dir`` (see the module notes)."""
     import matplotlib
 
@@ -166,10 +166,11 @@ def sampler_figure(out_dir: str | Path, *, progress: bool | None = None,
     pair = load_pair("mixture", seed=0)
     train = dom.snap(pair.train).records
     mu_pic = 1000.0
-    runs = {noise: sample_private(train, dom, GDP(mu=mu_pic), samples=200, steps=steps,
+    runs = {noise: sample_private(train, dom, GDP(mu=mu_pic), samples=picture_samples,
+                                  steps=steps,
                                   noise=noise, rng=1, progress=show)  # type: ignore[arg-type]
             for noise in ("isotropic", "optimal")}
-    ref = sample_nonprivate(train, samples=200, steps=steps, rng=1)
+    ref = sample_nonprivate(train, samples=picture_samples, steps=steps, rng=1)
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.9), sharex=True, sharey=True)
     panels = (("private records (snapped to the 20 x 20 grid)", train),
               ("non-private ideal denoiser (copies records)", ref),
