@@ -69,6 +69,43 @@ def _triu(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], FloatArray]:
     return i0, i1, scale
 
 
+@lru_cache(maxsize=64)
+def _pair_weights(n: int) -> FloatArray:
+    """sqrt(1/2) on the diagonal pairs (a, a) of :func:`_triu`, 1 off it (the Daleckii-Krein
+    factor rows count each off-diagonal pair once for both orders)."""
+    i0, i1, _ = _triu(n)
+    out = np.where(i0 == i1, np.sqrt(0.5), 1.0)
+    out.setflags(write=False)
+    return out
+
+
+def _vector_spectrum(atoms: FloatArray, mu: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Eigen-decomposition of A = sum_i mu_i y_i y_i^T (no floor block): ``eigh`` of the
+    assembled matrix when it resolves the spectrum, else from the SVD of the factor."""
+    amat = (atoms.T * mu) @ atoms
+    a, v = np.linalg.eigh(0.5 * (amat + amat.T))
+    if a[0] > _EIGH_RESOLVED * a[-1]:
+        return a, v
+    _, sv, vt = np.linalg.svd(atoms * np.sqrt(np.clip(mu, 0.0, None))[:, None],
+                              full_matrices=True)
+    a = np.zeros(atoms.shape[1])
+    a[: sv.size] = sv * sv
+    order = np.argsort(a)
+    return a[order], vt.T[:, order]
+
+
+def _vector_point(atoms: FloatArray, a: FloatArray, v: FloatArray) -> RestrictedPoint:
+    """:func:`evaluate` without a floor block, from the spectrum of A."""
+    if not a[0] > _RANK_RTOL * a[-1]:
+        raise SolverError(
+            f"{SOLVER_NAME}: the working set lost full rank (cond > {1 / _RANK_RTOL:.0e}); "
+            "remedy: pass a larger working_set or use solver='clarabel'"
+        )
+    zs = (atoms @ v) * a**-0.25
+    return RestrictedPoint(a, v, float(np.sum(np.sqrt(a))), np.einsum("ij,ij->i", zs, zs),
+                           np.zeros((a.size, 0)), np.zeros((0, 0)))
+
+
 def _assemble(state: Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
     amat = (state.atoms.T * mu) @ state.atoms
     if pi.shape[0]:
@@ -122,6 +159,9 @@ def evaluate(state: Restricted) -> RestrictedPoint:
     a4 = a**-0.25
     zs = (state.atoms @ v) * a4
     q = np.einsum("ij,ij->i", zs, zs)
+    if not state.floor_atoms.shape[1]:
+        return RestrictedPoint(a, v, float(np.sum(np.sqrt(a))), q, np.zeros((a.size, 0)),
+                               np.zeros((0, 0)))
     gf = v.T @ state.floor_atoms
     gs = gf * a4[:, None]
     qf = gs.T @ gs
@@ -209,7 +249,7 @@ def _syrk(rows: FloatArray) -> FloatArray:
     # rows.T is Fortran-ordered (no copy); C starts at zero, so the strict upper part stays 0
     low = np.asarray(blas.dsyrk(1.0, rows.T, trans=1, lower=1))
     full = low + low.T
-    full[np.diag_indices_from(full)] *= 0.5
+    full.flat[:: full.shape[0] + 1] *= 0.5
     return full
 
 
@@ -228,10 +268,10 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
     system is formed and factored (:func:`_syrk`, Cholesky) while that is cheap, else solved by
     conjugate gradients on Hessian-vector products (:func:`_newton_cg`).
     """
+    atoms = state.atoms
     point = evaluate(state)
     it = 0
     stall = 0
-    empty = np.zeros((0, 0))
     while it < max_iter:
         it += 1
         t = point.root_trace
@@ -243,20 +283,25 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         mu = scale * state.mu
         k = mu.size
         # epsilon-active set: weights (nearly) at zero that the gradient pushes out
-        residual = float(np.max(np.where(mu > 0, np.abs(grad), np.maximum(grad, 0.0))))
+        positive = mu > 0
+        residual = float(np.max(np.where(positive, np.abs(grad), np.maximum(grad, 0.0))))
         eps = min(1e-4, residual) * scale / k
         active = (mu <= eps) & (grad <= 0)
         idx = np.flatnonzero(~active)
-        z = state.atoms[idx] @ point.eigvecs
+        z = atoms[idx] @ point.eigvecs
         p = z.shape[1]
         step = np.zeros(k)
         if idx.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
             step[idx] = _newton_cg(z, scale * point.eigvals, grad[idx], min(0.1, np.sqrt(kkt)))
         else:
-            rows, _ = _hessian_factor(z, np.zeros((p, 0)), scale * point.eigvals)
-            hess = 2.0 * _syrk(rows)
-            tau = 1e-12 * max(float(np.max(np.diag(hess))), 1e-300) + 1e-300
-            hess[np.diag_indices_from(hess)] += tau
+            i0, i1, _ = _triu(p)
+            rt = np.sqrt(scale * point.eigvals)
+            # Daleckii-Krein factor rows (as _hessian_factor), 2x: the Hessian of 2T
+            w = _pair_weights(p) * np.sqrt(2.0 / (rt[i0] * rt[i1] * (rt[i0] + rt[i1])))
+            rows = z[:, i0] * z[:, i1] * w
+            hess = rows @ rows.T if idx.size <= 256 else 2.0 * _syrk(rows / np.sqrt(2.0))
+            tau = 1e-12 * max(float(np.max(hess.diagonal())), 1e-300) + 1e-300
+            hess.flat[:: hess.shape[0] + 1] += tau
             step[idx] = _cho_solve(_cho(hess, tau), grad[idx])
         step[active] = -mu[active]
         # a step may not collapse the conditioning of A by more than 1e6 (near a singular A the
@@ -274,7 +319,10 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
             mu_new = np.maximum(mu + alpha * step, 0.0)
             predicted = float(grad @ (mu_new - mu))
             total = float(mu_new.sum())
-            t_new, cond = _trace_sqrt(state, mu_new, empty)
+            # the spectrum of the trial point is the next iterate's (A scales with 1 / total)
+            a_new, v_new = _vector_spectrum(atoms, mu_new)
+            t_new = float(np.sum(np.sqrt(np.clip(a_new, 0.0, None))))
+            cond = float(a_new[0] / max(a_new[-1], 1e-300))
             f_new = 2.0 * t_new - total
             tiny = 0 <= predicted <= 1e-11 * abs(f0)
             armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
@@ -285,7 +333,7 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         if not accepted:
             break
         state.mu = mu_new / total
-        point = evaluate(state)
+        point = _vector_point(atoms, a_new / total, v_new)
         if point.root_trace <= t * (1 + 1e-15):
             stall += 1
             if stall > 8:
@@ -426,7 +474,7 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
         neg_hessian = rows @ rows.T
         n_cand = cand.size
         tau = 1e-13 * max(float(np.max(np.diag(neg_hessian))), 1e-300) + 1e-300
-        neg_hessian[np.diag_indices_from(neg_hessian)] += tau
+        neg_hessian.flat[:: neg_hessian.shape[0] + 1] += tau
         grad_floor = grad[state.mu.size :]
         # block elimination of the floor block (shared by every active-set re-solve): the Schur
         # complement of a subset of vector atoms is the principal submatrix of the full one

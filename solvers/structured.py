@@ -66,10 +66,12 @@ import numpy as np
 import scipy
 from numpy.typing import NDArray
 from scipy import linalg
+from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
 from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
 from certificates.problem import (
+    ArrayVectors,
     CovarianceProgram,
     FactoredDual,
     VectorSource,
@@ -115,6 +117,9 @@ _POOL_MIN = 4096
 #: eigenvalues of M, and the floor block path handles the floor.
 _FLOORED_MIN = 1e-5
 _POOL_BYTES = 64 * 2**20
+#: The in-memory path (:func:`_small`) serves array inputs with J d at most this and no noise
+#: floor: every pricing is one GEMM on the whitened array, with no executor, pool or chunks.
+_SMALL_MAX = 2**18
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,8 +192,8 @@ class _Geometry:
     @classmethod
     def of(cls, weight: FloatArray, basis: FloatArray) -> _Geometry:
         wr = basis.T @ weight @ basis
-        lr = linalg.cholesky(0.5 * (wr + wr.T), lower=True)
-        unwhiten = linalg.solve_triangular(lr, basis.T, lower=True).T  # basis @ L^{-T}
+        lr = np.asarray(np.linalg.cholesky(0.5 * (wr + wr.T)), dtype=np.float64)
+        unwhiten = basis @ _lower_inverse(lr).T  # basis @ L^{-T}
         return cls(whiten=basis @ lr, unwhiten=unwhiten)
 
 
@@ -308,10 +313,11 @@ def _dedupe(new: FloatArray, old: FloatArray) -> NDArray[np.bool_]:
     if old.shape[0]:
         no = old / np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-300)
         keep &= np.max(np.abs(nn @ no.T), axis=1) < 1.0 - _PARALLEL_RTOL
-    cos = np.abs(nn @ nn.T)
-    for i in range(1, new.shape[0]):
-        if keep[i] and np.any(cos[i, :i][keep[:i]] >= 1.0 - _PARALLEL_RTOL):
-            keep[i] = False
+    # a row parallel to ANY earlier row goes (vectorised; comparing with the kept rows only
+    # would keep a row whose parallel predecessor was itself dropped, but such a row is within
+    # twice the tolerance angle, about 3e-6 rad, of a kept one: the same direction)
+    cos = np.tril(np.abs(nn @ nn.T), -1)
+    keep &= ~np.any(cos >= 1.0 - _PARALLEL_RTOL, axis=1)
     return keep
 
 
@@ -325,6 +331,15 @@ def _check_int(name: str, value: Any, low: int) -> int:
 
 def _sym(mat: FloatArray) -> FloatArray:
     return 0.5 * mat + 0.5 * mat.T
+
+
+def _lower_inverse(chol: FloatArray) -> FloatArray:
+    """The inverse of a lower-triangular factor (LAPACK trtri: the small matrices of the solver
+    pay scipy's per-call overhead of ``solve_triangular`` many times over)."""
+    inv, info = lapack.dtrtri(chol, lower=1)
+    if info != 0:
+        raise linalg.LinAlgError(f"singular triangular factor (trtri info {info})")
+    return np.asarray(inv, dtype=np.float64)
 
 
 _CONTROLLER: list[ThreadpoolController] = []
@@ -435,6 +450,13 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
+    if (run.eta == 0 and executor is IN_PROCESS and isinstance(run.source, ArrayVectors)
+            and run.source.count * run.dim <= _SMALL_MAX):
+        small = _small(run, problem)
+        if small is not None:
+            return small
+        run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
+                     verbose, executor, warm_start)
     gram = _span_pass(run)
     exact = _trivial_solution(run)
     if exact is not None:
@@ -444,6 +466,100 @@ def _solve(
     _seed_working_set(run, gram)
     _column_generation(run)
     return _finish(run, problem)
+
+
+# ------------------------------------------------------------------------------------------------
+# small in-memory programs: the same column generation without the pass machinery
+# ------------------------------------------------------------------------------------------------
+def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
+    r"""Column generation for a small in-memory program with :math:`\eta = 0` (the regime of
+    single small designs and of batches): the vectors are normalised and whitened once, and
+    every pricing is one product of the whitened array with :math:`A^{-1/4}` -- the same
+    restricted Newton solves, candidates, working-set growth and verified finish as the general
+    path, without its per-pass bookkeeping (Gram eigen-decomposition, span analysis, executor
+    calls, candidate pool). Returns ``None`` when the data need the general path (rank-deficient
+    or degenerate working sets, a stalled growth), which then solves from scratch."""
+    raw = run.source.array  # type: ignore[attr-defined]
+    count, d = raw.shape
+    started = time.perf_counter()
+    mean_sq = float(np.einsum("ij,ij->", raw, raw)) / count
+    if not mean_sq > 0.0:
+        check_norm_range(0.0)  # raises: all vectors are zero, no noise is needed
+    norm = Normalisation.of(mean_sq, run.bound, run.weight, run.eta)
+    run.data_scale, run.value_scale, run.weight_scale = (norm.data, norm.covariance_scale,
+                                                         norm.weight)
+    run.weight = _sym(run.weight / norm.weight)
+    vecs = raw / norm.data
+    run.span, run.complement = np.eye(d), np.zeros((d, 0))
+    try:
+        run.geometry = geo = _Geometry.of(run.weight, run.span)
+    except linalg.LinAlgError:
+        return None
+    whitened = vecs @ geo.whiten
+    run.passes += 1
+    run.pass_seconds.append(time.perf_counter() - started)
+    run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * d, 16)
+    # first working set: the top scores at the warm start's dual point (or at uniform weights)
+    a0 = whitened.T @ whitened / count
+    warm_vecs = _warm_vectors(run)
+    if warm_vecs.shape[0]:
+        yw = warm_vecs @ geo.whiten
+        aw = (yw.T * run.warm_mu) @ yw
+        a0 = 0.9 * aw / max(float(np.trace(aw)), 1e-300) + 0.1 * a0 / float(np.trace(a0))
+    a0w, a0v = np.linalg.eigh(_sym(a0))
+    if not a0w[0] > 1e-12 * a0w[-1]:
+        return None  # (nearly) rank-deficient data: the general path finds the span
+    zs = whitened @ (a0v * a0w**-0.25)
+    q0 = np.einsum("ij,ij->i", zs, zs)
+    first = min(count, max(run.atoms_added, d))
+    top = _select(np.arange(count), q0, vecs, first, -np.inf)
+    fresh = ~np.isin(top.top_idx, run.warm_idx)
+    new = _dedupe(top.top_vecs[fresh], warm_vecs)
+    run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
+    run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
+    atoms = run.vectors @ geo.whiten
+    sv = np.linalg.svd(atoms, compute_uv=False)
+    if atoms.shape[0] < d or not sv[d - 1] > 1e-10 * sv[0]:
+        return None
+    run.restricted = Restricted(atoms=atoms, mu=_initial_weights(run),
+                                floor_atoms=np.zeros((d, 0)), floor_weights=np.zeros((0, 0)),
+                                floor_rotation=np.zeros((0, 0)))
+    run.floor_basis = np.zeros((d, 0))
+    tight = max(0.1 * run.tol, 1e-13)
+    gap = 0.0 if run.warm_idx.size else np.inf
+    tighten = False
+    all_idx = np.arange(count)
+    while run.passes < run.max_passes - 1:
+        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
+        t0 = time.perf_counter()
+        try:
+            point, iterations = inner_solve(run.state(), inner_tol, 200)
+        except SolverError:
+            return None
+        run.newton_seconds += time.perf_counter() - t0
+        run.newton_iterations += iterations
+        t0 = time.perf_counter()
+        zs = whitened @ (point.eigvecs * point.eigvals**-0.25)
+        q = np.einsum("ij,ij->i", zs, zs)
+        t = point.root_trace
+        pricing = _select(all_idx, q, vecs, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+        run.passes += 1
+        run.pass_seconds.append(time.perf_counter() - t0)
+        cand = _candidate(run, point, pricing.qmax)
+        run.best = cand
+        gap = cand.max_score / t - 1.0
+        run.say(f"pass {run.passes:3d}: T={t:.12g} r={cand.max_score:.12g} gap={gap:.3e} "
+                f"ws={point.scores.size} newton={iterations} (in memory)")
+        if gap <= 0.9 * run.tol:
+            run.status = "optimal"
+            return _finish(run, problem)
+        if _add_violated_atoms(run, point, pricing):
+            tighten = False
+        elif inner_tol > tight:
+            tighten = True
+        else:
+            return None  # nothing to add before the gap closed: the general path decides
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -500,7 +616,7 @@ def _span_pass(run: _Run) -> FloatArray:
     run.weight = _sym(run.weight / norm.weight)
     run.eta = run.eta / norm.covariance_scale
     gram = _sym(gram_raw / mean_sq)
-    gw, gv = linalg.eigh(gram)
+    gw, gv = np.linalg.eigh(gram)
     in_span = gw > _SPAN_RTOL * gw[-1]
     run.span, run.complement = gv[:, in_span], gv[:, ~in_span]
     if np.all(in_span):
@@ -565,7 +681,7 @@ def _seed_pass(run: _Run, gram: FloatArray, low: float) -> None:
         aw = (yw.T * run.warm_mu) @ yw
         a0 = _sym(0.9 * aw / max(float(np.trace(aw)), 1e-300)
                   + 0.1 * a0 / max(float(np.trace(a0)), 1e-300))
-    a0w, a0v = linalg.eigh(a0)
+    a0w, a0v = np.linalg.eigh(a0)
     a0w = np.maximum(a0w, max(low, 1e-300 + 1e-15 * float(a0w[-1])))
     first = max(run.atoms_added, geo.dim)
     res = run.score(geo.whiten @ (a0v * a0w**-0.25), max(first, run.pool_keep), -np.inf)
@@ -610,7 +726,7 @@ def _initial_weights(run: _Run) -> FloatArray:
     # Newton step frees those whose score exceeds T): with at most p(p+1)/2 free weights its
     # Hessian is nonsingular and it converges quadratically from the neighbour's optimum
     whitened = run.vectors[:n_warm] @ run.whitening().whiten
-    sv = linalg.svdvals(whitened)
+    sv = np.linalg.svd(whitened, compute_uv=False)
     if sv.size >= whitened.shape[1] and sv[-1] > 1e-6 * sv[0]:
         return np.concatenate([run.warm_mu, np.zeros(k - n_warm)])
     return np.concatenate([0.9 * run.warm_mu, np.full(k - n_warm, 0.1 / (k - n_warm))])
@@ -624,7 +740,7 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
     _seed_pass(run, gram, 0.0)
     while True:
         whitened = run.vectors @ geo.whiten
-        sv = linalg.svdvals(whitened) if whitened.shape[0] else np.zeros(1)
+        sv = np.linalg.svd(whitened, compute_uv=False) if whitened.shape[0] else np.zeros(1)
         if whitened.shape[0] >= p and sv[min(p, sv.size) - 1] > 1e-10 * sv[0]:
             break
         if run.passes >= run.max_passes:
@@ -1115,15 +1231,15 @@ def _inverse_factor(run: _Run, sigma: FloatArray, ridged: bool) -> tuple[FloatAr
     factors, cond = [], 1.0
     for basis, block in blocks:
         try:
-            chol = linalg.cholesky(block, lower=True)
+            chol = np.asarray(np.linalg.cholesky(block), dtype=np.float64)
         except linalg.LinAlgError:
             raise SolverError(
                 f"{SOLVER_NAME}: the candidate covariance is not positive definite; remedy: "
                 "try solver='clarabel'"
             ) from None
-        ev = linalg.eigvalsh(block)
+        ev = np.linalg.eigvalsh(block)
         cond = max(cond, float(ev[-1] / max(float(ev[0]), 1e-300)))
-        factors.append(basis @ linalg.solve_triangular(chol, np.eye(block.shape[0]), lower=True).T)
+        factors.append(basis @ _lower_inverse(chol).T)
     return np.concatenate(factors, axis=1), cond
 
 
@@ -1145,7 +1261,7 @@ def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> floa
     if exact_floor:
         top = float(np.max(np.abs(sigma)))
         return eta - 2.0 * unit * top * float(np.linalg.norm(sigma / top))
-    ev = linalg.eigvalsh(sigma)
+    ev = np.linalg.eigvalsh(sigma)
     return float(ev[0]) - 4.0 * sigma.shape[0] * unit * float(ev[-1])
 
 
@@ -1194,7 +1310,7 @@ def _verified_solution(
         "lower": lower, "upper": value, "gap": gap, "tol": run.tol,
         "support": 0, "working_set": 0, "floor_block": 0, "ridge": 0.0,
         **details,
-        "floor_rank": int(np.sum(linalg.eigvalsh(sigma) <= eta * (1 + 1e-6))) if eta > 0 else 0,
+        "floor_rank": int(np.sum(np.linalg.eigvalsh(sigma) <= eta * (1 + 1e-6))) if eta > 0 else 0,
         "rank": run.rank,
         "newton_seconds": run.newton_seconds,
         "pass_seconds": float(np.sum(run.pass_seconds)),
@@ -1249,7 +1365,7 @@ def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
         half = pv * np.sqrt(np.clip(pw, 0.0, None))
         rows.append((np.sqrt(run.eta) * ((whiten.T @ basis) @ half)).T)
     stacked = np.concatenate(rows)
-    left, _, right = linalg.svd(stacked, full_matrices=False)
+    left, _, right = np.linalg.svd(stacked, full_matrices=False)
     polar = left @ right  # rows: A^{-1/2} applied to each stacked row
     n_on = int(np.sum(on))
     u = (polar[:n_on] / root_mu[:, None]) @ whiten.T / t

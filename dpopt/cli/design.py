@@ -541,7 +541,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     }
     if not (args.sigma > 0 and np.isfinite(args.sigma)):
         raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
-    sensitivity = sens.add_remove_set(domain, np.asarray(DEMO_QUERY), args.sigma)
+    sensitivity = sens.TwoRecordVectors(domain, np.asarray(DEMO_QUERY), args.sigma)
     spec = f"approx:epsilon={args.epsilon!r},delta={args.delta!r}"
     output: str | None = args.output
     if args.no_save:
@@ -604,7 +604,11 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
             )
         if not (args.sigma > 0 and np.isfinite(args.sigma)):
             raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
-        sensitivity = sens.add_remove_set(domain, query, args.sigma)
+        two = sens.add_remove_set(domain, query, args.sigma)
+        if isinstance(two, sens.BoxTwoRecordSet):
+            raise InvalidParameterError(
+                "domain", args.domain, "records anywhere in a box: not yet from the CLI")
+        sensitivity = two
         meta.update({"set": "two-record", "query": query.tolist(), "sigma": float(args.sigma)})
     weight = read_matrix(args.weight) if args.weight is not None else None
     if weight is not None and weight.shape[0] != domain.dim:

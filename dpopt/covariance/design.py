@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
     from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.continuous import BoxCoverage
     from dpopt.covariance.sensitivity import PrunedSet
     from dpopt.parallel import DaskOption
 
@@ -100,6 +101,13 @@ class Design:
         possibly suboptimal by up to a factor ``1 + certificate.gap``).
     message : str
         Human-readable account of how the design was obtained and certified.
+    coverage : BoxCoverage or None
+        For a design on records anywhere in a box
+        (:class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`): the box, query and sigma
+        covered, the certified sup over every pair of records in the box at ``covariance``, and
+        the exchange's working set (``program`` holds its vectors; the certificate's lower bound
+        is that relaxation's dual bound). None for a finite sensitivity set, whose guarantee
+        covers the vectors of ``program`` only (for a grid: records snapped to the grid).
     """
 
     covariance: NDArray[np.float64]
@@ -113,6 +121,7 @@ class Design:
     relation: NeighbouringRelation = NeighbouringRelation.ADD_REMOVE
     status: str = "optimal"
     message: str = ""
+    coverage: BoxCoverage | None = None
 
     def save(self, path: str | os.PathLike[str], *, description: str | None = None,
              overwrite: bool = False) -> str:
@@ -226,10 +235,11 @@ class Design:
         return plot_design(self, ax, max_points=max_points, show_isotropic=show_isotropic)
 
     def __str__(self) -> str:
+        covers = f"; {self.coverage.describe()}" if self.coverage is not None else ""
         return (
             f"Design: tr(W Sigma) = {self.value:.10g} (isotropic {self.isotropic_value:.10g}, "
             f"{self.improvement:.4g} times the error); q = {self.bound:.10g} ({self.relation}); "
-            f"{self.certificate}"
+            f"{self.certificate}{covers}"
         )
 
 
@@ -258,7 +268,7 @@ def _bound_of(budgets: Budget | Sequence[Budget]) -> tuple[float, Budget]:
 
 
 def _vectors_of(sensitivity: ArrayLike | VectorSource | PrunedSet) -> ArrayLike | VectorSource:
-    if isinstance(sensitivity, VectorSource) and not isinstance(sensitivity, np.ndarray):
+    if not isinstance(sensitivity, np.ndarray) and isinstance(sensitivity, VectorSource):
         return sensitivity
     if hasattr(sensitivity, "original_count") and hasattr(sensitivity, "vectors"):  # PrunedSet
         return np.asarray(sensitivity.vectors, dtype=np.float64)
@@ -310,10 +320,14 @@ def design_covariance(
 
     Parameters
     ----------
-    sensitivity : array_like, shape (J, d), VectorSource or PrunedSet
-        Sensitivity vectors :math:`s_j`, e.g. ``dpopt.covariance.sensitivity.add_remove_set(grid,
-        g, sigma)``
-        (Theorem 1 two-record vectors) or ``uniform_query_set(domain)``.
+    sensitivity : array_like, shape (J, d), VectorSource, PrunedSet or BoxTwoRecordSet
+        Sensitivity vectors :math:`s_j`, e.g. ``add_remove_set(grid, g, sigma)`` (Theorem 1
+        two-record vectors; covers records on the grid, so snap real-valued records) or
+        ``uniform_query_set(domain)``. ``add_remove_set(Box(lo, hi), g, sigma)`` (a
+        :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`) covers every record in the box:
+        the semi-infinite program is solved by exchange
+        (:func:`dpopt.covariance.continuous.design_box`) and ``tol`` is the relative gap of its
+        certified interval.
     budgets : Budget or sequence of Budget
         ``RDP``, ``ZCDP``, ``GDP``, ``ApproxDP``, ``MIDP``, ``AllOf`` from
         :mod:`dpopt.accounting.budgets`;
@@ -362,6 +376,13 @@ def design_covariance(
         The design is private (strictly feasible, re-checked) but its optimality gap exceeds
         ``tol``; ``design.certified`` is False.
     """
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet
+
+    if isinstance(sensitivity, BoxTwoRecordSet):
+        from dpopt.covariance.continuous import design_box
+
+        return design_box(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous,
+                          relation)
     if dask is not None:
         from dpopt.parallel import dask_executor
 

@@ -313,7 +313,10 @@ def sensitivity_from_description(desc: DesignDescription) -> VectorSource:
         return sensitivity.uniform_query_set(domain)
     if desc.query is None or desc.sigma is None:
         raise CertificateError("a two-record description needs its query and sigma")
-    return sensitivity.add_remove_set(domain, desc.query, desc.sigma)
+    src = sensitivity.add_remove_set(domain, desc.query, desc.sigma)
+    if isinstance(src, sensitivity.BoxTwoRecordSet):
+        raise CertificateError("a box two-record description has no finite vector set")
+    return src
 
 
 def _budget_of(specs: tuple[str, ...]) -> Budget:

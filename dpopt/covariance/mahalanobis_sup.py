@@ -19,7 +19,12 @@ from scipy.linalg import cho_factor, cho_solve, eigh
 from certificates.problem import DEFAULT_CHUNK, VectorSource
 from certificates.rigorous import ratio_upper_bound
 from certificates.validate import as_psd_matrix
-from dpopt.covariance.sensitivity import BoxVertexDifferences, as_vector_source, chunk_size_of
+from dpopt.covariance.sensitivity import (
+    BoxTwoRecordSet,
+    BoxVertexDifferences,
+    as_vector_source,
+    chunk_size_of,
+)
 from dpopt.errors import (
     AccuracyWarning,
     InvalidParameterError,
@@ -122,8 +127,12 @@ def sup_mahalanobis(
 ) -> MahalanobisSup:
     r"""The Mahalanobis sup :math:`\rho^*(\Sigma) = \sup_j s_j^\top \Sigma^{-1} s_j`.
 
-    Enumerates the set in chunks: Cholesky solves :math:`\hat x = \Sigma^{-1}s` and the value
-    :math:`\hat x^\top s`, with the rigorous residual bound of
+    For a :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet` (records anywhere in a box) the
+    sup is certified by :func:`certificates.box_sup.certified_box_sup`: ``upper`` (= ``value``)
+    is a proven bound, ``lower`` is attained by the pair behind ``vector``, ``exact=False``.
+
+    Otherwise it enumerates the set in chunks: Cholesky solves :math:`\hat x = \Sigma^{-1}s` and
+    the value :math:`\hat x^\top s`, with the rigorous residual bound of
     :func:`certificates.rigorous.ratio_upper_bound` as ``upper``. For a
     :class:`BoxVertexDifferences` of dimension above ``max_enumeration_dim`` (a max-cut-type
     problem) it returns instead the valid upper bound of the SDP relaxation
@@ -158,6 +167,11 @@ def sup_mahalanobis(
     >>> round(res.value, 12), res.index, res.exact
     (2.0, 1, True)
     """
+    if isinstance(vectors, BoxTwoRecordSet):
+        from dpopt.covariance.continuous import box_sup_as_mahalanobis
+
+        cov = as_psd_matrix("covariance", covariance, dim=vectors.dim)
+        return box_sup_as_mahalanobis(vectors, vectors.sup(cov))
     src = as_vector_source(vectors)
     d = int(src.dim)
     cov = as_psd_matrix("covariance", covariance, dim=d)

@@ -726,7 +726,7 @@ def test_design_unstored_vectors_regenerated_by_verify(
                 "--budget",
                 "gdp:mu=1",
             ],
-            "finite domain",
+            "box",
         ),
         (
             [
