@@ -664,7 +664,10 @@ def divergence_bounds(
     noise : {"laplace", "gaussian"}
         :math:`\mathrm{Lap}(0, b)` or :math:`N(0, \sigma^2)`.
     scale : float
-        :math:`b` or :math:`\sigma` (> 0).
+        :math:`b` or :math:`\sigma` (>= 0). Scale 0 (no noise) gives the divergence of the
+        laws themselves, :math:`\frac{1}{\alpha-1}\log\sum_k p_k^\alpha q_k^{1-\alpha}`
+        (infinite when an atom of :math:`P` is not one of :math:`Q`), which bounds the noisy
+        divergence at every scale from above (data processing).
     alpha : float
         Rényi order > 1; ``inf`` (Laplace only) gives :math:`D_\infty = \log\sup p/q`.
     gap : float, default 1e-4
@@ -955,8 +958,8 @@ def check_calibration(
     epsilon : float
         > 0.
     scale : float
-        The released scale; certified when every :math:`D^+` (both orders) is at most
-        :math:`\varepsilon`.
+        The released scale (>= 0; 0 claims that no noise is needed); certified when every
+        :math:`D^+` (both orders) is at most :math:`\varepsilon`.
     refuted_scale : float, optional
         Proven not private when some pair has :math:`D^- > \varepsilon` at it.
     gap : float, optional
@@ -969,7 +972,7 @@ def check_calibration(
     """
     eps = as_scalar("epsilon", epsilon, low=0.0)
     a = as_scalar("alpha", alpha, low=1.0, allow_inf=True)
-    b = as_scalar("scale", scale, low=0.0)
+    b = as_scalar("scale", scale, low=0.0, low_open=False)
     bl = None if refuted_scale is None else as_scalar("refuted_scale", refuted_scale, low=0.0)
     if bl is not None and bl >= b:
         raise InvalidParameterError("refuted_scale", refuted_scale, f"must be < scale ({b!r})")
