@@ -106,3 +106,27 @@ def test_cli_tight_then_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = json.loads(capsys.readouterr().out)
     assert out["holds"] is True and out["kind"] == "tight Pufferfish calibration"
     assert out["certified"] is True
+
+
+def test_no_noise_needed_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Laws already within ε: the CLI reports least scale 0 with a sentence and writes a
+    certificate that ``dpopt verify`` re-proves (the divergence of the laws themselves)."""
+    csv = tmp_path / "flat.csv"
+    rows = ["group,value"] + ["a,0", "a,1"] * 5 + ["b,0"] * 5 + ["b,1"] * 6
+    csv.write_text("\n".join(rows) + "\n")
+    cert = tmp_path / "z.json"
+    assert main(["calibrate", "pufferfish", str(csv), "--secret", "group", "--query", "value",
+                 "--alpha", "2", "--epsilon", "1", "--tight", "--certificate", str(cert),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tight_scale"] == 0.0 and "no noise is needed" in out["tight_message"]
+    assert main(["verify", str(cert)]) == 0
+    assert "no noise is needed" in capsys.readouterr().out
+    # forging a law far from the other (digest recomputed) must not keep "no noise needed"
+    from certificates.renyi_mixture import _canonical
+
+    content = json.loads(cert.read_text())
+    content["pairs"][0]["p"]["probs"] = [0.99, 0.01]
+    content["sha256"] = _canonical(content)
+    cert.write_text(json.dumps(content))
+    assert main(["verify", str(cert)]) == 1
