@@ -14,7 +14,8 @@ budget and the composed guarantee. It holds no private record and no data-depend
    the one the sampler derives (the queries are public functions of earlier releases);
 2. at each query it regenerates the sensitivity set on the stated domain (the exact grid
    corner reduction of :mod:`dpopt.diffusion.sets`, or with ``full=True`` every pair of domain
-   points) and bounds :math:`\sup_s s^\top\Sigma_t^{-1}s` with the rounding-error-bounded pass
+   points; for a box, every pair of records in it, whose sup :mod:`certificates.box_sup`
+   bounds) and bounds :math:`\sup_s s^\top\Sigma_t^{-1}s` with the rounding-error-bounded pass
    of :func:`dpopt.covariance.mahalanobis_sup.sup_mahalanobis`; it must be :math:`\le q_t`;
 3. it recomputes the budget's bound Q from its spec and checks :math:`\sum q_t \le Q` in exact
    rational arithmetic; the run is then :math:`\sqrt{\sum q_t}`-GDP (Dong, Roth and Su,
@@ -37,7 +38,8 @@ from numpy.typing import NDArray
 
 from certificates.errors import CertificateError
 from dpopt.accounting.budgets import PrivacyReport, parse_budget
-from dpopt.covariance.domains import Domain, FinitePoints, Grid
+from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid
+from dpopt.covariance.sensitivity import BoxTwoRecordSet
 from dpopt.diffusion.sampler import step_update
 from dpopt.diffusion.schedules import Schedule
 from dpopt.diffusion.sets import release_set
@@ -49,6 +51,13 @@ __all__ = ["FORMAT", "RunVerification", "load_record", "save_record", "verify_re
 FORMAT = "dpopt-diffusion-run/1"
 #: Relative tolerance of the trajectory replay (queries are re-derived in floating point).
 REPLAY_RTOL = 1e-9
+#: Relative gap of the certified sup over a box when re-checking a box release.
+BOX_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class _Upper:
+    upper: float
 
 
 def save_record(record: dict[str, Any], path: str | os.PathLike[str], *,
@@ -146,9 +155,11 @@ def _domain(spec: Any) -> Domain:
             return Grid(spec["lower"], spec["upper"], tuple(int(v) for v in spec["shape"]))
         if kind == "finite":
             return FinitePoints(spec["points"])
+        if kind == "box":
+            return Box(spec["lower"], spec["upper"])
     except (KeyError, TypeError, ValueError) as exc:
         raise CertificateError(f"domain: malformed ({exc})") from None
-    raise CertificateError(f"domain: kind {kind!r} cannot be re-checked (grid or finite)")
+    raise CertificateError(f"domain: kind {kind!r} cannot be re-checked (grid, finite or box)")
 
 
 def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool = False,
@@ -179,6 +190,7 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
     from dpopt.covariance.mahalanobis_sup import sup_mahalanobis
     from dpopt.errors import DpoptError
 
+    sup: _Upper | None
     rec = load_record(record) if not isinstance(record, dict) else record
     if rec.get("format") != FORMAT:
         raise CertificateError(f"not a run record (format must be {FORMAT!r})")
@@ -254,12 +266,23 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
                 if q != float(per_step[s]):
                     reasons.append(f"{where}: q differs from the split's bound for step {s}")
                 vecs = release_set(dom, g_stored, sig, reduce=not full)
-                dense = (vecs if isinstance(vecs, np.ndarray)
-                         else np.asarray(vecs.take(np.arange(vecs.count, dtype=np.intp))))
-                if prediction == "eps":
-                    dense = dense / sig
+                dense: Any
+                if isinstance(vecs, BoxTwoRecordSet):  # certified sup over the whole box
+                    dense = vecs
+                    if prediction == "eps":
+                        raise CertificateError(f"{where}: the box route releases x0 only")
+                else:
+                    dense = (vecs if isinstance(vecs, np.ndarray)
+                             else np.asarray(vecs.take(np.arange(vecs.count, dtype=np.intp))))
+                    if prediction == "eps":
+                        dense = dense / sig
                 try:
-                    sup = sup_mahalanobis(dense, cov)
+                    if isinstance(dense, BoxTwoRecordSet):
+                        # branch and bound to well inside the design's final scaling margin
+                        box_sup = dense.sup(cov, tol=BOX_TOL, stop_below=q)
+                        sup = _Upper(float(box_sup.upper))
+                    else:
+                        sup = _Upper(float(sup_mahalanobis(dense, cov).upper))
                 except DpoptError as exc:
                     reasons.append(f"{where}: covariance rejected ({exc})")
                     sup = None

@@ -114,8 +114,6 @@ def snap_to_domain(data: ArrayLike, domain: Domain) -> SnapReport:
         raise InvalidParameterError(
             "data", f"array of shape {x.shape}", f"must be (n, {dom.dim}) with n >= 1"
         )
-    if not isinstance(dom, Grid | FinitePoints):
-        raise InvalidParameterError("domain", dom, "must be a Grid or FinitePoints to snap onto")
     return dom.snap(x)
 
 
@@ -254,7 +252,8 @@ def _pilot_scales(domain: Domain, schedule: Schedule, weight: ArrayLike | None,
             g = state / math.sqrt(a)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                des = design_covariance(release_set(domain, g, sig), ZCDP(rho=0.5), weight=w)
+                sset: Any = release_set(domain, g, sig)
+                des = design_covariance(sset, ZCDP(rho=0.5), weight=w)
             c[s] += des.value / pilots
             x0 = posterior_mean(ref, g, sig)
             state = step_update(state, x0, a, a_next, "ddim")
@@ -440,12 +439,6 @@ def sample_private(
     """
     started = time.process_time()
     dom = as_domain(domain)
-    if isinstance(dom, Box):
-        raise InvalidParameterError(
-            "domain", dom,
-            "the continuous box route is not available here yet; use a Grid over the box "
-            "(records are snapped onto it)",
-        )
     k = _count("samples", samples)
     t = _count("steps", steps)
     sched = as_schedule(schedule, t)
@@ -492,7 +485,8 @@ def sample_private(
     traj = np.transpose(traj, (1, 0, 2))
     out = traj[:, -1, :].copy()
     if clip:
-        box = dom.box if isinstance(dom, Grid) else Box(dom.points.min(0), dom.points.max(0))
+        box = (dom.box if isinstance(dom, Grid) else dom if isinstance(dom, Box)
+               else Box(dom.points.min(0), dom.points.max(0)))
         out = np.clip(out, box.lower, box.upper)
     exact = k * sum((Fraction(float(v)) for v in q), Fraction(0))
     bound = float(exact)
@@ -555,8 +549,7 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
             w_design = w * (sig * sig) if prediction == "eps" else w
             # the K queries of this step are public (earlier releases): design them together
             queries = state / math.sqrt(a)
-            sets = [np.asarray(_dense(release_set(dom, queries[j], sig)) * scale,
-                               dtype=np.float64) for j in range(k)]
+            sets = [_scaled(release_set(dom, queries[j], sig), scale) for j in range(k)]
             noises = _step_noise(sets, qs, w_design, noise, solver, tol, s)
             for j in range(k):
                 g = queries[j]
@@ -590,7 +583,16 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
 Noise = tuple[NDArray[np.float64], dict[str, float | bool | None], float]
 
 
-def _step_noise(sets: list[NDArray[np.float64]], q: float, w: NDArray[np.float64], noise: str,
+def _largest_square(vecs: Any) -> float:
+    """max |s|^2 over the set (a certified upper bound for a box's continuous set)."""
+    if isinstance(vecs, np.ndarray):
+        return float(np.max(np.einsum("ij,ij->i", vecs, vecs)))
+    from dpopt.covariance.mahalanobis_sup import sup_mahalanobis
+
+    return float(sup_mahalanobis(vecs, np.eye(vecs.dim)).upper)
+
+
+def _step_noise(sets: list[Any], q: float, w: NDArray[np.float64], noise: str,
                 solver: str, tol: float, step: int) -> list[Noise]:
     """The certified covariance of every release of one step (and its summary, and the exact
     isotropic baseline's error)."""
@@ -601,7 +603,7 @@ def _step_noise(sets: list[NDArray[np.float64]], q: float, w: NDArray[np.float64
     if noise == "isotropic":
         out: list[Noise] = []
         for vecs in sets:
-            c = float(np.max(np.einsum("ij,ij->i", vecs, vecs))) / q
+            c = _largest_square(vecs) / q
             c *= 1.0 + ISOTROPIC_MARGIN
             cov = c * np.eye(d)
             sup = sup_mahalanobis(vecs, cov)
@@ -611,7 +613,7 @@ def _step_noise(sets: list[NDArray[np.float64]], q: float, w: NDArray[np.float64
             out.append((cov, {"lower": None, "upper": value, "gap": None, "certified": True,
                               "mahalanobis_sup": float(sup.upper)}, value))
         return out
-    if solver == "auto":
+    if solver == "auto" and all(isinstance(v, np.ndarray) for v in sets):
         from dpopt.covariance.batch import design_covariance_batch
 
         designs = design_covariance_batch(sets, budget, weight=w, tol=tol)
@@ -626,10 +628,18 @@ def _step_noise(sets: list[NDArray[np.float64]], q: float, w: NDArray[np.float64
              float(des.isotropic_value)) for des in designs]
 
 
-def _dense(src: Any) -> NDArray[np.float64]:
-    if isinstance(src, np.ndarray):
+def _scaled(src: Any, scale: float) -> Any:
+    """The release's set, scaled (the noise-prediction form divides by sigma): arrays and
+    finite sources densified; a box's continuous set kept as is (scaled by its own map)."""
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet
+
+    if isinstance(src, BoxTwoRecordSet):
+        if scale != 1.0:
+            raise InvalidParameterError(
+                "prediction", "eps", "the box route releases the posterior mean (x0) only")
         return src
-    return np.asarray(src.dense(), dtype=np.float64)
+    dense = src if isinstance(src, np.ndarray) else src.take(np.arange(src.count, dtype=np.intp))
+    return np.asarray(np.asarray(dense, dtype=np.float64) * scale, dtype=np.float64)
 
 
 def sample_nonprivate(data: ArrayLike, *, samples: int = 100, steps: int = 50,

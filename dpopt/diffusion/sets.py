@@ -45,7 +45,7 @@ from scipy.special import expit
 from certificates.problem import VectorSource
 from certificates.validate import as_float_array, as_scalar
 from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid, as_domain
-from dpopt.covariance.sensitivity import add_remove_set
+from dpopt.covariance.sensitivity import BoxTwoRecordSet, add_remove_set
 from dpopt.errors import InvalidParameterError
 
 __all__ = ["GridReduction", "grid_reduction", "release_set"]
@@ -150,21 +150,18 @@ def grid_reduction(grid: Grid) -> GridReduction:
 
 
 def release_set(domain: Domain | ArrayLike, query: ArrayLike, sigma: float,
-                *, reduce: bool = True) -> NDArray[np.float64] | VectorSource:
+                *, reduce: bool = True) -> NDArray[np.float64] | VectorSource | BoxTwoRecordSet:
     r"""The add/remove sensitivity set of :math:`m_g(D)` at ``(query, sigma)`` on ``domain``.
 
     A :class:`Grid` gives the exact corner reduction (``reduce=True``) or every pair;
-    finite points give every pair (:func:`~dpopt.covariance.sensitivity.add_remove_set`).
-    A :class:`Box` has no finite set: use the continuous box route.
+    finite points give every pair (:func:`~dpopt.covariance.sensitivity.add_remove_set`); a
+    :class:`Box` gives the continuous set of every pair of records in the box
+    (:class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`: designed by exchange, its sup
+    certified by :mod:`certificates.box_sup`).
     """
     dom = as_domain(domain)
     if isinstance(dom, Grid) and reduce:
         return grid_reduction(dom).vectors(query, sigma)
-    if isinstance(dom, Box):
-        raise InvalidParameterError(
-            "domain", dom,
-            "a box has no finite two-record set; discretise it with Grid (records are snapped)",
-        )
-    if isinstance(dom, Grid | FinitePoints):
+    if isinstance(dom, Grid | FinitePoints | Box):
         return add_remove_set(dom, query, sigma)
-    raise InvalidParameterError("domain", domain, "must be a Grid or FinitePoints")
+    raise InvalidParameterError("domain", domain, "must be a Grid, FinitePoints or Box")

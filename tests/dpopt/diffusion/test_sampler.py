@@ -198,8 +198,9 @@ def test_bad_inputs_name_the_parameter() -> None:
         sample_private(_data(), GRID, MIDP(0.1), samples=1, steps=1)
     with pytest.raises(InvalidTypeError, match="budget"):
         sample_private(_data(), GRID, 1.0, samples=1, steps=1)  # type: ignore[arg-type]
-    with pytest.raises(InvalidParameterError, match="domain"):
-        sample_private(_data(), Box([0, 0], [1, 1]), GDP(mu=1.0), samples=1, steps=1)
+    with pytest.raises(InvalidParameterError, match="prediction"):
+        sample_private(_data(), Box(np.zeros(2), np.ones(2)), GDP(mu=1.0), samples=1, steps=1,
+                       prediction="eps")
     with pytest.raises(InvalidParameterError, match="rule"):
         split_budget(GDP(mu=1.0), 1, 3, [1.0, -1.0, 1.0])
     with pytest.raises(InvalidParameterError, match="data"):
@@ -241,3 +242,21 @@ def test_dpopt_verify_dispatches_run_records(run: object, tmp_path: object) -> N
     bad_path = tmp_path / "bad.json"  # type: ignore[operator]
     save_record(bad, bad_path)
     assert main(["verify", str(bad_path), "-q"]) == 1
+
+
+def test_box_route_every_pair_in_the_box() -> None:
+    box = Box(np.zeros(2), np.ones(2))
+    out = sample_private(_data(), box, GDP(mu=5.0), samples=2, steps=2, rng=3)
+    v = verify_record(out.record)
+    assert v.holds and out.record["domain"]["kind"] == "box"
+    # an independent probe: a fine grid of record pairs plus random pairs anywhere in the box
+    rng = np.random.default_rng(0)
+    axis = np.linspace(0.0, 1.0, 15)
+    grid = np.array([[a, b] for a in axis for b in axis])
+    for r in out.record["releases"]:
+        g, sig, p = np.array(r["query"]), r["sigma"], np.linalg.inv(r["covariance"])
+        xs = np.vstack([np.repeat(grid, len(grid), axis=0), rng.uniform(0, 1, (20000, 2))])
+        ys = np.vstack([np.tile(grid, (len(grid), 1)), rng.uniform(0, 1, (20000, 2))])
+        z = (np.sum((g - ys) ** 2, 1) - np.sum((g - xs) ** 2, 1)) / (2 * sig**2)
+        t = expit(z)[:, None] * (xs - ys)
+        assert float(np.max(np.einsum("ij,jk,ik->i", t, p, t))) <= r["q"] * (1 + 1e-9)

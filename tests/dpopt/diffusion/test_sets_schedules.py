@@ -71,11 +71,11 @@ def test_reduction_in_three_dimensions() -> None:
         assert got == pytest.approx(brute_force_sup(grid.points, g, sigma, p), rel=1e-12)
 
 
-def test_release_set_refuses_box_and_passes_finite_points() -> None:
+def test_release_set_box_and_finite_points() -> None:
     from dpopt.covariance.domains import Box
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet
 
-    with pytest.raises(InvalidParameterError, match="domain"):
-        release_set(Box([0.0], [1.0]), [0.5], 1.0)
+    assert isinstance(release_set(Box(np.zeros(1), np.ones(1)), [0.5], 1.0), BoxTwoRecordSet)
     src = release_set(FinitePoints([[0.0], [1.0], [3.0]]), [0.0], 1.0)
     assert src.count == 3
     with pytest.raises(InvalidParameterError, match="query"):
