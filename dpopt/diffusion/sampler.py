@@ -388,8 +388,12 @@ def sample_private(
     data : array_like, shape (n, d)
         The private records. Records off the public domain are snapped onto it (a
         :class:`ClampWarning` says how many; the count is not written into the record).
-    domain : Grid or FinitePoints (or an (m, d) array of points)
-        The PUBLIC domain the guarantee covers (add/remove neighbours).
+    domain : Grid, FinitePoints (or an (m, d) array of points), or Box
+        The PUBLIC domain the guarantee covers (add/remove neighbours). A grid or point set:
+        records are snapped to their nearest point; a box: records anywhere in it (clamped
+        into it), each release designed by exchange over every pair of records in the box
+        (:class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`; slower, ``prediction="x0"``
+        only).
     budget : Budget
         The guarantee of the whole run (``ApproxDP``, ``GDP``, ``ZCDP``, ``RDP`` or
         ``AllOf``), split over the K*T releases by ``split``.

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MUS", "plot_run", "quality_sweep", "sampler_figure"]
+__all__ = ["MUS", "plot_quality", "plot_run", "quality_sweep", "sampler_figure"]
 
 #: GDP parameters of the whole run in the sweep.
 MUS: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0, 10000.0)
@@ -84,7 +84,9 @@ def _trajectory_axes(ax: Any, rec: dict[str, Any]) -> None:
     ax.set_xlabel("step t (noisiest first)")
     ax.set_ylabel("mean tr(W Σ_t) per release")
     ax2 = ax.twinx()
-    ax2.plot(steps, np.sqrt(rec["split"]["per_step_bound"]), color="0.5", lw=0.8)
+    mu_t = np.sqrt(rec["split"]["per_step_bound"])
+    ax2.plot(steps, mu_t, color="0.5", lw=0.8)
+    ax2.set_ylim(0.0, 1.15 * float(np.max(mu_t)))
     ax2.set_ylabel("μ_t = √q_t (grey)")
     ax.legend(loc="best", fontsize=8)
     ax.set_title("noise along the trajectory")
@@ -141,6 +143,43 @@ def quality_sweep(name: str, mus: Sequence[float] = MUS, *, samples: int = 100,
                          "summed_error": out.errors["released"], "cpu_seconds": out.seconds,
                          **measure(out.samples)})
     return pd.DataFrame(rows)
+
+
+def plot_quality(table: pd.DataFrame, path: str | Path) -> Path:
+    """The quality-vs-ε figure from a :func:`quality_sweep` table (one column per dataset)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(table.dataset))
+    fig, axes = plt.subplots(2, len(datasets), figsize=(4.6 * len(datasets), 7), squeeze=False)
+    for j, name in enumerate(datasets):
+        sub = table[table.dataset == name]
+        for noise, style in (("optimal", "o-"), ("isotropic", "s--")):
+            rows = sub[sub.noise == noise]
+            axes[0, j].loglog(rows.epsilon, rows.energy_holdout, style, label=noise)
+            axes[1, j].loglog(rows.epsilon, rows.median_nn, style, label=noise)
+        nonpriv = sub[sub.noise == "nonprivate"].iloc[0]
+        hold = sub[sub.noise == "holdout"].iloc[0]
+        axes[0, j].axhline(float(nonpriv.energy_holdout), ls=":", color="k",
+                           label="non-private sampler")
+        axes[0, j].axhline(float(hold.energy_train), ls="-.", color="g",
+                           label="private data itself")
+        axes[1, j].axhline(max(float(nonpriv.median_nn), 1e-4), ls=":", color="k",
+                           label="non-private (≈ 0: copies)")
+        axes[1, j].axhline(float(hold.median_nn), ls="-.", color="g",
+                           label="held-out records")
+        axes[0, j].set_title(f"{name}: energy distance to held-out data")
+        axes[1, j].set_title(f"{name}: median distance to nearest record")
+        axes[1, j].set_xlabel("ε of the run at δ = 1e-5")
+        axes[0, j].legend(fontsize=7)
+        axes[1, j].legend(fontsize=7)
+    fig.tight_layout()
+    p = Path(path)
+    fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return p
 
 
 def sampler_figure(out_dir: str | Path, *, progress: bool | None = None,
@@ -202,28 +241,7 @@ def sampler_figure(out_dir: str | Path, *, progress: bool | None = None,
     p = out / "sampler-quality.csv"
     table.to_csv(p, index=False)
     written.append(p)
-    fig, axes = plt.subplots(2, len(datasets), figsize=(4.6 * len(datasets), 7), squeeze=False)
-    for j, name in enumerate(datasets):
-        sub = table[table.dataset == name]
-        for noise, style in (("optimal", "o-"), ("isotropic", "s--")):
-            rows = sub[sub.noise == noise]
-            axes[0, j].loglog(rows.epsilon, rows.energy_holdout, style, label=noise)
-            axes[1, j].loglog(rows.epsilon, rows.median_nn, style, label=noise)
-        for row_name, style in (("nonprivate", "k:"), ("holdout", "g-.")):
-            base = sub[sub.noise == row_name]
-            axes[0, j].axhline(float(base.energy_holdout.iloc[0]), ls=style[1:],
-                               color=style[0], label=row_name)
-            axes[1, j].axhline(max(float(base.median_nn.iloc[0]), 1e-4), ls=style[1:],
-                               color=style[0], label=row_name)
-        axes[0, j].set_title(f"{name}: energy distance to held-out data")
-        axes[1, j].set_title(f"{name}: median distance to nearest record")
-        axes[1, j].set_xlabel("ε of the run at δ = 1e-5")
-        axes[0, j].legend(fontsize=7)
-    fig.tight_layout()
-    p = out / "sampler-quality.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    written.append(plot_quality(table, out / "sampler-quality.png"))
     # ---- summed error ratios at equal q_t, per dataset (one run each)
     rows_e = []
     for name in datasets:
