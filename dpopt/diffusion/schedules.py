@@ -58,7 +58,7 @@ class Schedule:
     Examples
     --------
     >>> s = Schedule([0.25, 0.5, 0.8])
-    >>> s.steps, [round(v, 6) for v in s.sigma]
+    >>> s.steps, [round(float(v), 6) for v in s.sigma]
     (3, [1.732051, 1.0, 0.5])
     """
 
