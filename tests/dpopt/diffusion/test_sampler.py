@@ -260,3 +260,12 @@ def test_box_route_every_pair_in_the_box() -> None:
         z = (np.sum((g - ys) ** 2, 1) - np.sum((g - xs) ** 2, 1)) / (2 * sig**2)
         t = expit(z)[:, None] * (xs - ys)
         assert float(np.max(np.einsum("ij,jk,ik->i", t, p, t))) <= r["q"] * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_default_run_every_release_verified() -> None:
+    """The default target: 100 samples x 50 steps on the 20 x 20 grid, re-checked in full."""
+    grid = Grid(np.zeros(2), np.ones(2), (20, 20))
+    out = sample_private(_data(300), grid, ApproxDP(1.0, 1e-5), samples=100, steps=50, rng=0)
+    v = verify_record(out.record)
+    assert v.holds and v.releases == 5000 and v.worst_ratio <= 1.0
