@@ -84,6 +84,8 @@ SamplerName = Literal["ddim", "ddpm"]
 Prediction = Literal["x0", "eps"]
 NoiseKind = Literal["optimal", "isotropic"]
 
+#: Points per axis of the public reference grid the pilot split uses in a box.
+PILOT_BOX_POINTS = 11
 #: Relative margin of the isotropic noise over the exact per-step sup (floating-point safety).
 ISOTROPIC_MARGIN = 1e-9
 
@@ -186,7 +188,8 @@ def split_budget(
       at :math:`q_t \propto \sqrt{c_t}` (Cauchy–Schwarz). :math:`c_t` depends on the realised
       query, so it is estimated on ``pilots`` non-private trajectories of the same sampler run
       on a PUBLIC reference dataset (``reference``; by default the domain's own points, i.e.
-      the uniform distribution on the domain), never on the private records:
+      the uniform distribution on the domain, or for a box the regular grid of
+      ``PILOT_BOX_POINTS`` points per axis), never on the private records:
       :math:`\bar c_t` is the mean over pilots of the certified unit-bound design value at the
       pilot's query, and :math:`q_t \propto \sqrt{\bar c_t}`.
 
@@ -232,11 +235,9 @@ def _pilot_scales(domain: Domain, schedule: Schedule, weight: ArrayLike | None,
                   reference: ArrayLike | None, pilots: int, seed: int) -> NDArray[np.float64]:
     from dpopt.covariance.design import design_covariance
 
-    if reference is None:
-        if isinstance(domain, Box):
-            raise InvalidParameterError("reference", None, "a box domain needs public reference "
-                                        "points for the pilot split")
-        ref = domain.points
+    if reference is None:  # public: the domain's own points (a box: a regular grid in it)
+        ref = (Grid(domain.lower, domain.upper, (PILOT_BOX_POINTS,) * domain.dim).points
+               if isinstance(domain, Box) else domain.points)
     else:
         ref = snap_to_domain(reference, domain).records
     rng = np.random.default_rng(seed)
