@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: help install run test test-slow lint types bench bench-full bench-scale-full figures fig1 fig-rpp-adult \
 	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd fig-sampler notebooks docs \
-	docs-check docs-assets clean bench-scale
+	docs-check docs-assets clean bench-scale bench-sampler
 
 help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
@@ -14,6 +14,7 @@ help:
 	@echo "make lint       ruff + mypy"
 	@echo "make types      public parameters/returns still typed Any, per file (fails on unlisted ones)"
 	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
+	@echo "make bench-sampler  the default private sampling run (5,000 certified releases) vs its peers"
 	@echo "make bench-scale  Dask LocalCluster vs in-process, full solves to J = 1e7, one pass at 1e8"
 	@echo "make bench-scale-full  the same with full certified solves at J = 1e8 (~1 h)"
 	@echo "make figures    every reproduction figure under results/ (DASK=local|ADDRESS: sweeps on Dask)"
@@ -49,6 +50,9 @@ bench: $(STAMP)
 	$(PY) scripts/bench_covariance.py --timeout 30
 	$(PY) scripts/bench_transport.py --sizes 30 100 10000 100000 --repeat 1
 	$(PY) scripts/bench_accounting.py
+
+bench-sampler: $(STAMP)
+	$(PY) scripts/bench_sampler.py
 
 bench-scale: $(STAMP)
 	$(PY) scripts/bench_scale.py --solve-max 2e7   # J = 1e8: one pass per path, solve extrapolated

@@ -164,6 +164,12 @@ def test_ddpm_and_isotropic_runs_verify() -> None:
                          noise="isotropic", schedule="linear")
     assert verify_record(out.record).holds
     assert out.errors["released"] == pytest.approx(out.errors["isotropic_exact"], rel=1e-12)
+    bad = copy.deepcopy(out.record)
+    bad["releases"][0]["ancestral_noise"][0] += 0.5  # the public noise drives the next query
+    assert any("query" in r for r in verify_record(bad).reasons)
+    bad = copy.deepcopy(out.record)
+    bad["schedule"]["alpha_bar"][1] *= 1.01  # another schedule: other sigma_t and queries
+    assert not verify_record(bad).holds
 
 
 def test_finite_points_domain() -> None:
