@@ -72,8 +72,9 @@ def add_sample_parser(sub: Subparsers) -> None:
     p.add_argument("--noise", choices=("optimal", "isotropic"), default="optimal",
                    help="optimal covariance (default) or the isotropic baseline")
     p.add_argument("--split", default="equal", metavar="RULE",
-                   help="budget split over the steps: equal (default), pilot (public pilot "
-                   "runs on the domain), or T comma-separated weights")
+                   help="budget split over the steps: equal (default), propagated (more to the "
+                   "late steps, from the schedule), pilot (public pilot runs on the domain), "
+                   "or T comma-separated weights")
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: from the operating system, right for real data)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="run record JSON")
@@ -87,13 +88,14 @@ def add_sample_parser(sub: Subparsers) -> None:
 
 def _split(text: str) -> Any:
     key = text.strip().lower()
-    if key in ("equal", "pilot"):
+    if key in ("equal", "pilot", "propagated"):
         return key
     try:
         return [float(v) for v in text.split(",")]
     except ValueError:
         raise UsageError(
-            f"--split must be equal, pilot or comma-separated weights: {text!r}") from None
+            f"--split must be equal, propagated, pilot or comma-separated weights: {text!r}"
+        ) from None
 
 
 def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:

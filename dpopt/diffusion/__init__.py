@@ -18,8 +18,8 @@ _EXPORTS: dict[str, str] = {
                                                  "linear_schedule")},
     **{n: "dpopt.diffusion.sets" for n in ("GridReduction", "grid_reduction", "release_set")},
     **{n: "dpopt.diffusion.sampler" for n in (
-        "ClampWarning", "PrivateSamples", "budget_spec", "sample_nonprivate", "sample_private",
-        "snap_to_domain", "split_budget", "step_update",
+        "ClampWarning", "PrivateSamples", "budget_spec", "propagation_factors",
+        "sample_nonprivate", "sample_private", "snap_to_domain", "split_budget", "step_update",
     )},
     **{n: "dpopt.diffusion.record" for n in ("RunVerification", "load_record", "save_record",
                                               "verify_record")},

@@ -73,6 +73,7 @@ __all__ = [
     "ClampWarning",
     "PrivateSamples",
     "budget_spec",
+    "propagation_factors",
     "sample_nonprivate",
     "sample_private",
     "snap_to_domain",
@@ -175,6 +176,7 @@ def split_budget(
     reference: ArrayLike | None = None,
     pilots: int = 4,
     seed: int = 0,
+    sampler: str = "ddim",
 ) -> tuple[NDArray[np.float64], str]:
     r"""Per-step Mahalanobis bounds :math:`q_t` (the same for every sample), fixed in advance.
 
@@ -183,6 +185,15 @@ def split_budget(
 
     - ``"equal"``: :math:`q_t = Q/(KT)`;
     - a sequence of T positive weights :math:`w_t` (a user schedule): :math:`q_t \propto w_t`;
+    - ``"propagated"``: the schedule alone. Noise :math:`\xi_t` in the released
+      :math:`\hat x_0` of step t enters the next state as :math:`c_t\xi_t`, with
+      :math:`c_t = \sqrt{a_{t+1}} - \sqrt{1 - a_{t+1}}\sqrt{a_t/(1 - a_t)}` (DDIM) or
+      :math:`c_t = \sqrt{a_{t+1}}\,\beta_t/(1 - a_t)`, :math:`\beta_t = 1 - a_t/a_{t+1}` (DDPM),
+      and :math:`c_T = 1`; with the
+      weights :math:`W_t = c_t^2 I` and comparable design values the Cauchy–Schwarz split is
+      :math:`q_t \propto c_t`, which moves the budget to the late, low-noise steps whose noise
+      reaches the sample undamped (the denoiser's own dependence on the state is ignored: a
+      heuristic, but a public one);
     - ``"pilot"``: public information only. The optimal value of step t's design scales as
       :math:`v_t(q) = c_t/q`, so for fixed :math:`c_t` the total :math:`\sum_t c_t/q_t` is least
       at :math:`q_t \propto \sqrt{c_t}` (Cauchy–Schwarz). :math:`c_t` depends on the realised
@@ -197,7 +208,7 @@ def split_budget(
     -------
     q : ndarray, shape (T,)
     rule : str
-        ``"equal"``, ``"user"`` or ``"pilot"``.
+        ``"equal"``, ``"user"``, ``"propagated"`` or ``"pilot"``.
     """
     _, total = _total_bound(budget)
     k = _count("samples", samples)
@@ -206,13 +217,16 @@ def split_budget(
         key = rule.strip().lower()
         if key == "equal":
             w = np.ones(t)
+        elif key == "propagated":
+            w = propagation_factors(as_schedule(schedule, t), sampler)
         elif key == "pilot":
             if domain is None:
                 raise InvalidParameterError("domain", None, "the pilot split needs the domain")
             w = np.sqrt(_pilot_scales(as_domain(domain), as_schedule(schedule, t), weight,
                                       reference, _count("pilots", pilots), seed))
         else:
-            raise InvalidParameterError("rule", rule, "must be 'equal', 'pilot' or T weights")
+            raise InvalidParameterError(
+                "rule", rule, "must be 'equal', 'propagated', 'pilot' or T weights")
         name = key
     else:
         w = as_float_array("rule", rule)
@@ -223,6 +237,27 @@ def split_budget(
         name = "user"
     q = total * w / (k * float(np.sum(w)))
     return _fit_exact(q, k, total), name
+
+
+def propagation_factors(schedule: Schedule, sampler: str = "ddim") -> NDArray[np.float64]:
+    r"""The factors :math:`c_t` by which noise in step t's :math:`\hat x_0` enters the next
+    state (see :func:`split_budget`, rule ``"propagated"``); :math:`c_T = 1`.
+
+    Examples
+    --------
+    >>> from dpopt.diffusion.schedules import Schedule
+    >>> [round(float(c), 6) for c in propagation_factors(Schedule([0.5, 0.8]))]
+    [0.447214, 1.0]
+    """
+    a = schedule.alpha_bar
+    a1 = schedule.next_alpha_bar
+    if sampler == "ddim":
+        c = np.sqrt(a1) - np.sqrt(1.0 - a1) * np.sqrt(a / (1.0 - a))
+    elif sampler == "ddpm":
+        c = np.sqrt(a1) * (1.0 - a / a1) / (1.0 - a)
+    else:
+        raise InvalidParameterError("sampler", sampler, "must be 'ddim' or 'ddpm'")
+    return np.asarray(np.maximum(np.abs(c), 1e-12), dtype=np.float64)
 
 
 def _count(name: str, value: object) -> int:
@@ -411,7 +446,7 @@ def sample_private(
         :math:`cI`, :math:`c = \max_s |s|^2/q_t` (exact per-step sup, with a
         ``ISOTROPIC_MARGIN`` safety factor), also certified; for quality comparisons at equal
         budget.
-    split : "equal", "pilot" or T weights
+    split : "equal", "propagated", "pilot" or T weights
         See :func:`split_budget` (decided before any private record is read).
     weight : array_like, shape (d, d), optional
         :math:`W` of the error :math:`\operatorname{tr}(W\Sigma_t)` of :math:`\hat x_0`.
@@ -459,7 +494,7 @@ def sample_private(
     gen = as_generator(rng)
     # ---- public decisions, before any private record is read
     q, rule = split_budget(b, k, t, split, domain=dom, schedule=sched, weight=w,
-                           reference=reference)
+                           reference=reference, sampler=sampler)
     diam2 = dom.diameter() ** 2
     uq_value = _uniform_query_value(dom, w)
     start_states = gen.standard_normal((k, d))

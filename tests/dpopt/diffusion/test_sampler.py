@@ -24,6 +24,7 @@ from dpopt.diffusion.sampler import (
     split_budget,
     step_update,
 )
+from dpopt.diffusion.schedules import cosine_schedule
 from dpopt.errors import InvalidParameterError, InvalidTypeError
 
 GRID = Grid([0.0, 0.0], [1.0, 1.0], (5, 5))
@@ -186,6 +187,15 @@ def test_split_rules() -> None:
     q, rule = split_budget(b, 2, 3, [1.0, 2.0, 3.0])
     assert rule == "user"
     np.testing.assert_allclose(q / q[0], [1, 2, 3], rtol=1e-12)
+    sched = cosine_schedule(4)
+    q, rule = split_budget(b, 2, 4, "propagated", schedule=sched)
+    a, a1 = sched.alpha_bar, sched.next_alpha_bar
+    c = np.sqrt(a1) - np.sqrt(1 - a1) * np.sqrt(a) / np.sqrt(1 - a)  # DDIM, written out
+    assert rule == "propagated" and c[-1] == 1.0
+    np.testing.assert_allclose(q / q[-1], c / c[-1], rtol=1e-12)
+    qd, _ = split_budget(b, 2, 4, "propagated", schedule=sched, sampler="ddpm")
+    cd = np.sqrt(a1) * (1 - a / a1) / (1 - a)
+    np.testing.assert_allclose(qd / qd[-1], cd / cd[-1], rtol=1e-12)
     q1, rule = split_budget(b, 2, 4, "pilot", domain=GRID)
     q2, _ = split_budget(b, 2, 4, "pilot", domain=GRID)
     assert rule == "pilot" and np.array_equal(q1, q2)  # public and deterministic
