@@ -8,7 +8,8 @@ The default run of the sampler (d = 2, ``--samples`` x ``--steps`` certified rel
 - ``loop``: the same reduced sets, one ``design_covariance`` call per release
   (``solver="structured"``, no warm start);
 - ``full-set``: every pair of grid points (79,800 vectors) per release, one
-  ``design_covariance`` call each, timed on the first ``--full-releases`` releases only.
+  ``design_covariance`` call each, timed on the first ``--full-releases`` releases only;
+- ``verify``: the re-check of the whole run record (``verify_record``, as ``dpopt verify``).
 
 CPU time (``time.process_time``) is reported, since wall time is noisy on a shared machine;
 ``isotropic`` (no design) is the floor. Saves ``results/bench_sampler.csv``.
@@ -70,6 +71,14 @@ def main() -> None:
     cpu = time.process_time() - cpu
     rows.append({"route": "full-set", "releases": len(rec), "cpu_s": cpu, "wall_s": math.nan,
                  "releases_per_cpu_s": len(rec) / cpu, "summed_error": math.nan})
+    # the re-check of the whole record (what `dpopt verify run.json` does)
+    from dpopt.diffusion import verify_record
+
+    cpu = time.process_time()
+    ver = verify_record(runs["batch"].record)
+    cpu = time.process_time() - cpu
+    rows.append({"route": "verify", "releases": ver.releases, "cpu_s": cpu, "wall_s": math.nan,
+                 "releases_per_cpu_s": ver.releases / cpu, "summed_error": math.nan})
     base = rows[0]["releases_per_cpu_s"]
     print(f"{args.samples} samples x {args.steps} steps on a 20 x 20 grid ({args.dataset})")
     print(f"{'route':10s} {'releases':>8s} {'CPU s':>8s} {'wall s':>8s} {'rel/CPU s':>10s} "
