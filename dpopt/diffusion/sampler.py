@@ -194,15 +194,15 @@ def split_budget(
       :math:`q_t \propto c_t`, which moves the budget to the late, low-noise steps whose noise
       reaches the sample undamped (the denoiser's own dependence on the state is ignored: a
       heuristic, but a public one);
-    - ``"pilot"``: public information only. The optimal value of step t's design scales as
-      :math:`v_t(q) = c_t/q`, so for fixed :math:`c_t` the total :math:`\sum_t c_t/q_t` is least
-      at :math:`q_t \propto \sqrt{c_t}` (Cauchy–Schwarz). :math:`c_t` depends on the realised
+    - ``"pilot"``: public information only. The optimal value of step t's design at bound q is
+      :math:`v_t/q` (scaling), so for fixed :math:`v_t` the total :math:`\sum_t v_t/q_t` is least
+      at :math:`q_t \propto \sqrt{v_t}` (Cauchy–Schwarz). :math:`v_t` depends on the realised
       query, so it is estimated on ``pilots`` non-private trajectories of the same sampler run
       on a PUBLIC reference dataset (``reference``; by default the domain's own points, i.e.
       the uniform distribution on the domain, or for a box the regular grid of
       ``PILOT_BOX_POINTS`` points per axis), never on the private records:
-      :math:`\bar c_t` is the mean over pilots of the certified unit-bound design value at the
-      pilot's query, and :math:`q_t \propto \sqrt{\bar c_t}`.
+      :math:`\bar v_t` is the mean over pilots of the certified unit-bound design value at the
+      pilot's query, and :math:`q_t \propto \sqrt{\bar v_t}`.
 
     Returns
     -------
