@@ -66,7 +66,9 @@ Rigour
   on (lower, upper) float arrays; after each correctly rounded IEEE operation the lower end is
   moved one ulp down and the upper one ulp up (``numpy.nextafter``), which contains the exact
   result. ``expit`` is not correctly rounded: its results are widened by a relative
-  :math:`2^{-48}` (the C library's ``exp`` is accurate to about one ulp). Matrix-vector products
+  :math:`2^{-48}` (the C library's ``exp`` is accurate to about one ulp) and an absolute
+  :math:`2^{-1020}` (subnormal results); the final bound gets an absolute :math:`10^{-300}`
+  for underflow in the sums. Matrix-vector products
   use the standard bound :math:`|\mathrm{fl}(Rm) - Rm| \le \gamma_{d+1} |R||m|` (Higham,
   "Accuracy and Stability of Numerical Algorithms", chapter 3).
 - **The matrix.** With a factor :math:`R` given, :math:`A = R^\top R` is used as is. Otherwise a
@@ -195,12 +197,16 @@ def _linear(mat: Arr, abs_mat: Arr, a: Iv) -> Iv:
     return _dn(y - err), _up(y + err)
 
 
+#: absolute widening of expit results (a subnormal result carries no relative accuracy)
+_EXPIT_ABS = 2.0**-1020
+
+
 def _expit_iv(z: Iv) -> tuple[Iv, Iv]:
     """Enclosures of expit(z) and expit(-z) = 1 - expit(z) (monotone)."""
-    s = (np.maximum(expit(z[0]) * (1.0 - _EXPIT_REL), 0.0),
-         np.minimum(expit(z[1]) * (1.0 + _EXPIT_REL), 1.0))
-    t = (np.maximum(expit(-z[1]) * (1.0 - _EXPIT_REL), 0.0),
-         np.minimum(expit(-z[0]) * (1.0 + _EXPIT_REL), 1.0))
+    s = (np.maximum(expit(z[0]) * (1.0 - _EXPIT_REL) - _EXPIT_ABS, 0.0),
+         np.minimum(expit(z[1]) * (1.0 + _EXPIT_REL) + _EXPIT_ABS, 1.0))
+    t = (np.maximum(expit(-z[1]) * (1.0 - _EXPIT_REL) - _EXPIT_ABS, 0.0),
+         np.minimum(expit(-z[0]) * (1.0 + _EXPIT_REL) + _EXPIT_ABS, 1.0))
     return (_dn(s[0]), _up(s[1])), (_dn(t[0]), _up(t[1]))
 
 
@@ -667,16 +673,18 @@ def certified_box_sup(
         Budget of node evaluations; when it is reached the bounds so far are returned (valid,
         with ``converged=False`` and the gap reported).
     batch : int
-        Nodes bisected per vectorised round.
+        Smallest number of nodes bisected per vectorised round (a sixteenth of the open nodes
+        when that is more).
     starts : int
         Local-search starts for the incumbent (box corners of the difference box first, then
         seeded random points).
     seed : int
         Seed of the random starts (the result is deterministic).
     stop_below : float, optional
-        Also stop as soon as the proven upper bound is at most this value (a decision: "is the
-        sup at most ``stop_below``?" needs no more than that). ``converged`` still refers to
-        ``tol``.
+        Also stop as soon as the proven upper bound is at most this value, or a pair is found
+        whose value exceeds it (a decision: "is the sup at most ``stop_below``?"); with
+        ``tol=0`` the search runs until it decides or the node budget is spent. ``converged``
+        still refers to ``tol``.
 
     Returns
     -------
@@ -692,7 +700,7 @@ def certified_box_sup(
     lo, hi, g = _validate_box(lower, upper, query)
     d = lo.shape[0]
     s = as_scalar("sigma", sigma, low=0.0)
-    tol = as_scalar("tol", tol, low=0.0)
+    tol = as_scalar("tol", tol, low=0.0, low_open=False)
     stop_at = -math.inf if stop_below is None else as_scalar("stop_below", stop_below)
     for name, val, low in (("max_nodes", max_nodes, 1), ("batch", batch, 1), ("starts", starts, 0)):
         if isinstance(val, bool) or not isinstance(val, int | np.integer) or int(val) < low:
@@ -757,15 +765,20 @@ def certified_box_sup(
         if open_b.size == 0 or top <= inc * (1.0 + tol) or nodes >= max_nodes:
             break
         if max(top, discarded) * c * (1.0 + 4 * _U) <= stop_at:
-            break
+            break  # proved: the sup is at most stop_below
+        if stop_below is not None and inc * (1.0 - 1e-9) > stop_at:
+            break  # disproved (the attained lower bound is recomputed rigorously below)
         if it % 8 == 0:  # local search from the best node centres
-            order = np.argsort(-open_b)[:8]
+            order = (np.argpartition(-open_b, 7)[:8] if open_b.size > 8
+                     else np.arange(open_b.size))
             dl, vl = _local_search(pb, np.vstack([best_delta[None], open_c[order]]), 100)
             if np.isfinite(vl) and math.exp(vl) > inc:
                 dp, vp = _polish(pb, dl)
                 dl, vl = (dp, vp) if vp > vl else (dl, vl)
                 inc, best_delta = math.exp(vl), dl
-        k = min(batch, open_b.size)
+        # best-first in batches; the batch grows with the open list so that the copying of the
+        # list per round stays a small share of the bound evaluations
+        k = min(max(batch, open_b.size // 16), open_b.size)
         sel = np.argpartition(-open_b, k - 1)[:k] if k < open_b.size else np.arange(open_b.size)
         rest = np.ones(open_b.size, dtype=bool)
         rest[sel] = False
@@ -792,7 +805,8 @@ def certified_box_sup(
     bb_upper = max(discarded, float(np.max(open_b)) if open_b.size else 0.0)
     if not np.isfinite(bb_upper):
         raise InvalidParameterError("sigma", sigma, "gave a non-finite bound (over/underflow)")
-    upper_bound = float(_up(np.array(bb_upper * c)) * (1.0 + 2 * _U))
+    # the relative error model of the sums does not cover underflow: an absolute 1e-300 does
+    upper_bound = float(_up(np.array(bb_upper * c)) * (1.0 + 2 * _U)) + 1e-300
     x, y = _pair_of(pb, best_delta)
     t = _t_interval(x, y, g, s)
     low_val, _ = _form_bounds(t, prec, cov, fac)

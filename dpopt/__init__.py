@@ -37,9 +37,11 @@ _EXPORTS: dict[str, str] = {
     "design_covariance_batch": "dpopt.covariance.batch",
     **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     # sensitivity geometry
-    **{n: "dpopt.covariance.domains" for n in ("Box", "FinitePoints", "Grid", "SnapReport")},
+    **{n: "dpopt.covariance.domains" for n in (
+        "Ball", "Box", "Ellipsoid", "FinitePoints", "Grid", "SnapReport",
+    )},
     **{n: "dpopt.covariance.sensitivity" for n in (
-        "TwoRecordVectors", "UniformQueryVectors", "add_remove_set",
+        "BoxTwoRecordSet", "TwoRecordVectors", "UniformQueryVectors", "add_remove_set",
         "uniform_query_set",
     )},
     "sup_mahalanobis": "dpopt.covariance.mahalanobis_sup",

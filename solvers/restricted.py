@@ -13,6 +13,7 @@ zero. Used by :mod:`solvers.structured`, which grows the working set from full p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -269,7 +270,20 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
     conjugate gradients on Hessian-vector products (:func:`_newton_cg`).
     """
     atoms = state.atoms
-    point = evaluate(state)
+    exact = _closed_form(atoms)
+    if exact is not None:
+        mu_before = state.mu
+        state.mu = exact
+        try:
+            point = evaluate(state)
+        except SolverError:
+            state.mu = mu_before
+            point = evaluate(state)
+        else:
+            if float(point.scores.max()) / point.root_trace - 1.0 <= tol:
+                return point, 1  # certified below by the same KKT test as Newton's
+    else:
+        point = evaluate(state)
     it = 0
     stall = 0
     while it < max_iter:
@@ -341,6 +355,68 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         else:
             stall = 0
     return point, it
+
+
+def _closed_form(atoms: FloatArray) -> FloatArray | None:
+    """The restricted optimum in closed form where one exists for small dimensions (p <= 3):
+    two atoms in the plane, or exactly p(p+1)/2 atoms all active; ``None`` otherwise (the
+    caller checks the KKT conditions of whatever is returned, and runs Newton from it if they
+    do not hold)."""
+    k, p = atoms.shape
+    if p == 2 and k == 2:
+        return _two_atoms_in_the_plane(atoms)
+    if p <= 3 and k == p * (p + 1) // 2:
+        return _all_atoms_active(atoms)
+    return None
+
+
+def _all_atoms_active(atoms: FloatArray) -> FloatArray | None:
+    r"""The restricted optimum of exactly :math:`p(p+1)/2` atoms when every one is active.
+
+    Active atoms all have :math:`q_i = y_i^\top A^{-1/2} y_i = T`, so :math:`N = A^{-1/2}/T`
+    solves the :math:`p(p+1)/2` linear equations :math:`y_i^\top N y_i = 1`; then
+    :math:`T^2 = \operatorname{tr}N^{-1}`, :math:`A = N^{-2}/\operatorname{tr}N^{-1}`, and the
+    weights solve :math:`\sum_i \mu_i y_iy_i^\top = A` (they sum to 1 since
+    :math:`\sum_i\mu_iq_i = T`). Valid when :math:`N \succ 0` and every :math:`\mu_i > 0`
+    (then the KKT conditions hold); ``None`` otherwise."""
+    p = atoms.shape[1]
+    i0, i1, scale = _triu(p)
+    rows = atoms[:, i0] * atoms[:, i1] * scale  # svec(y_i y_i^T)
+    try:
+        n_mat = _smat(np.asarray(np.linalg.solve(rows, np.ones(rows.shape[0])),
+                                 dtype=np.float64), p)
+        w, v = np.linalg.eigh(n_mat)
+        if not w[0] > 1e-12 * w[-1]:
+            return None
+        a_mat = (v / (w * w)) @ v.T / float(np.sum(1.0 / w))
+        mu = np.linalg.solve(rows.T, _svec(0.5 * (a_mat + a_mat.T)))
+    except np.linalg.LinAlgError:
+        return None
+    if not (np.all(np.isfinite(mu)) and np.all(mu > 0)):
+        return None
+    return np.asarray(mu / float(mu.sum()), dtype=np.float64)
+
+
+def _two_atoms_in_the_plane(atoms: FloatArray) -> FloatArray | None:
+    r"""The exact maximiser of :math:`T` over two atoms in dimension 2.
+
+    With :math:`\mu_1 = \cos^2\theta`, :math:`T^2 = \operatorname{tr}A + 2\sqrt{\det A} =
+    a\cos^2\theta + b\sin^2\theta + |c|\sin 2\theta` for :math:`a = |y_1|^2`,
+    :math:`b = |y_2|^2`, :math:`c = y_1 \times y_2`, i.e. :math:`(a + b)/2 + h\cos 2\theta +
+    |c|\sin 2\theta` with :math:`h = (a - b)/2`, largest at :math:`\cos 2\theta = h/R`,
+    :math:`R = \sqrt{h^2 + c^2}`: :math:`\mu = ((1 + h/R)/2, (1 - h/R)/2)`, the smaller weight
+    computed as :math:`c^2/(2R(R + |h|))` (no cancellation). ``None`` when the atoms are
+    (nearly) parallel (the optimum would be singular)."""
+    y1, y2 = atoms[0], atoms[1]
+    a = float(y1 @ y1)
+    b = float(y2 @ y2)
+    c = float(y1[0] * y2[1] - y1[1] * y2[0])
+    h = 0.5 * (a - b)
+    r = math.hypot(h, c)
+    if not abs(c) > 1e-6 * max(a, b):
+        return None
+    small = c * c / (2.0 * r * (r + abs(h)))  # the smaller weight, without cancellation
+    return np.array([1.0 - small, small] if h >= 0 else [small, 1.0 - small])
 
 
 def _newton_cg(z: FloatArray, a: FloatArray, grad: FloatArray, rtol: float) -> FloatArray:

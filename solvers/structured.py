@@ -50,6 +50,12 @@ re-verified by its own pass (a factor :math:`B` of :math:`\Sigma^{-1}` checked b
 
 Every full pass goes through a :class:`~solvers.passes.PassExecutor`.
 
+*Small in-memory programs* (an array with :math:`Jd \le 2^{18}`, :math:`\eta = 0`) skip the
+pass machinery: the vectors are normalised and whitened once and every pricing is one product
+with :math:`A^{-1/4}` (:func:`_small`; the general path takes over for rank-deficient data).
+*Warm starts* (:class:`WarmStart`: a neighbouring problem's support and weights) seed the first
+working set; a vector parallel to a working-set atom and longer replaces it.
+
 **Dual certificate**: :math:`\lambda_j = (T/q)^2\mu_j`, :math:`u_j = S^{-1}s_j` with
 :math:`S = (T/q)\Sigma_\mu`, floor factor :math:`G = \sqrt{q\eta}\,\Sigma_\mu^{-1}E\Pi^{1/2}` (so
 :math:`H = GG^\top` and :math:`W - H - \sum_j\lambda_j u_ju_j^\top = 0` exactly); rank-deficient
@@ -117,6 +123,8 @@ _POOL_MIN = 4096
 #: eigenvalues of M, and the floor block path handles the floor.
 _FLOORED_MIN = 1e-5
 _POOL_BYTES = 64 * 2**20
+#: Machine epsilon of float64.
+_EPS = float(np.finfo(np.float64).eps)
 #: The in-memory path (:func:`_small`) serves array inputs with J d at most this and no noise
 #: floor: every pricing is one GEMM on the whitened array, with no executor, pool or chunks.
 _SMALL_MAX = 2**18
@@ -308,17 +316,25 @@ class _Run:
 # ------------------------------------------------------------------------------------------------
 def _dedupe(new: FloatArray, old: FloatArray) -> NDArray[np.bool_]:
     """Mask of rows of ``new`` not parallel/antiparallel to a row of ``old`` or an earlier row."""
-    nn = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-300)
-    keep = np.ones(new.shape[0], dtype=bool)
-    if old.shape[0]:
-        no = old / np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-300)
-        keep &= np.max(np.abs(nn @ no.T), axis=1) < 1.0 - _PARALLEL_RTOL
-    # a row parallel to ANY earlier row goes (vectorised; comparing with the kept rows only
-    # would keep a row whose parallel predecessor was itself dropped, but such a row is within
-    # twice the tolerance angle, about 3e-6 rad, of a kept one: the same direction)
-    cos = np.tril(np.abs(nn @ nn.T), -1)
-    keep &= ~np.any(cos >= 1.0 - _PARALLEL_RTOL, axis=1)
-    return keep
+    n_old = old.shape[0]
+    rows = np.concatenate([old, new]) if n_old else new
+    unit = rows / np.maximum(np.sqrt(np.einsum("ij,ij->i", rows, rows)), 1e-300)[:, None]
+    # a row parallel to ANY earlier row goes (one Gram matrix of old and new rows; comparing
+    # with the kept rows only would keep a row whose parallel predecessor was itself dropped,
+    # but such a row is within twice the tolerance angle, about 3e-6 rad, of a kept one: the
+    # same direction)
+    cos = np.tril(np.abs(unit[n_old:] @ unit.T), n_old - 1)
+    return np.asarray(~np.any(cos >= 1.0 - _PARALLEL_RTOL, axis=1))
+
+
+def _not_in(values: IntArray, pool: IntArray) -> NDArray[np.bool_]:
+    """``~np.isin(values, pool)`` for the short index arrays of the working set (a set lookup
+    costs less than isin's sorting at these sizes)."""
+    if values.size * pool.size > 1 << 16:
+        return ~np.isin(values, pool)
+    members = set(pool.tolist())
+    return np.fromiter((v not in members for v in values.tolist()), dtype=bool,
+                       count=values.size)
 
 
 def _check_int(name: str, value: Any, low: int) -> int:
@@ -402,9 +418,10 @@ def solve_structured(
     warm_start : WarmStart, optional
         Start column generation from these vectors and weights (e.g.
         ``WarmStart.from_solution`` of a neighbouring problem): the first working set holds
-        them, and the first pricing pass is at their covariance. The answer is certified the
-        same way (every vector priced and verified), so it equals the cold-started one to
-        ``tol``.
+        them with their weights (and, unless they span by themselves, the vectors scoring
+        highest at their covariance), and the first restricted solve is tight. The answer is
+        certified the same way (every vector priced and verified), so it equals the
+        cold-started one to ``tol``.
 
     Returns
     -------
@@ -450,8 +467,8 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
-    if (run.eta == 0 and executor is IN_PROCESS and isinstance(run.source, ArrayVectors)
-            and run.source.count * run.dim <= _SMALL_MAX):
+    if (run.eta == 0 and run.dim > 1 and executor is IN_PROCESS
+            and isinstance(run.source, ArrayVectors) and run.source.count * run.dim <= _SMALL_MAX):
         small = _small(run, problem)
         if small is not None:
             return small
@@ -489,34 +506,55 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     run.data_scale, run.value_scale, run.weight_scale = (norm.data, norm.covariance_scale,
                                                          norm.weight)
     run.weight = _sym(run.weight / norm.weight)
-    vecs = raw / norm.data
     run.span, run.complement = np.eye(d), np.zeros((d, 0))
     try:
         run.geometry = geo = _Geometry.of(run.weight, run.span)
     except linalg.LinAlgError:
         return None
-    whitened = vecs @ geo.whiten
+    whitened = raw @ (geo.whiten / norm.data)  # the normalised vectors, whitened
     run.passes += 1
     run.pass_seconds.append(time.perf_counter() - started)
+
+    def priced(q: FloatArray, keep: int, threshold: float) -> PassResult:
+        """The maximum of q and the keep largest entries above threshold, with their
+        normalised vectors (only the selected rows are scaled)."""
+        arg = int(np.argmax(q))
+        if threshold == -np.inf and keep < q.size:
+            sel = np.argpartition(-q, keep - 1)[:keep]
+        else:
+            sel = np.flatnonzero(q > threshold)
+            if sel.size > keep:
+                sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
+        sel = sel[np.argsort(-q[sel])]
+        return PassResult(float(q[arg]), arg, sel, q[sel], raw[sel] / norm.data, 0.0)
+
     run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * d, 16)
     # first working set: the top scores at the warm start's dual point (or at uniform weights)
     a0 = whitened.T @ whitened / count
-    warm_vecs = _warm_vectors(run)
-    if warm_vecs.shape[0]:
-        yw = warm_vecs @ geo.whiten
-        aw = (yw.T * run.warm_mu) @ yw
-        a0 = 0.9 * aw / max(float(np.trace(aw)), 1e-300) + 0.1 * a0 / float(np.trace(a0))
     a0w, a0v = np.linalg.eigh(_sym(a0))
     if not a0w[0] > 1e-12 * a0w[-1]:
         return None  # (nearly) rank-deficient data: the general path finds the span
-    zs = whitened @ (a0v * a0w**-0.25)
-    q0 = np.einsum("ij,ij->i", zs, zs)
-    first = min(count, max(run.atoms_added, d))
-    top = _select(np.arange(count), q0, vecs, first, -np.inf)
-    fresh = ~np.isin(top.top_idx, run.warm_idx)
-    new = _dedupe(top.top_vecs[fresh], warm_vecs)
-    run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
-    run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
+    warm_vecs = _warm_vectors(run)
+    yw = warm_vecs @ geo.whiten
+    sw = np.linalg.svd(yw, compute_uv=False) if yw.shape[0] >= d else np.zeros(1)
+    if sw.size >= d and sw[d - 1] > 1e-6 * sw[0]:
+        # the neighbour's support spans: it is the first working set, and the first pricing
+        # (after a restricted solve from its weights) brings whatever the new program adds
+        run.indices, run.vectors = run.warm_idx.copy(), warm_vecs
+    else:
+        if warm_vecs.shape[0]:
+            aw = (yw.T * run.warm_mu) @ yw
+            a0w, a0v = np.linalg.eigh(_sym(0.9 * aw / max(float(np.trace(aw)), 1e-300)
+                                           + 0.1 * a0 / float(np.trace(a0))))
+            a0w = np.maximum(a0w, 1e-15 * a0w[-1])
+        zs = whitened @ (a0v * a0w**-0.25)
+        q0 = np.einsum("ij,ij->i", zs, zs)
+        first = min(count, max(run.atoms_added, d))
+        top = priced(q0, first, -np.inf)
+        fresh = _not_in(top.top_idx, run.warm_idx)
+        new = _dedupe(top.top_vecs[fresh], warm_vecs)
+        run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
+        run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
     atoms = run.vectors @ geo.whiten
     sv = np.linalg.svd(atoms, compute_uv=False)
     if atoms.shape[0] < d or not sv[d - 1] > 1e-10 * sv[0]:
@@ -528,7 +566,6 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     tight = max(0.1 * run.tol, 1e-13)
     gap = 0.0 if run.warm_idx.size else np.inf
     tighten = False
-    all_idx = np.arange(count)
     while run.passes < run.max_passes - 1:
         inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
         t0 = time.perf_counter()
@@ -542,7 +579,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
         zs = whitened @ (point.eigvecs * point.eigvals**-0.25)
         q = np.einsum("ij,ij->i", zs, zs)
         t = point.root_trace
-        pricing = _select(all_idx, q, vecs, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+        pricing = priced(q, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
         run.passes += 1
         run.pass_seconds.append(time.perf_counter() - t0)
         cand = _candidate(run, point, pricing.qmax)
@@ -963,13 +1000,16 @@ def _enter_floor_mode(run: _Run, cand: _Candidate) -> None:
 
 def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) -> bool:
     """The pricing pass's most violated vectors join the working set (clearly inactive atoms
-    leave it when it has grown large)."""
-    fresh = ~np.isin(pricing.top_idx, run.indices)
+    leave it when it has grown large). A violated vector parallel to a working-set atom but
+    longer replaces it (its constraint implies the atom's): a warm start may bring the shorter
+    of two parallel vectors."""
+    fresh = _not_in(pricing.top_idx, run.indices)
     if not np.any(fresh):
         return False
     new = _dedupe(pricing.top_vecs[fresh], run.vectors)
+    replaced = _replace_dominated(run, pricing.top_idx[fresh][~new], pricing.top_vecs[fresh][~new])
     if not np.any(new):
-        return False
+        return replaced
     geo = run.whitening()
     state = run.state()
     new_idx = pricing.top_idx[fresh][new]
@@ -984,6 +1024,28 @@ def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) 
     state.atoms = np.concatenate([state.atoms, new_vec @ geo.whiten])
     state.mu = np.concatenate([state.mu, np.zeros(new_idx.size)])
     return True
+
+
+def _replace_dominated(run: _Run, idx: IntArray, vecs: FloatArray) -> bool:
+    """Working-set atoms parallel to a longer vector of ``vecs`` are replaced by it (same
+    weight): ``s_j = c s_i`` with ``|c| > 1`` makes the constraint of ``i`` redundant."""
+    if not idx.size or not run.vectors.shape[0]:
+        return False
+    norms = np.linalg.norm(run.vectors, axis=1)
+    lengths = np.linalg.norm(vecs, axis=1)
+    cos = np.abs(vecs @ run.vectors.T) / np.maximum(np.outer(lengths, norms), 1e-300)
+    replaced = False
+    state = run.restricted  # None on the W = I floor path, which keeps no whitened atoms
+    geo = run.whitening()
+    for i in np.argsort(-lengths):
+        j = int(np.argmax(cos[i]))
+        if cos[i, j] >= 1.0 - _PARALLEL_RTOL and lengths[i] > norms[j] * (1.0 + 1e-12):
+            run.indices[j], run.vectors[j] = idx[i], vecs[i]
+            if state is not None:
+                state.atoms[j] = vecs[i] @ geo.whiten
+            norms[j] = lengths[i]
+            replaced = True
+    return replaced
 
 
 def _drop_slack_floor_directions(run: _Run, point: RestrictedPoint) -> bool:
@@ -1093,7 +1155,9 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
                 continue
         fresh = ~np.isin(pricing.top_idx, run.indices)
         new = _dedupe(pricing.top_vecs[fresh], run.vectors) if np.any(fresh) else np.zeros(0, bool)
-        if not np.any(new):
+        replaced = _replace_dominated(run, pricing.top_idx[fresh][~new],
+                                      pricing.top_vecs[fresh][~new]) if np.any(fresh) else False
+        if not np.any(new) and not replaced:
             if inner_tol > tight:
                 tighten = True
                 continue
@@ -1246,7 +1310,7 @@ def _inverse_factor(run: _Run, sigma: FloatArray, ridged: bool) -> tuple[FloatAr
 def _trace_upper(weight: FloatArray, sigma: FloatArray) -> float:
     """An upper bound on tr(W Sigma) from its float sum (error <= gamma_n sum |W_ik S_ik|)."""
     n = weight.size
-    unit = np.finfo(float).eps / 2
+    unit = _EPS / 2
     gamma = n * unit / (1 - n * unit)
     total = float(np.sum(weight * sigma))
     return float(np.nextafter(total + gamma * float(np.sum(np.abs(weight * sigma))) * 1.01, np.inf))
@@ -1257,7 +1321,7 @@ def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> floa
     a matrix known to be >= eta I (a closed form), so Weyl's inequality with the rounding error
     (at most one unit in the last place per entry) gives ``eta - u ||sigma||_F``; otherwise the
     computed lambda_min less the eigensolver's backward error ``4 d u lambda_max``."""
-    unit = float(np.finfo(float).eps) / 2
+    unit = _EPS / 2
     if exact_floor:
         top = float(np.max(np.abs(sigma)))
         return eta - 2.0 * unit * top * float(np.linalg.norm(sigma / top))
@@ -1283,7 +1347,7 @@ def _verified_solution(
     run.pass_seconds.append(check.seconds)
     # floating-point margins (err on the side of more noise): the float q_j carry a relative
     # error of order d eps sqrt(cond) (triangular solve), lambda_min one of d eps lambda_max
-    unit = float(np.finfo(float).eps) * (d + 2)
+    unit = _EPS * (d + 2)
     margin = max(_SAFETY, 16.0 * unit * float(np.sqrt(cond)))
     scale = float(max(1.0, check.qmax / bound)) * (1.0 + margin)
     if eta > 0:

@@ -23,9 +23,11 @@ from dpopt._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.domains" for n in ("Box", "Domain", "FinitePoints", "Grid",
-                                                "SnapReport", "as_domain", "snap")},
+                                                "SnapReport", "as_domain", "snap",
+                                                "Ball", "Ellipsoid")},
     **{n: "dpopt.covariance.sensitivity" for n in (
-        "BoxVertexDifferences", "PrunedSet", "TwoRecordVectors", "UniformQueryVectors",
+        "BoxTwoRecordSet", "BoxVertexDifferences", "EllipsoidDifferences", "PrunedSet",
+        "TwoRecordVectors", "UniformQueryVectors",
         "add_remove_set", "uniform_query_set",
     )},
     **{n: "dpopt.covariance.mahalanobis_sup" for n in ("MahalanobisSup", "sup_mahalanobis")},

@@ -10,8 +10,9 @@ hundreds or thousands of small programs
 
 that share a domain, a weight and often their active constraints: consecutive queries that are
 close have nearly the same optimal support. :func:`design_covariance_batch` solves them in one
-call with one thread-limit context, one validation of the shared data and a warm start of each
-problem from its predecessor's support and dual weights, and certifies **every** answer
+call with one BLAS thread-limit context, the weight validated once, each distinct budget's bound
+computed once, and a warm start of each problem from its predecessor's support and dual weights
+(:class:`solvers.structured.WarmStart`), and certifies **every** answer
 independently with :func:`certificates.covariance.check`, exactly as
 :func:`~dpopt.covariance.design.design_covariance` does. An item whose certificate does not
 close is re-designed by :func:`~dpopt.covariance.design.design_covariance` (its generic
@@ -38,9 +39,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from certificates.covariance import CovarianceCertificate, check
-from certificates.problem import CovarianceProgram
+from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
 from certificates.validate import as_psd_matrix, as_scalar
-from dpopt.covariance.design import Design, _bound_of, _certified_sup, design_covariance
+from dpopt.covariance.design import (
+    Design,
+    _bound_of,
+    _certified_sup,
+    _vectors_of,
+    design_covariance,
+)
 from dpopt.covariance.privacy import privacy_from_sup
 from dpopt.covariance.program import isotropic_baseline
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError, SolverError
@@ -50,12 +57,18 @@ from solvers.structured import WarmStart, blas_limits, solve_structured
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.sensitivity import PrunedSet
 
-__all__ = ["design_covariance_batch"]
+__all__ = ["SMALL_VECTORS", "design_covariance_batch"]
+
+#: A vector source of at most this many numbers (J d) is generated once into an array.
+SMALL_VECTORS = 2**18
 
 
-def _items(sensitivities: Sequence[ArrayLike] | ArrayLike) -> list[ArrayLike]:
-    """The batch's vector sets: a sequence of (J_i, d) arrays or one (n, J, d) array."""
+def _items(sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
+           ) -> list[ArrayLike | VectorSource]:
+    """The batch's vector sets: a sequence of (J_i, d) arrays, vector sources or pruned sets,
+    or one (n, J, d) array."""
     if isinstance(sensitivities, np.ndarray):
         if sensitivities.ndim != 3:
             raise InvalidParameterError(
@@ -65,10 +78,30 @@ def _items(sensitivities: Sequence[ArrayLike] | ArrayLike) -> list[ArrayLike]:
     if isinstance(sensitivities, str | bytes) or not isinstance(sensitivities, Sequence):
         raise InvalidTypeError("sensitivities", sensitivities,
                                "a sequence of (J_i, d) arrays or an (n, J, d) array")
-    items = list(sensitivities)
+    items = [_vectors_of(item) for item in sensitivities]
     if not items:
         raise InvalidParameterError("sensitivities", sensitivities, "must hold at least one set")
     return items
+
+
+def _materialised(item: ArrayLike | VectorSource) -> ArrayLike | VectorSource:
+    """A small vector source as one array (J d <= SMALL_VECTORS), else unchanged: every pass of
+    the solve and of its certificate then reads the same in-memory vectors, generated once."""
+    if isinstance(item, np.ndarray) or not isinstance(item, VectorSource):
+        return item
+    if item.count * item.dim > SMALL_VECTORS:
+        return item
+    return np.concatenate([np.asarray(b, dtype=np.float64) for _, b in item.chunks(65536)])
+
+
+def _dim_of(item: ArrayLike | VectorSource, index: int) -> int:
+    if not isinstance(item, np.ndarray) and isinstance(item, VectorSource):
+        return int(item.dim)
+    arr = np.asarray(item, dtype=np.float64)
+    if arr.ndim != 2:
+        raise InvalidParameterError(f"sensitivities[{index}]", f"array of shape {arr.shape}",
+                                    "must be a (J, d) array")
+    return int(arr.shape[1])
 
 
 def _budgets_of(budgets: Budget | Sequence[Budget | Sequence[Budget]],
@@ -89,7 +122,7 @@ def _budgets_of(budgets: Budget | Sequence[Budget | Sequence[Budget]],
 
 
 def design_covariance_batch(
-    sensitivities: Sequence[ArrayLike] | ArrayLike,
+    sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
     budgets: Budget | Sequence[Budget | Sequence[Budget]],
     weight: ArrayLike | None = None,
     noise_floor: float = 0.0,
@@ -111,8 +144,11 @@ def design_covariance_batch(
 
     Parameters
     ----------
-    sensitivities : sequence of array_like (J_i, d), or array_like (n, J, d)
-        The sensitivity vectors of each problem (same dimension d; the counts may differ).
+    sensitivities : sequence of array_like (J_i, d), VectorSource or PrunedSet; or (n, J, d)
+        The sensitivity vectors of each problem (same dimension d; the counts may differ), as
+        ``design_covariance`` takes them. A source of at most ``SMALL_VECTORS`` numbers is
+        generated once into an array, which the solve and the certificate then both read (one
+        set at a time; the design's ``program`` keeps the source).
         Consecutive problems that are close (a trajectory of queries) profit most from the warm
         start; a vector set's row order should be the same from one problem to the next (the
         same record pairs in the same order) for the support to carry over.
@@ -157,62 +193,69 @@ def design_covariance_batch(
     rel = as_relation(relation)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     eta = as_scalar("noise_floor", noise_floor, low=0.0, low_open=False)
-    first = np.asarray(items[0], dtype=np.float64)
-    if first.ndim != 2:
-        raise InvalidParameterError("sensitivities[0]", f"array of shape {first.shape}",
-                                    "must be a (J, d) array")
     # the shared data are validated once; the budgets' bounds once per distinct budget
     shared_weight = None if weight is None else as_psd_matrix("weight", weight,
-                                                              dim=first.shape[1])
+                                                              dim=_dim_of(items[0], 0))
     bounds: dict[int, float] = {}
     designs: list[Design] = []
-    warm: WarmStart | None = None
+    warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
     with blas_limits(1):  # one thread-limit context for the whole batch
         for i, (vec, bud) in enumerate(zip(items, per_item, strict=True)):
-            key = id(bud)
+            key = id(bud)  # the per-item list holds every budget, so ids stay distinct
             if key not in bounds:
                 bounds[key] = _bound_of(bud)[0]
             q = bounds[key]
             design, sol = _design_one(i, vec, bud, q, shared_weight, eta, tol, rigorous, rel,
                                       warm if warm_start else None)
             designs.append(design)
-            warm = WarmStart.from_solution(sol) if sol is not None else None
+            start = WarmStart.from_solution(sol) if sol is not None else None
+            warm = (start, design.program.count) if start is not None else None
     return designs
 
 
 def _design_one(
-    index: int, vectors: ArrayLike, budget: Budget | Sequence[Budget], q: float,
+    index: int, vectors: ArrayLike | VectorSource, budget: Budget | Sequence[Budget], q: float,
     weight: ArrayLike | None, eta: float, tol: float, rigorous: bool,
-    rel: NeighbouringRelation, warm: WarmStart | None,
+    rel: NeighbouringRelation, warm: tuple[WarmStart, int] | None,
 ) -> tuple[Design, Solution | None]:
     """One item: the structured solver (warm-started), the independent certificate check and
     the privacy re-check, exactly as ``design_covariance`` makes them; an item whose
     certificate does not close goes through ``design_covariance`` itself (its fallbacks)."""
+    dense = _materialised(vectors)
     try:
-        problem = CovarianceProgram(vectors, weight, add_remove_bound(q, rel), eta)
+        problem = CovarianceProgram(dense, weight, add_remove_bound(q, rel), eta)
     except InvalidParameterError as exc:  # name the item
         raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
                                     exc.requirement) from None
-    if warm is not None and problem.count <= int(np.max(warm.indices, initial=-1)):
-        warm = None  # a different set size: the indices would not mean the same pairs
+    # a set of another size starts cold: its indices would not name the same record pairs
+    start = warm[0] if warm is not None and warm[1] == problem.count else None
     solve_tol = max(1e-10, min(1e-8, tol / 100))
     sol: Solution | None
     try:
-        sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=warm)
+        sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=start)
         cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
     except SolverError:
         sol, cert = None, None
+    # a source's largest norm was recorded by the solve's first pass (no pass of its own)
+    check_norm_range(problem.max_norm())
     if sol is None or cert is None or not cert.certified or not math.isfinite(cert.upper):
         # the generic route with its fallbacks (and warnings), exactly as a loop would take it
         design = design_covariance(vectors, budget, weight=weight, noise_floor=eta, tol=tol,
                                    rigorous=rigorous, relation=rel)
         return design, design.solution
-    return _assemble(problem, q, rel, cert, sol, tol), sol
+    # the design describes the caller's set (a source stays a source: a design does not keep
+    # a generated copy of its vectors); solve and certificate read the same vectors in order
+    described = problem if dense is vectors else CovarianceProgram(
+        vectors, problem.weight, problem.bound, problem.noise_floor)
+    return _assemble(problem, described, q, rel, cert, sol, tol), sol
 
 
-def _assemble(problem: CovarianceProgram, q: float, rel: NeighbouringRelation,
-              cert: CovarianceCertificate, sol: Solution, tol: float) -> Design:
-    """The Design of a certified structured solution (what ``design_covariance`` returns)."""
+def _assemble(problem: CovarianceProgram, described: CovarianceProgram, q: float,
+              rel: NeighbouringRelation, cert: CovarianceCertificate, sol: Solution,
+              tol: float) -> Design:
+    """The Design of a certified structured solution (what ``design_covariance`` returns);
+    ``problem`` is what was solved and checked, ``described`` the same program on the caller's
+    vector set (the design's ``program``)."""
     cov = cert.repaired_covariance
     privacy = privacy_from_sup(_certified_sup(problem, cert), cov, problem.max_norm(), rel)
     if not privacy.mahalanobis_bound <= q:  # the repair guarantees it; never release otherwise
@@ -223,6 +266,6 @@ def _assemble(problem: CovarianceProgram, q: float, rel: NeighbouringRelation,
     message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
-        isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
+        isotropic_value=iso_value, bound=q, solution=sol, program=described, relation=rel,
         status="optimal", message=message,
     )

@@ -53,8 +53,9 @@ from dpopt.covariance.mahalanobis_sup import MahalanobisSup
 from dpopt.covariance.privacy import CovariancePrivacy, privacy_from_sup
 from dpopt.covariance.sensitivity import (
     BoxTwoRecordSet,
+    BoxVertexDifferences,
+    EllipsoidDifferences,
     TwoRecordVectors,
-    uniform_query_set,
 )
 from dpopt.errors import AccuracyWarning, InfeasibleError, InvalidParameterError
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
@@ -65,9 +66,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BoxCoverage",
+    "EllipsoidCoverage",
     "box_privacy",
     "box_sup_as_mahalanobis",
     "design_box",
+    "design_ellipsoid",
     "initial_pairs",
 ]
 
@@ -173,8 +176,9 @@ def _dedupe(xs: Arr, ys: Arr) -> tuple[Arr, Arr]:
 def _isotropic_value(sset: BoxTwoRecordSet, weight: Arr, q: float, eta: float) -> float:
     """c tr(W) for the best isotropic c I: c = sup |t|^2 / q (certified with A = I)."""
     d = sset.dim
+    # a valid upper bound of the sup suffices for the comparison (loose by at most its gap)
     res = certified_box_sup(sset.box.lower, sset.box.upper, sset.query, sset.sigma,
-                            factor=np.eye(d), tol=1e-6, max_nodes=200_000)
+                            factor=np.eye(d), tol=1e-4, max_nodes=50_000)
     return max(res.upper / q, eta) * float(np.trace(weight))
 
 
@@ -227,7 +231,7 @@ def design_box(
     if not isinstance(sensitivity, BoxTwoRecordSet):
         raise InvalidParameterError("sensitivity", sensitivity, "must be a BoxTwoRecordSet")
     sset = sensitivity
-    q, _ = _bound_of(budgets)
+    q, stated = _bound_of(budgets)
     rel = as_relation(relation)
     q_ar = add_remove_bound(q, rel)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
@@ -245,7 +249,6 @@ def design_box(
     history: list[dict[str, float]] = []
     inner: Design | None = None
     res: BoxSup | None = None
-    best_lower = 0.0
     it = 0
     used_x, used_y = xs, ys
     with warnings.catch_warnings():
@@ -255,9 +258,8 @@ def design_box(
             vecs = sset.vectors(xs, ys)
             inner = design_covariance(vecs, budgets, weight, noise_floor, solver, tol_in,
                                       rigorous, rel)
-            best_lower = max(best_lower, inner.certificate.lower)
             cov = inner.covariance
-            res = sset.sup(cov, tol=max(1e-9, 0.25 * tol_x), max_nodes=max_nodes,
+            res = sset.sup(cov, tol=max(1e-9, 0.5 * tol_x), max_nodes=max_nodes,
                            stop_below=q_ar * (1.0 + tol_x))
             history.append({"iteration": float(it), "pairs": float(xs.shape[0]),
                             "value": float(inner.value), "sup_over_q": res.upper / q_ar})
@@ -276,7 +278,9 @@ def design_box(
     xs, ys = used_x, used_y
     program = inner.program
     dual = inner.solution.dual
-    scale = res.upper / q_ar * (1.0 + 0.125 * tol_x + 1e-12)
+    # the margin m leaves the final proof (and any verifier's) a gap of about m to close
+    margin = max(0.5 * tol_x, 1e-9)
+    scale = res.upper / q_ar * (1.0 + margin)
     if eta > 0:
         lam_min = float(np.linalg.eigvalsh(base)[0])
         scale = max(scale, 1.0) if lam_min * scale < eta * (1 + 1e-9) else scale
@@ -286,14 +290,13 @@ def design_box(
         cand = base * scale
         cert = check(program, cand, dual, tol=tol, rigorous=rigorous)
         if not math.isfinite(cert.upper):
-            scale *= 1.0 + max(tol_x, 1e-9)
+            scale *= 1.0 + margin
             continue
         cov_final = cert.repaired_covariance
-        final_sup = sset.sup(cov_final, tol=max(1e-9, 0.25 * tol_x), max_nodes=max_nodes,
-                             stop_below=q_ar)
+        final_sup = sset.sup(cov_final, tol=0.0, max_nodes=max_nodes, stop_below=q_ar)
         if final_sup.upper <= q_ar:
             break
-        scale *= final_sup.upper / q_ar * (1.0 + 1e-12)
+        scale *= final_sup.upper / q_ar * (1.0 + margin)
     if cert is None or final_sup is None or not final_sup.upper <= q_ar:
         raise InfeasibleError(
             "could not certify a covariance for every record in the box within the node budget; "
@@ -302,24 +305,23 @@ def design_box(
     method = "exchange"
     uq_value: float | None = None
     if uniform_cap and d <= UNIFORM_CAP_MAX_DIM:
-        uq = design_covariance(uniform_query_set(sset.box), budgets, weight, noise_floor,
+        uq = design_covariance(BoxVertexDifferences(sset.box), budgets, weight, noise_floor,
                                solver, tol_in, rigorous, rel)
         uq_value = float(uq.value)
         if uq_value < cert.upper:
             uq_cert = check(program, uq.covariance, dual, tol=tol, rigorous=rigorous)
-            uq_sup = sset.sup(uq_cert.repaired_covariance, tol=max(1e-9, 0.25 * tol_x),
-                              max_nodes=max_nodes, stop_below=q_ar)
+            uq_sup = sset.sup(uq_cert.repaired_covariance, tol=0.0, max_nodes=max_nodes,
+                              stop_below=q_ar)
             if uq_sup.upper <= q_ar and uq_cert.upper < cert.upper:
                 cert, final_sup, method = uq_cert, uq_sup, "uniform-query"
     cov_final = np.array(cert.repaired_covariance, dtype=np.float64)
-    # the lower bound: the largest certified relaxation bound seen (each working set is a subset
-    # of the continuous constraints)
-    lower = max(best_lower, cert.lower)
-    gap = (cert.upper - lower) / cert.upper if cert.upper > 0 else math.inf
-    certified = bool(gap <= tol)
-    cert = replace(cert, lower=lower, gap=gap, certified=certified,
-                   message=f"box exchange: lower = working-set dual bound, upper = tr(W Sigma); "
-                           f"{cert.message}")
+    # the lower bound: the final working set's certified dual bound (its constraints are a subset
+    # of the continuous ones: a relaxation); re-derived from the file by a verifier
+    lower = cert.lower
+    gap = cert.gap
+    certified = bool(cert.certified)
+    cert = replace(cert, message=f"box exchange: lower = working-set dual bound, upper = "
+                                 f"tr(W Sigma); {cert.message}")
     privacy = privacy_from_sup(box_sup_as_mahalanobis(sset, final_sup), cov_final,
                                sset.box.diameter(), rel)
     if not privacy.mahalanobis_bound <= q:
@@ -345,5 +347,73 @@ def design_box(
     return Design(
         covariance=cov_final, value=cert.upper, certificate=cert, privacy=privacy,
         isotropic_value=iso, bound=q, solution=solution, program=program, relation=rel,
-        status=status, message=msg, coverage=coverage,
+        status=status, message=msg, coverage=coverage, budget=stated,
     )
+
+
+@dataclass(frozen=True)
+class EllipsoidCoverage:
+    """What a uniform-query design on a ball or an ellipsoid covers (closed-form sup).
+
+    Attributes
+    ----------
+    sensitivity : EllipsoidDifferences
+    sup : MahalanobisSup
+        The proven closed-form sup at the returned covariance (``sup.upper <= q``).
+    """
+
+    sensitivity: EllipsoidDifferences
+    sup: MahalanobisSup
+
+    def describe(self) -> str:
+        """One line: the domain covered and the proven sup."""
+        e = self.sensitivity.ellipsoid
+        return (f"covers every query and every record in the ellipsoid centred at "
+                f"{e.centre.tolist()} (add/remove); proven sup {self.sup.upper:.10g}")
+
+
+def design_ellipsoid(
+    sensitivity: EllipsoidDifferences,
+    budgets: Budget | Sequence[Budget],
+    weight: ArrayLike | None = None,
+    noise_floor: float = 0.0,
+    solver: str = "auto",
+    tol: float = 1e-6,
+    rigorous: bool = False,
+    relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
+) -> Design:
+    r"""The uniform-query design of a ball or an ellipsoid (closed form, certified).
+
+    Solves on the d working vectors :math:`2Ev_i` of
+    :meth:`~dpopt.covariance.sensitivity.EllipsoidDifferences.working_vectors` (a relaxation whose
+    optimum is the continuous one, :math:`\tfrac4q EE^\top` without a noise floor), then scales
+    the covariance to the proven closed-form sup over the whole ellipsoid. Same parameters as
+    :func:`dpopt.covariance.design.design_covariance`.
+    """
+    from dpopt.covariance.design import design_covariance
+
+    rel = as_relation(relation)
+    base = design_covariance(sensitivity.working_vectors(weight), budgets, weight, noise_floor,
+                             solver, tol, rigorous, rel)
+    q_ar = base.program.bound
+    cov = base.covariance
+    for _ in range(8):
+        upper, lower, vec = sensitivity.sup(cov)
+        if upper <= q_ar:
+            break
+        cov = cov * (upper / q_ar * (1.0 + 1e-12))
+    else:  # pragma: no cover - the closed form is exact up to rounding
+        raise InfeasibleError("could not prove the ellipsoid's sup below q")
+    cert = check(base.program, cov, base.solution.dual, tol=tol, rigorous=rigorous)
+    cov = np.array(cert.repaired_covariance, dtype=np.float64)
+    upper, lower, vec = sensitivity.sup(cov)
+    if not upper <= q_ar:  # pragma: no cover - the repair only scales up
+        raise InfeasibleError("the repaired covariance exceeds q over the ellipsoid")
+    sup = MahalanobisSup(value=upper, upper=upper, lower=lower, exact=False,
+                         method="closed_form", index=None, vector=vec,
+                         margin=upper / lower - 1.0 if lower > 0 else 0.0)
+    privacy = privacy_from_sup(sup, cov, sensitivity.ellipsoid.diameter(), rel)
+    coverage = EllipsoidCoverage(sensitivity=sensitivity, sup=sup)
+    return replace(base, covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
+                   coverage=coverage,
+                   message=f"uniform query over an ellipsoid (closed form): {cert.message}")

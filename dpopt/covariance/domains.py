@@ -8,6 +8,8 @@ the ideal denoiser, Section III).
 - :class:`Box` — :math:`K = \prod_i [\ell_i, u_i]` with :math:`\ell_i \le u_i`.
 - :class:`Grid` — the regular grid of ``shape[i]`` equally spaced values in each
   :math:`[\ell_i, u_i]` (end points included); a finite point set whose convex hull is the box.
+- :class:`Ellipsoid` — :math:`K = \{c + Eu : |u| \le 1\}` (``E`` non-singular), and
+  :class:`Ball` — :math:`K = \{x : |x - c| \le r\}`.
 
 What a domain covers
 --------------------
@@ -39,7 +41,8 @@ from numpy.typing import ArrayLike, NDArray
 from certificates.validate import as_float_array
 from dpopt.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["Box", "Domain", "FinitePoints", "Grid", "SnapReport", "as_domain", "snap"]
+__all__ = ["Ball", "Box", "Domain", "Ellipsoid", "FinitePoints", "Grid", "SnapReport", "as_domain",
+           "snap"]
 
 #: Largest number of points a :class:`Grid` materialises.
 MAX_GRID_POINTS = 10_000_000
@@ -429,7 +432,106 @@ class Grid:
         return _report(x, snapped, flat.astype(np.intp), _outside(x, self.lower, self.upper))
 
 
-Domain = FinitePoints | Box | Grid
+@dataclass(frozen=True, eq=False, init=False)
+class Ellipsoid:
+    r"""The ellipsoid :math:`K = \{c + E u : |u| \le 1\}`, ``E`` a non-singular d x d matrix.
+
+    Parameters
+    ----------
+    centre : array_like, shape (d,)
+    shape : array_like, shape (d, d)
+        The matrix :math:`E` (for example :math:`E = L` with :math:`LL^\top` the ellipsoid's
+        "covariance"); its columns are the semi-axes when they are orthogonal.
+
+    Examples
+    --------
+    >>> Ellipsoid([0.0, 0.0], [[2.0, 0.0], [0.0, 1.0]]).diameter()
+    4.0
+    """
+
+    centre: NDArray[np.float64]
+    shape: NDArray[np.float64]
+
+    def __init__(self, centre: ArrayLike, shape: ArrayLike) -> None:
+        c = as_float_array("centre", centre)
+        c = c[None] if c.ndim == 0 else c
+        if c.ndim != 1:
+            raise InvalidParameterError("centre", centre, "must be a vector")
+        e = as_float_array("shape", shape)
+        if e.shape != (c.shape[0], c.shape[0]):
+            raise InvalidParameterError("shape", shape, f"must be a {c.shape[0]} x {c.shape[0]} "
+                                                        "matrix")
+        sv = np.linalg.svd(e, compute_uv=False)
+        if not sv[-1] > 1e-12 * sv[0]:
+            raise InvalidParameterError("shape", shape, "must be non-singular (a flat ellipsoid: "
+                                                        "drop the degenerate axes first)")
+        c, e = np.array(c, dtype=np.float64), np.array(e, dtype=np.float64)
+        c.setflags(write=False)
+        e.setflags(write=False)
+        object.__setattr__(self, "centre", c)
+        object.__setattr__(self, "shape", e)
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return int(self.centre.shape[0])
+
+    def diameter(self) -> float:
+        r"""Diameter :math:`2\sigma_{\max}(E)`."""
+        return float(2.0 * np.linalg.svd(self.shape, compute_uv=False)[0])
+
+    def bounding_box(self) -> Box:
+        r"""The smallest box containing K: :math:`c_i \pm \sqrt{(EE^\top)_{ii}}`
+        (widened by a relative :math:`2^{-40}` so rounding never makes it smaller)."""
+        half = np.sqrt(np.sum(self.shape**2, axis=1)) * (1.0 + 2.0**-40)
+        return Box(self.centre - half, self.centre + half)
+
+    def _coords(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray(np.linalg.solve(self.shape, (x - self.centre).T).T, dtype=np.float64)
+
+    def contains(self, records: ArrayLike) -> NDArray[np.bool_]:
+        r"""Whether each record satisfies :math:`|E^{-1}(x - c)| \le 1`."""
+        x = _records(records, self.dim)
+        u = self._coords(x)
+        return np.asarray(np.einsum("ij,ij->i", u, u) <= 1.0, dtype=np.bool_)
+
+    def snap(self, records: ArrayLike) -> SnapReport:
+        r"""Map each record into K: :math:`x \mapsto c + E u/\max(1, |u|)`,
+        :math:`u = E^{-1}(x - c)` (records inside K are unchanged; for a :class:`Ball` this is
+        the nearest point of the ball). A fixed map applied to each record alone, so a guarantee
+        for K covers the release computed from the mapped records."""
+        x = _records(records, self.dim)
+        u = self._coords(x)
+        norm = np.sqrt(np.einsum("ij,ij->i", u, u))
+        out = norm > 1.0
+        scale = np.where(out, 1.0 / np.where(out, norm, 1.0), 1.0)
+        snapped = np.where(out[:, None], self.centre + (u * scale[:, None]) @ self.shape.T, x)
+        return _report(x, np.array(snapped, dtype=np.float64), None, out)
+
+
+class Ball(Ellipsoid):
+    r"""The Euclidean ball :math:`K = \{x : |x - c| \le r\}` (an :class:`Ellipsoid` with
+    :math:`E = rI`).
+
+    Examples
+    --------
+    >>> Ball([0.0, 0.0], 1.5).snap([[3.0, 4.0]]).records
+    array([[0.9, 1.2]])
+    """
+
+    def __init__(self, centre: ArrayLike, radius: float) -> None:
+        c = as_float_array("centre", centre)
+        c = c[None] if c.ndim == 0 else c
+        if c.ndim != 1:
+            raise InvalidParameterError("centre", centre, "must be a vector")
+        r = float(as_float_array("radius", radius, low=0.0))
+        object.__setattr__(self, "radius", r)
+        super().__init__(c, r * np.eye(c.shape[0]))
+
+    radius: float
+
+
+Domain = FinitePoints | Box | Grid | Ellipsoid
 
 
 def snap(domain: Domain, records: ArrayLike) -> SnapReport:
@@ -438,8 +540,8 @@ def snap(domain: Domain, records: ArrayLike) -> SnapReport:
     Same as ``domain.snap(records)``; see :meth:`Grid.snap`, :meth:`FinitePoints.snap`,
     :meth:`Box.snap`.
     """
-    if not isinstance(domain, FinitePoints | Box | Grid):
-        raise InvalidTypeError("domain", domain, "a FinitePoints, Box or Grid")
+    if not isinstance(domain, FinitePoints | Box | Grid | Ellipsoid):
+        raise InvalidTypeError("domain", domain, "a FinitePoints, Box, Grid, Ball or Ellipsoid")
     return domain.snap(records)
 
 
@@ -470,11 +572,12 @@ def warn_if_built_from(domain: Domain, records: ArrayLike) -> None:
 
 def as_domain(domain: Domain | ArrayLike, name: str = "domain") -> Domain:
     """Return ``domain`` if it is a domain; an ``(m, d)`` array becomes :class:`FinitePoints`."""
-    if isinstance(domain, FinitePoints | Box | Grid):
+    if isinstance(domain, FinitePoints | Box | Grid | Ellipsoid):
         return domain
     if isinstance(domain, np.ndarray | list | tuple):
         try:
             return FinitePoints(domain)  # type: ignore[arg-type]
         except InvalidParameterError as exc:
             raise InvalidParameterError(name, domain, exc.requirement) from None
-    raise InvalidTypeError(name, domain, "a FinitePoints, Box, Grid or an (m, d) array")
+    raise InvalidTypeError(name, domain,
+                           "a FinitePoints, Box, Grid, Ball, Ellipsoid or an (m, d) array")

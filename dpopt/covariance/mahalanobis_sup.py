@@ -22,6 +22,7 @@ from certificates.validate import as_psd_matrix
 from dpopt.covariance.sensitivity import (
     BoxTwoRecordSet,
     BoxVertexDifferences,
+    EllipsoidDifferences,
     as_vector_source,
     chunk_size_of,
 )
@@ -127,6 +128,10 @@ def sup_mahalanobis(
 ) -> MahalanobisSup:
     r"""The Mahalanobis sup :math:`\rho^*(\Sigma) = \sup_j s_j^\top \Sigma^{-1} s_j`.
 
+    For :class:`~dpopt.covariance.sensitivity.EllipsoidDifferences` (uniform query over a ball or
+    an ellipsoid) the sup is the closed form :math:`4\lambda_{\max}(E^\top\Sigma^{-1}E)`, with
+    an exactly proven upper bound (``method="closed_form"``).
+
     For a :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet` (records anywhere in a box) the
     sup is certified by :func:`certificates.box_sup.certified_box_sup`: ``upper`` (= ``value``)
     is a proven bound, ``lower`` is attained by the pair behind ``vector``, ``exact=False``.
@@ -167,6 +172,11 @@ def sup_mahalanobis(
     >>> round(res.value, 12), res.index, res.exact
     (2.0, 1, True)
     """
+    if isinstance(vectors, EllipsoidDifferences):
+        upper, lower, vec = vectors.sup(covariance)
+        return MahalanobisSup(value=upper, upper=upper, lower=lower, exact=False,
+                              method="closed_form", index=None, vector=vec,
+                              margin=upper / lower - 1.0 if lower > 0 else 0.0)
     if isinstance(vectors, BoxTwoRecordSet):
         from dpopt.covariance.continuous import box_sup_as_mahalanobis
 

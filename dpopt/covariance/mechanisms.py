@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -40,12 +40,16 @@ from dpopt.covariance.denoiser import snapped_posterior_mean
 from dpopt.covariance.domains import (
     Box,
     Domain,
+    Ellipsoid,
     FinitePoints,
     Grid,
     SnapReport,
     warn_if_built_from,
 )
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpopt.covariance.design import Design
 
 __all__ = [
     "DenoiserMechanism",
@@ -283,7 +287,7 @@ class DenoiserMechanism:
 
     Parameters
     ----------
-    domain : Grid, FinitePoints or Box
+    domain : Grid, FinitePoints, Box, Ball or Ellipsoid
         The public domain the covariance was designed for.
     query : array_like, shape (d,)
         The public query point :math:`g`.
@@ -310,8 +314,8 @@ class DenoiserMechanism:
 
     def __init__(self, domain: Domain, query: ArrayLike, sigma: float,
                  covariance: ArrayLike) -> None:
-        if not isinstance(domain, FinitePoints | Box | Grid):
-            raise InvalidTypeError("domain", domain, "a Grid, FinitePoints or Box")
+        if not isinstance(domain, FinitePoints | Box | Grid | Ellipsoid):
+            raise InvalidTypeError("domain", domain, "a Grid, FinitePoints, Box, Ball or Ellipsoid")
         g = as_float_array("query", query)
         g = g[None] if g.ndim == 0 else g
         if g.ndim != 1 or g.shape[0] != domain.dim:
@@ -329,6 +333,41 @@ class DenoiserMechanism:
         object.__setattr__(self, "sigma", s)
         object.__setattr__(self, "covariance", gauss.covariance)
         object.__setattr__(self, "_gauss", gauss)
+
+    @classmethod
+    def from_design(cls, design: Design, domain: Domain | None = None) -> DenoiserMechanism:
+        """The mechanism a design was made for: its box, query and sigma (a box design), or its
+        query and sigma on ``domain`` (a design on ``add_remove_set(grid or points, ...)``).
+
+        For a finite design ``domain`` is required and must have exactly the design's points, so
+        records are snapped to the values the design covers.
+
+        Raises
+        ------
+        InvalidParameterError
+            The design is not a fixed-query denoiser design, or ``domain`` is not its domain.
+        """
+        from dpopt.covariance.sensitivity import TwoRecordVectors
+
+        cov = design.covariance
+        coverage = getattr(design, "coverage", None)
+        sset = getattr(coverage, "sensitivity", None)
+        if sset is not None and hasattr(sset, "box"):
+            if domain is not None and not (
+                    isinstance(domain, Box) and np.array_equal(domain.lower, sset.box.lower)
+                    and np.array_equal(domain.upper, sset.box.upper)):
+                raise InvalidParameterError("domain", domain, "must be the design's box")
+            return cls(sset.box, sset.query, sset.sigma, cov)
+        src = getattr(design.program.vectors, "inner", design.program.vectors)
+        if not isinstance(src, TwoRecordVectors):
+            raise InvalidParameterError(
+                "design", design, "is not a fixed-query denoiser design (add_remove_set)")
+        if domain is None or isinstance(domain, Box | Ellipsoid):
+            raise InvalidParameterError(
+                "domain", domain, "give the Grid or FinitePoints the design was made on")
+        if not np.array_equal(np.asarray(domain.points), src.points):
+            raise InvalidParameterError("domain", domain, "must have exactly the design's points")
+        return cls(domain, src.query, src.sigma, cov)
 
     @property
     def dim(self) -> int:

@@ -40,6 +40,7 @@ from dpopt.covariance.mahalanobis_sup import MahalanobisSup, sup_mahalanobis
 from dpopt.covariance.sensitivity import (
     BoxTwoRecordSet,
     BoxVertexDifferences,
+    EllipsoidDifferences,
     as_vector_source,
 )
 from dpopt.relation import NeighbouringRelation, RelationLike, as_relation, replacement_sup
@@ -194,6 +195,10 @@ def privacy_of(
     (0.5, 0.707106781)
     """
     rel = as_relation(relation)
+    if isinstance(sensitivity, EllipsoidDifferences):
+        cov = as_psd_matrix("covariance", covariance, dim=sensitivity.dim)
+        return privacy_from_sup(sup_mahalanobis(sensitivity, cov), cov,
+                                sensitivity.ellipsoid.diameter(), rel)
     if isinstance(sensitivity, BoxTwoRecordSet):
         cov = as_psd_matrix("covariance", covariance, dim=sensitivity.dim)
         # |t_g(x, y)| <= |x - y| <= diam K: the naive comparison bound

@@ -46,7 +46,7 @@ from scipy.special import expit
 
 from certificates.problem import DEFAULT_CHUNK, ArrayVectors, VectorSource
 from certificates.validate import as_float_array, as_scalar, as_vectors
-from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid, as_domain
+from dpopt.covariance.domains import Box, Domain, Ellipsoid, FinitePoints, Grid, as_domain
 from dpopt.errors import (
     InvalidParameterError,
     InvalidTypeError,
@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "BoxTwoRecordSet",
     "BoxVertexDifferences",
+    "EllipsoidDifferences",
     "PrunedSet",
     "TwoRecordVectors",
     "UniformQueryVectors",
@@ -79,6 +80,10 @@ def _points_of(points: Domain | ArrayLike) -> NDArray[np.float64]:
         return points.points
     if isinstance(points, FinitePoints):
         return points.points
+    if isinstance(points, Ellipsoid):
+        raise InvalidParameterError(
+            "points", points, "must be a finite domain; for a ball or an ellipsoid use "
+            "uniform_query_set(domain), or add_remove_set(domain.bounding_box(), query, sigma)")
     if isinstance(points, Box):
         raise InvalidParameterError(
             "points",
@@ -440,6 +445,11 @@ def add_remove_set(domain: FinitePoints | Grid | ArrayLike, query: ArrayLike,
                    sigma: float) -> TwoRecordVectors: ...
 
 
+@overload
+def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
+                   sigma: float) -> TwoRecordVectors | BoxTwoRecordSet: ...
+
+
 def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
                    sigma: float) -> TwoRecordVectors | BoxTwoRecordSet:
     r"""The add/remove sensitivity set of :math:`m_g` for a fixed query (Theorem 1).
@@ -467,18 +477,99 @@ def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
     dom = as_domain(domain)
     if isinstance(dom, Box):
         return BoxTwoRecordSet(dom, query, sigma)
+    if isinstance(dom, Ellipsoid):
+        raise InvalidParameterError(
+            "domain", dom, "a fixed-query set over a ball or an ellipsoid is not available; safe "
+            "routes: add_remove_set(domain.bounding_box(), query, sigma) (a box containing it: "
+            "covers every record in the ellipsoid) or uniform_query_set(domain) (every query)")
     return TwoRecordVectors(dom, query, sigma)
 
 
-def uniform_query_set(domain: Domain | ArrayLike) -> UniformQueryVectors | BoxVertexDifferences:
+class EllipsoidDifferences:
+    r"""The uniform-query add/remove set of an ellipsoid :math:`K = \{c + Eu : |u| \le 1\}`:
+    the differences :math:`x - y = E(u - v)`, i.e. :math:`\{Ew : |w| \le 2\}` (Corollary 1).
+
+    Its Mahalanobis sup is closed form,
+
+    .. math::
+
+        \sup_{x, y \in K} (x - y)^\top\Sigma^{-1}(x - y)
+        = 4\,\lambda_{\max}(E^\top\Sigma^{-1}E),
+
+    and so is the optimal covariance: :math:`\sup \le q` iff
+    :math:`\Sigma \succeq \tfrac4q EE^\top`, so :math:`\Sigma^* = \tfrac4q EE^\top` for every
+    :math:`W \succ 0` (a noise floor :math:`\eta` lifts the eigenvalues below it). A finite set
+    certifies it: with :math:`v_i` the eigenvectors of :math:`E^\top WE`, the :math:`d` vectors
+    :math:`2Ev_i` already force :math:`\operatorname{tr}(W\Sigma) \ge \tfrac4q
+    \operatorname{tr}(WEE^\top)` (Cauchy–Schwarz, :math:`v^\top\Sigma' v \cdot
+    v^\top\Sigma'^{-1}v \ge 1` in the coordinates :math:`\Sigma' = E^{-1}\Sigma E^{-\top}`), so
+    :func:`dpopt.covariance.design.design_covariance` solves on them and proves the continuous
+    constraint by the closed form.
+    """
+
+    def __init__(self, ellipsoid: Ellipsoid) -> None:
+        if not isinstance(ellipsoid, Ellipsoid):
+            raise InvalidTypeError("ellipsoid", ellipsoid, "a Ball or Ellipsoid")
+        self._ellipsoid = ellipsoid
+
+    @property
+    def ellipsoid(self) -> Ellipsoid:
+        """The ellipsoid (or ball)."""
+        return self._ellipsoid
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return self._ellipsoid.dim
+
+    def working_vectors(self, weight: ArrayLike | None = None) -> NDArray[np.float64]:
+        r"""The d vectors :math:`2Ev_i`, :math:`v_i` the eigenvectors of :math:`E^\top WE`."""
+        e = self._ellipsoid.shape
+        w = np.eye(self.dim) if weight is None else np.asarray(weight, dtype=np.float64)
+        _, vecs = np.linalg.eigh(e.T @ (0.5 * (w + w.T)) @ e)
+        return np.asarray(2.0 * (e @ vecs).T, dtype=np.float64)
+
+    def sup(self, covariance: ArrayLike) -> tuple[float, float, NDArray[np.float64]]:
+        r"""``(upper, lower, vector)``: a proven upper bound of
+        :math:`4\lambda_{\max}(E^\top\Sigma^{-1}E)`, proven by exact arithmetic as
+        :math:`\Sigma - cEE^\top \succ 0` with ``upper = 4 / c`` rounded up, and the value
+        attained (rounded down) by ``vector`` :math:`= 2Ev_{\max}`."""
+        from fractions import Fraction
+
+        from certificates.rigorous import ExactArray, _bareiss_positive, round_up
+        from certificates.validate import as_psd_matrix
+
+        cov = as_psd_matrix("covariance", covariance, dim=self.dim)
+        e = self._ellipsoid.shape
+        m = e.T @ np.linalg.solve(cov, e)
+        lam, vecs = np.linalg.eigh(0.5 * (m + m.T))
+        top = float(lam[-1])
+        vec = 2.0 * e @ vecs[:, -1]
+        lower = float(vec @ np.linalg.solve(cov, vec)) * (1.0 - 1e-12)
+        eet = ExactArray.of(e) @ ExactArray.of(e).T
+        exact_cov = ExactArray.of(cov)
+        for margin in (2.0**-40, 2.0**-30, 2.0**-20, 2.0**-12, 2.0**-6):
+            c = 1.0 / (top * (1.0 + margin))
+            if _bareiss_positive((exact_cov - ExactArray.of(np.array(c)) * eet).ints):
+                return round_up(Fraction(4) / Fraction(c)), min(lower, 4.0 * top), vec
+        raise InvalidParameterError("covariance", covariance,
+                                    "is too ill-conditioned to certify the ellipsoid's sup")
+
+
+def uniform_query_set(
+    domain: Domain | ArrayLike,
+) -> UniformQueryVectors | BoxVertexDifferences | EllipsoidDifferences:
     r"""The add/remove sensitivity set for a uniform (arbitrary) query, Corollary 1.
 
-    A :class:`Box` or :class:`Grid` gives its :class:`BoxVertexDifferences`; a finite point set its
-    pairwise :class:`UniformQueryVectors`.
+    A :class:`Box` or :class:`Grid` gives its :class:`BoxVertexDifferences` (covering every record
+    in the box); a :class:`Ball` or :class:`Ellipsoid` its :class:`EllipsoidDifferences` (closed
+    form); a finite point set its pairwise :class:`UniformQueryVectors` (those values only).
     """
     dom = as_domain(domain)
     if isinstance(dom, Box | Grid):
         return BoxVertexDifferences(dom)
+    if isinstance(dom, Ellipsoid):
+        return EllipsoidDifferences(dom)
     return UniformQueryVectors(dom)
 
 
@@ -510,6 +601,10 @@ class PrunedSet:
 
 
 def as_vector_source(vectors: ArrayLike | VectorSource, dim: int | None = None) -> VectorSource:
+    if isinstance(vectors, EllipsoidDifferences):
+        raise InvalidTypeError(
+            "vectors", vectors, "a finite sensitivity set here; the differences of an ellipsoid "
+            "are a continuum: use design_covariance, privacy_of or sup_mahalanobis")
     if isinstance(vectors, BoxTwoRecordSet):
         raise InvalidTypeError(
             "vectors",
@@ -517,7 +612,7 @@ def as_vector_source(vectors: ArrayLike | VectorSource, dim: int | None = None) 
             "a finite sensitivity set here; a BoxTwoRecordSet (records anywhere in a box) is "
             "infinite: use design_covariance, privacy_of or sup_mahalanobis, which certify its sup",
         )
-    if isinstance(vectors, FinitePoints | Box | Grid):
+    if isinstance(vectors, FinitePoints | Box | Grid | Ellipsoid):
         raise InvalidTypeError(
             "vectors",
             vectors,

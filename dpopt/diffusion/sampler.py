@@ -122,6 +122,21 @@ def snap_to_domain(data: ArrayLike, domain: Domain) -> SnapReport:
 
 
 
+SamplingDomain = FinitePoints | Box | Grid
+
+
+def _sampling_domain(domain: Domain | ArrayLike) -> SamplingDomain:
+    """The domain as a grid, finite set or box; other shapes are refused with the safe route."""
+    dom = as_domain(domain)
+    if isinstance(dom, Grid | FinitePoints | Box):
+        return dom
+    box = getattr(dom, "bounding_box", None)
+    hint = f" (e.g. its bounding box {box()!r} or a Grid in it)" if callable(box) else ""
+    raise InvalidParameterError(
+        "domain", dom, "the sampler needs a Grid, FinitePoints or Box: each release has a fixed "
+        f"query, whose two-record set is certified on those; use a box that contains it{hint}")
+
+
 # ---------------------------------------------------------------------------------- budget ---
 
 
@@ -222,7 +237,7 @@ def split_budget(
         elif key == "pilot":
             if domain is None:
                 raise InvalidParameterError("domain", None, "the pilot split needs the domain")
-            w = np.sqrt(_pilot_scales(as_domain(domain), as_schedule(schedule, t), weight,
+            w = np.sqrt(_pilot_scales(_sampling_domain(domain), as_schedule(schedule, t), weight,
                                       reference, _count("pilots", pilots), seed))
         else:
             raise InvalidParameterError(
@@ -266,7 +281,7 @@ def _count(name: str, value: object) -> int:
     return int(value)
 
 
-def _pilot_scales(domain: Domain, schedule: Schedule, weight: ArrayLike | None,
+def _pilot_scales(domain: SamplingDomain, schedule: Schedule, weight: ArrayLike | None,
                   reference: ArrayLike | None, pilots: int, seed: int) -> NDArray[np.float64]:
     from dpopt.covariance.design import design_covariance
 
@@ -377,7 +392,7 @@ def _weight(weight: ArrayLike | None, d: int) -> NDArray[np.float64]:
     return np.asarray(w, dtype=np.float64)
 
 
-def _domain_dict(dom: Domain) -> dict[str, Any]:
+def _domain_dict(dom: SamplingDomain) -> dict[str, Any]:
     if isinstance(dom, Grid):
         return {"kind": "grid", "lower": [float(v) for v in dom.lower],
                 "upper": [float(v) for v in dom.upper], "shape": list(dom.shape)}
@@ -387,14 +402,15 @@ def _domain_dict(dom: Domain) -> dict[str, Any]:
             "upper": [float(v) for v in dom.upper]}
 
 
-def _uniform_query_value(dom: Domain, w: NDArray[np.float64]) -> float:
+def _uniform_query_value(dom: SamplingDomain, w: NDArray[np.float64]) -> float:
     """tr(W Sigma_U) of the certified uniform-query design at unit bound (Corollary 1)."""
     from dpopt.covariance.design import design_covariance
     from dpopt.covariance.sensitivity import uniform_query_set
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(design_covariance(uniform_query_set(dom), ZCDP(rho=0.5), weight=w).value)
+        uq: Any = uniform_query_set(dom)
+        return float(design_covariance(uq, ZCDP(rho=0.5), weight=w).value)
 
 
 def sample_private(
@@ -478,7 +494,7 @@ def sample_private(
     ((2, 2), 6)
     """
     started = time.process_time()
-    dom = as_domain(domain)
+    dom = _sampling_domain(domain)
     k = _count("samples", samples)
     t = _count("steps", steps)
     sched = as_schedule(schedule, t)

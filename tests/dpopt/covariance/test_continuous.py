@@ -135,3 +135,34 @@ def test_box_set_validation_and_refusals():
     point = BoxTwoRecordSet(dpopt.Box([1.0], [1.0]), [0.0], 0.1)
     with pytest.raises(InvalidParameterError, match="single point"):
         dpopt.design_covariance(point, BUDGET)
+
+
+def test_save_and_load_a_box_design(tmp_path):
+    from dpopt.covariance.design import Design
+
+    sset = dpopt.add_remove_set(dpopt.Box([0.0, 0.0], [1.0, 1.0]), [0.2, 0.4], 0.2)
+    des = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3)
+    path = tmp_path / "box.json"
+    des.save(path)
+    back = Design.load(path)
+    assert back.coverage is not None
+    assert back.coverage.sensitivity.box.upper.tolist() == [1.0, 1.0]
+    assert back.coverage.sup.upper <= back.program.bound
+    np.testing.assert_array_equal(back.covariance, des.covariance)
+    assert back.value == des.value
+
+
+def test_box_design_with_replacement_and_a_noise_floor():
+    box = dpopt.Box([0.0, 0.0], [1.0, 2.0])
+    sset = dpopt.add_remove_set(box, [0.5, 1.0], 0.1)
+    base = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3)
+    rep = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3, relation="replacement")
+    assert rep.coverage is not None and rep.coverage.sup.upper <= base.bound / 4
+    assert rep.privacy.mahalanobis_bound <= rep.bound
+    assert rep.value == pytest.approx(4 * base.value, rel=2e-3)  # q / 4: four times the noise
+    eta = 1.5 * float(np.linalg.eigvalsh(base.covariance)[0])
+    floored = dpopt.design_covariance(sset, dpopt.ZCDP(rho=0.5), tol=1e-3, noise_floor=eta)
+    assert float(np.linalg.eigvalsh(floored.covariance)[0]) >= eta * (1 - 1e-12)
+    assert floored.coverage is not None and floored.coverage.sup.upper <= floored.bound
+    assert _worst_pair_value(np.zeros(2), np.array([1.0, 2.0]), np.array([0.5, 1.0]), 0.1,
+                             floored.covariance) <= floored.bound

@@ -167,3 +167,25 @@ def test_grid_snap_axis_order_matches_points():
         pt = np.array([grid.axis_values(a)[i] for a, i in enumerate(idx)])
         rep = grid.snap(pt[None] + 0.01)
         np.testing.assert_array_equal(grid.points[rep.indices[0]], rep.records[0])
+
+
+def test_mechanism_from_design_uses_the_designs_domain_query_and_sigma():
+    grid = Grid([0.0, 0.0], [1.0, 1.0], (3, 3))
+    des = dpopt.design_covariance(dpopt.add_remove_set(grid, [0.5, 0.4], 0.3), dpopt.GDP(mu=1))
+    mech = DenoiserMechanism.from_design(des, grid)
+    np.testing.assert_array_equal(mech.query, [0.5, 0.4])
+    assert mech.sigma == 0.3 and mech.domain is grid
+    with pytest.raises(InvalidParameterError, match="domain"):
+        DenoiserMechanism.from_design(des)
+    with pytest.raises(InvalidParameterError, match="points"):
+        DenoiserMechanism.from_design(des, Grid([0.0, 0.0], [1.0, 1.0], (4, 4)))
+    box = Box([0.0, 0.0], [1.0, 1.0])
+    bdes = dpopt.design_covariance(dpopt.add_remove_set(box, [0.5, 0.4], 0.3), dpopt.GDP(mu=1),
+                                   tol=1e-3)
+    bmech = DenoiserMechanism.from_design(bdes)
+    assert isinstance(bmech.domain, Box) and bmech.sigma == 0.3
+    with pytest.raises(InvalidParameterError, match="box"):
+        DenoiserMechanism.from_design(bdes, Box([0.0, 0.0], [2.0, 2.0]))
+    uq = dpopt.design_covariance(dpopt.uniform_query_set(box), dpopt.GDP(mu=1))
+    with pytest.raises(InvalidParameterError, match="fixed-query"):
+        DenoiserMechanism.from_design(uq, grid)
