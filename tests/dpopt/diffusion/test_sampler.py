@@ -217,6 +217,10 @@ def test_bad_inputs_name_the_parameter() -> None:
     with pytest.raises(InvalidParameterError, match="prediction"):
         sample_private(_data(), Box(np.zeros(2), np.ones(2)), GDP(mu=1.0), samples=1, steps=1,
                        prediction="eps")
+    from dpopt.covariance.domains import Ball
+
+    with pytest.raises(InvalidParameterError, match="bounding box"):
+        sample_private(_data(), Ball([0.5, 0.5], 0.5), GDP(mu=1.0), samples=1, steps=1)
     with pytest.raises(InvalidParameterError, match="rule"):
         split_budget(GDP(mu=1.0), 1, 3, [1.0, -1.0, 1.0])
     with pytest.raises(InvalidParameterError, match="data"):
