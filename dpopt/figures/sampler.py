@@ -94,11 +94,13 @@ def _trajectory_axes(ax: Any, rec: dict[str, Any]) -> None:
 
 def quality_sweep(name: str, mus: Sequence[float] = MUS, *, samples: int = 100,
                   steps: int = 10, seed: int = 0, grid: int = 20,
-                  progress: bool = False) -> pd.DataFrame:
+                  progress: bool = False,
+                  splits: Sequence[str] = ("equal", "propagated")) -> pd.DataFrame:
     """Quality and memorisation of private samples of dataset ``name`` across run budgets.
 
-    Rows: one per (μ, noise) with noise in {"optimal", "isotropic"} plus one "nonprivate" row;
-    columns ``mu``, ``epsilon`` (at δ = 1e-5), ``energy_train``, ``energy_holdout``,
+    Rows: one per (μ, noise, split): optimal and isotropic noise with the equal split, optimal
+    noise with every other split in ``splits``; plus a "nonprivate" and a "holdout" row;
+    columns ``split``, ``mu``, ``epsilon`` (at δ = 1e-5), ``energy_train``, ``energy_holdout``,
     ``sliced_w``, ``median_nn`` (median distance from a sample to its nearest private record),
     ``inside`` (fraction of samples in the unit square), ``summed_error``, ``cpu_seconds``.
     """
@@ -127,21 +129,26 @@ def quality_sweep(name: str, mus: Sequence[float] = MUS, *, samples: int = 100,
                 "inside": float(np.mean(inside))}
 
     ref = sample_nonprivate(train, samples=samples, steps=steps, rng=seed)
-    rows.append({"dataset": name, "noise": "nonprivate", "mu": math.inf, "epsilon": math.inf,
+    rows.append({"dataset": name, "noise": "nonprivate", "split": "", "mu": math.inf,
+                 "epsilon": math.inf,
                  "summed_error": 0.0, "cpu_seconds": 0.0, **measure(ref)})
     # the floor every sampler meets: the held-out split against the private data
-    rows.append({"dataset": name, "noise": "holdout", "mu": math.inf, "epsilon": math.inf,
+    rows.append({"dataset": name, "noise": "holdout", "split": "", "mu": math.inf,
+                 "epsilon": math.inf,
                  "summed_error": 0.0, "cpu_seconds": 0.0, **measure(pair.holdout)})
+    runs = [("optimal", "equal"), ("isotropic", "equal")]
+    runs += [("optimal", split) for split in splits if split != "equal"]
     for mu in mus:
         eps = float(PrivacyReport(mu * mu).epsilon(1e-5))
-        for noise in ("optimal", "isotropic"):
+        for noise, split in runs:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ClampWarning)
                 out = sample_private(train, dom, GDP(mu=mu), samples=samples, steps=steps,
-                                     noise=noise, rng=seed, progress=progress)  # type: ignore[arg-type]
-            rows.append({"dataset": name, "noise": noise, "mu": mu, "epsilon": eps,
-                         "summed_error": out.errors["released"], "cpu_seconds": out.seconds,
-                         **measure(out.samples)})
+                                     noise=noise, rng=seed, progress=progress,  # type: ignore[arg-type]
+                                     split=split)
+            rows.append({"dataset": name, "noise": noise, "split": split, "mu": mu,
+                         "epsilon": eps, "summed_error": out.errors["released"],
+                         "cpu_seconds": out.seconds, **measure(out.samples)})
     return pd.DataFrame(rows)
 
 
@@ -156,10 +163,16 @@ def plot_quality(table: pd.DataFrame, path: str | Path) -> Path:
     fig, axes = plt.subplots(2, len(datasets), figsize=(4.6 * len(datasets), 7), squeeze=False)
     for j, name in enumerate(datasets):
         sub = table[table.dataset == name]
-        for noise, style in (("optimal", "o-"), ("isotropic", "s--")):
-            rows = sub[sub.noise == noise]
-            axes[0, j].loglog(rows.epsilon, rows.energy_holdout, style, label=noise)
-            axes[1, j].loglog(rows.epsilon, rows.median_nn, style, label=noise)
+        split_of = sub.split if "split" in sub else pd.Series("equal", index=sub.index)
+        for noise, split, style, label in (
+                ("optimal", "equal", "o-", "optimal Σ_t"),
+                ("isotropic", "equal", "s--", "isotropic"),
+                ("optimal", "propagated", "^-", "optimal Σ_t, propagated split")):
+            rows = sub[(sub.noise == noise) & (split_of == split)]
+            if rows.empty:
+                continue
+            axes[0, j].loglog(rows.epsilon, rows.energy_holdout, style, label=label)
+            axes[1, j].loglog(rows.epsilon, rows.median_nn, style, label=label)
         nonpriv = sub[sub.noise == "nonprivate"].iloc[0]
         hold = sub[sub.noise == "holdout"].iloc[0]
         axes[0, j].axhline(float(nonpriv.energy_holdout), ls=":", color="k",
