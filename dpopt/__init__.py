@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     )},
     # the optimal covariance
     **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
+    "design_covariance_batch": "dpopt.covariance.batch",
     **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     # sensitivity geometry
     **{n: "dpopt.covariance.domains" for n in (

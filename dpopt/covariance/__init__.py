@@ -10,6 +10,7 @@ Modules, in the order data flows through them:
 - :mod:`~dpopt.covariance.pruning` — dropping vectors that can never attain that sup;
 - :mod:`~dpopt.covariance.program` — the covariance program and its cvxpy views;
 - :mod:`~dpopt.covariance.design` — :func:`design_covariance`, the certified optimum;
+- :mod:`~dpopt.covariance.batch` — :func:`design_covariance_batch`, many certified optima at once;
 - :mod:`~dpopt.covariance.privacy` — the privacy of any covariance on a set;
 - :mod:`~dpopt.covariance.mechanisms` — releasing noise.
 
@@ -33,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "prune": "dpopt.covariance.pruning",
     **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
+    "design_covariance_batch": "dpopt.covariance.batch",
     **{n: "dpopt.covariance.privacy" for n in ("CovariancePrivacy", "privacy_of")},
     **{n: "dpopt.covariance.mechanisms" for n in (
         "DenoiserMechanism", "DenoiserRelease", "GaussianMechanism", "LaplaceMechanism",

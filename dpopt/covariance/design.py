@@ -56,6 +56,7 @@ from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound,
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
 from solvers.dask_passes import PassFailedError
+from solvers.structured import blas_limits
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -307,7 +308,7 @@ def _bound_of(budgets: Budget | Sequence[Budget]) -> tuple[float, Budget]:
 
 
 def _vectors_of(sensitivity: ArrayLike | VectorSource | PrunedSet) -> ArrayLike | VectorSource:
-    if isinstance(sensitivity, VectorSource) and not isinstance(sensitivity, np.ndarray):
+    if not isinstance(sensitivity, np.ndarray) and isinstance(sensitivity, VectorSource):
         return sensitivity
     if hasattr(sensitivity, "original_count") and hasattr(sensitivity, "vectors"):  # PrunedSet
         return np.asarray(sensitivity.vectors, dtype=np.float64)
@@ -477,7 +478,8 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
             if auto and budget is None:  # the first (structured) attempt sets the budget
                 budget = min(FALLBACK_MAX_SECONDS, max(
                     FALLBACK_MIN_SECONDS, FALLBACK_TIME_FACTOR * (time.perf_counter() - started)))
-        cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
+        with blas_limits(1):  # small matrices: threaded BLAS only adds contention
+            cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
         if _better(cert, best[0] if best is not None else None):
             best = (cert, sol)
         if cert.certified:
