@@ -18,7 +18,12 @@ r"""Independent certificate of an optimal covariance.
 * **lower** (self-bounding): with :math:`D = \eta\operatorname{tr}H +
   \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`E = W - H - \sum_j\lambda_ju_ju_j^\top`,
   every feasible :math:`\Sigma` has :math:`\operatorname{tr}(W\Sigma) \ge D/(1 + \|E\|_F/w_{\min})`
-  for :math:`w_{\min} \le \lambda_{\min}(W)`. Valid whatever the solver's accuracy.
+  for :math:`w_{\min} \le \lambda_{\min}(W)`. Valid whatever the solver's accuracy. For an
+  ill-conditioned :math:`W` this pays :math:`\|E\|_F/\lambda_{\min}(W) \approx u\,\kappa(W)`;
+  then the bound :math:`tD` with :math:`W - tS \succeq 0` is also proven in the metric of the
+  stored :math:`W` (:func:`certificates.rigorous.exact_whitened_bound`: exact congruence by a
+  float inverse Cholesky factor, no squared condition number), which reaches what the stored
+  dual carries: :math:`t` is then :math:`1/\lambda_{\max}(S, W)` up to a margin of 1e-13.
 * **gap** = (upper - lower) / upper; ``certified`` iff gap <= tol.
 * ``complementarity`` is the gap formula (19) of the optimal-covariance paper evaluated at
   :math:`\hat\Sigma`:
@@ -47,6 +52,7 @@ from certificates.rigorous import (
     certify_psd,
     exact_dual_bound,
     exact_trace_product,
+    exact_whitened_bound,
     ratio_upper_bound,
 )
 from certificates.validate import as_matrix, as_scalar
@@ -167,8 +173,8 @@ def whitened_dual_bound(
 ) -> float:
     r"""Float lower bound for ill-conditioned weights: :math:`D/\max(1, \lambda_{\max}(F))`.
 
-    With :math:`S = H + \sum_j\lambda_ju_ju_j^	op` and :math:`W = LL^	op`,
-    :math:`F = L^{-1}SL^{-	op} = VV^	op` for :math:`V = L^{-1}[\,u_j\sqrt{\lambda_j},\ G\,]`
+    With :math:`S = H + \sum_j\lambda_ju_ju_j^\top` and :math:`W = LL^\top`,
+    :math:`F = L^{-1}SL^{-\top} = VV^\top` for :math:`V = L^{-1}[\,u_j\sqrt{\lambda_j},\ G\,]`
     (``floor`` is the factor :math:`G` of :math:`H`). Scaling the dual by
     :math:`t = 1/\max(1, \lambda_{\max}(F))` makes :math:`W - tS \succeq 0`, so weak duality gives
     :math:`v \ge tD`. The residual bound of :func:`dual_lower_bound` pays
@@ -395,12 +401,15 @@ def check(
         if w_min <= 0:
             raise InvalidParameterError("weight", weight, "could not be proven positive definite")
         lower, dval, e_norm = exact_dual_bound(sup_vec, weight, q, eta, dual, w_min)
+        if e_norm > 1e-12 * w_min:  # ill-conditioned W: prove the bound in the W-metric
+            lower = max(lower, exact_whitened_bound(weight, dual, dval, eta)[0])
     else:
         w_min = float(sla.eigvalsh(weight)[0]) * (1 - 1e-10)
         lower, dval, e_norm = dual_lower_bound(sup_vec, weight, q, eta, lam, u, h, w_min)
-        if e_norm > 1e-12 * w_min:  # ill-conditioned W: the whitened bound may be sharper
+        if e_norm > 1e-12 * w_min:  # ill-conditioned W: the whitened bounds may be sharper
             g_mat = g if g.size else np.zeros((d, 0))
-            lower = max(lower, whitened_dual_bound(weight, dval, lam, u, g_mat))
+            lower = max(lower, whitened_dual_bound(weight, dval, lam, u, g_mat),
+                        exact_whitened_bound(weight, dual, dval, eta)[0])
     lower = max(0.0, lower)
     gap = (upper - lower) / upper if upper > 0 else math.inf
     # gap formula (19) at the repaired Sigma
