@@ -58,6 +58,7 @@ __all__ = [
     "proven_min_eigenvalue_bound",
     "ratio_chunk",
     "ratio_upper_bound",
+    "refine_whitened_dual",
     "round_down",
     "round_up",
 ]
@@ -500,3 +501,80 @@ def exact_whitened_bound(
             lower = Fraction(dual_value) * Fraction(t)
             return round_down(lower), t
     return 0.0, 0.0
+
+
+#: Largest number of unknowns (d(d+1)/2 + k) for which :func:`refine_whitened_dual` runs.
+MAX_REFINE_UNKNOWNS = 600
+
+
+def refine_whitened_dual(
+    weight: NDArray[np.float64],
+    support_vectors: NDArray[np.float64],
+    bound: float,
+    dual: FactoredDual,
+    covariance: NDArray[np.float64],
+) -> FactoredDual | None:
+    r"""A dual recomputed against the *stored* :math:`W` on the given dual's support, or None.
+
+    A solver's dual is optimal for its own factorisation of :math:`W`, which differs from the
+    stored matrix by about :math:`u\,\kappa(W)` in the weak directions; for a rotated :math:`W`
+    of condition 1e12 that caps :func:`exact_whitened_bound` near 1e-6 whatever the check does.
+    This re-solves the optimality conditions of the problem restricted to the support, in the
+    whitened coordinates of the stored :math:`W` (:math:`A = XWX^\top` computed exactly, then
+    rounded; :math:`\tilde s_j = L^\top s_j`; :math:`\tilde\Sigma = L^\top\Sigma L`):
+
+    .. math:: A - \sum_j\lambda_j\tilde\Sigma^{-1}\tilde s_j\tilde s_j^\top\tilde\Sigma^{-1}
+              - XGG^\top X^\top = 0,\qquad \tilde s_j^\top\tilde\Sigma^{-1}\tilde s_j = q,
+
+    by Powell's hybrid method (``scipy.optimize.root``) from the stored covariance and
+    multipliers, and returns the directions :math:`u_j = L\tilde\Sigma^{-1}\tilde s_j` with the
+    new multipliers. It is only a *candidate*: the caller proves whatever bound it gives
+    (:func:`exact_whitened_bound`) and keeps the better one, so nothing here needs to be exact.
+    Runs when :math:`d(d+1)/2 + k \le` :data:`MAX_REFINE_UNKNOWNS`.
+    """
+    from scipy.optimize import root
+
+    d = weight.shape[0]
+    k = int(dual.multipliers.shape[0])
+    iu = np.triu_indices(d)
+    n_sym = len(iu[0])
+    if k == 0 or n_sym + k > MAX_REFINE_UNKNOWNS:
+        return None
+    try:
+        chol = sla.cholesky(0.5 * (weight + weight.T), lower=True, check_finite=False)
+        x = np.tril(sla.solve_triangular(chol, np.eye(d), lower=True, check_finite=False))
+        ex = ExactArray.of(x)
+        a_f = _exact_to_float(ex @ ExactArray.of(weight) @ ex.T)
+        g = dual.floor_factor.reshape(d, -1)
+        if g.shape[1]:
+            xg = ex @ ExactArray.of(g)
+            a_f = a_f - _exact_to_float(xg @ xg.T)
+        s_t = support_vectors @ chol  # rows (L^T s_j)^T
+        sig0 = chol.T @ covariance @ chol
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+
+    def unpack(z: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        m = np.zeros((d, d))
+        m[iu] = z[:n_sym]
+        return m + m.T - np.diag(np.diag(m)), z[n_sym:]
+
+    def residual(z: NDArray[np.float64]) -> NDArray[np.float64]:
+        sig, lam = unpack(z)
+        y = np.linalg.solve(sig, s_t.T)
+        r = a_f - (y * lam) @ y.T
+        return np.concatenate([r[iu], np.sum(s_t.T * y, axis=0) - bound])
+
+    z0 = np.concatenate([sig0[iu], dual.multipliers])
+    try:
+        with np.errstate(all="ignore"):
+            sol = root(residual, z0, method="hybr", options={"xtol": 1e-14})
+            sig, lam = unpack(sol.x)
+            y = np.linalg.solve(sig, s_t.T)
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+        return None
+    u = (chol @ y).T
+    lam = np.clip(lam, 0.0, None)
+    if not (np.all(np.isfinite(u)) and np.all(np.isfinite(lam))):
+        return None
+    return FactoredDual(dual.support, lam, u, g.copy())
