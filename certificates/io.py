@@ -64,7 +64,7 @@ import os
 import platform
 from dataclasses import dataclass, replace
 from importlib import metadata
-from typing import Any, TypeAlias, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -82,6 +82,7 @@ from certificates.rigorous import ChunkMap
 from certificates.strict_json import (
     MAX_FILE_BYTES,
     FieldError,
+    JSONValue,
     boolean,
     fail,
     hex64,
@@ -124,8 +125,7 @@ _DUAL = ("support", "multipliers", "directions", "floor_factor", "floor_rank")
 _CLAIM = ("lower", "upper", "gap", "certified", "rigorous", "tol")
 
 #: A JSON value, as :func:`json.loads` returns it (the ``to_dict`` summaries of dpopt's reports
-#: are objects of these).
-JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+#: are objects of these); defined in :mod:`certificates.strict_json`.
 
 
 class Claim(TypedDict):

@@ -115,7 +115,7 @@ class Verification:
     path: str
     summary: dict[str, JSONValue]
     lines: tuple[str, ...]
-    result: Any = field(default=None, compare=False, repr=False)
+    result: object = field(default=None, compare=False, repr=False)
 
 
 #: ``verifier(path, content, options)``: ``content`` is the file strictly decoded (a dict with a
@@ -213,7 +213,7 @@ def read_kind(path: str | os.PathLike[str]) -> tuple[CertificateKind, dict[str, 
     """
     try:
         content = sj.load_json(path)
-        if type(content) is not dict:
+        if not isinstance(content, dict):
             sj.fail("file", f"must be a JSON object, got {sj.kind_of(content)}")
         if "format" not in content:
             sj.fail("format", "missing (every certificate file names its kind)")
