@@ -277,6 +277,24 @@ def _f(x: float | None) -> str:
     return f"{x:.6g}" if math.isfinite(x) else str(x)
 
 
+def _verified_covers(vf: Any) -> str:
+    """What a verified design file's guarantee covers (the domain and the relation)."""
+    desc = vf.description
+    rel = vf.relation.replace("_", "/")
+    if desc is None:
+        return f"the sensitivity vectors stored in the file only ({rel} relation)"
+    if vf.box_sup is not None:
+        return (f"every dataset of records anywhere in the box {desc.domain} ({rel}): the sup "
+                f"over every pair of records in the box, re-derived from the box, the query, σ "
+                f"and Σ, is <= {vf.box_sup.upper!r} <= q")
+    if desc.set == "uniform-query":
+        where = ("every record in the box of" if desc.domain_points is None
+                 else "records taking the values of")
+        return f"every query point, and datasets with {where} {desc.domain} ({rel})"
+    return (f"datasets whose records take the values of the finite domain {desc.domain} only "
+            f"({rel}): real-valued records must be snapped to it before the release")
+
+
 def verify_covariance_design(path: Path, content: dict[str, Any],
                              options: VerifyOptions) -> Verification:
     """Verifier of ``dpopt-covariance-certificate/1`` files (covariance designs)."""
@@ -303,6 +321,8 @@ def verify_covariance_design(path: Path, content: dict[str, Any],
         "budget_bound": vf.budget_bound,
         "relation": vf.relation,
         "privacy": privacy,
+        "covers": _verified_covers(vf),
+        "box_sup": None if vf.box_sup is None else float(vf.box_sup.upper),
     }
     lines: list[str] = []
     if desc is not None:
@@ -327,6 +347,7 @@ def verify_covariance_design(path: Path, content: dict[str, Any],
             "the file's description is free text: the certificate is about the sensitivity "
             "vectors stored in the file, not bound to a named set or budget"
         )
+    lines.append(f"covers: {summary['covers']}")
     lines.append(
         f"Σ is strictly feasible as stored: max_j s_j^T Σ^-1 s_j <= "
         f"{cert.mahalanobis_sup!r} < q = {stored_bound!r} (all {vf.file.count} "
