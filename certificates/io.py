@@ -64,7 +64,7 @@ import os
 import platform
 from dataclasses import dataclass, replace
 from importlib import metadata
-from typing import Any, TypeAlias, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -82,6 +82,7 @@ from certificates.rigorous import ChunkMap
 from certificates.strict_json import (
     MAX_FILE_BYTES,
     FieldError,
+    JSONValue,
     boolean,
     fail,
     hex64,
@@ -124,8 +125,7 @@ _DUAL = ("support", "multipliers", "directions", "floor_factor", "floor_rank")
 _CLAIM = ("lower", "upper", "gap", "certified", "rigorous", "tol")
 
 #: A JSON value, as :func:`json.loads` returns it (the ``to_dict`` summaries of dpopt's reports
-#: are objects of these).
-JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+#: are objects of these); defined in :mod:`certificates.strict_json`.
 
 
 class Claim(TypedDict):
@@ -473,8 +473,7 @@ def verify_certificate(
     except (DpoptError, ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
         raise CertificateError(f"{where}: the re-check cannot run on this data: {exc}") from None
     if cert.scale != 1.0 or not math.isfinite(cert.upper):
-        problems.append("the stored covariance is not strictly feasible as written "
-                        f"(max_j s_j^T Sigma^-1 s_j / q - 1 = {cert.primal_residual:.3g})")
+        problems.append(_infeasibility(cert, cf.noise_floor))
     else:
         if not lo_c <= cert.lower:
             problems.append(f"claimed lower {lo_c!r} > re-derived lower {cert.lower!r}")
@@ -487,6 +486,31 @@ def verify_certificate(
     if problems:
         raise CertificateError(f"{where}: " + "; ".join(problems))
     return cert
+
+
+def _infeasibility(cert: CovarianceCertificate, eta: float) -> str:
+    r"""Why the stored covariance is not strictly feasible as written: the noise floor
+    (:math:`\Sigma \succeq \eta I`), the Mahalanobis bound (:math:`s_j^\top\Sigma^{-1}s_j < q`),
+    or both; or neither could be proven despite floating point saying they hold."""
+    lam_min = cert.floor_residual + eta
+    reasons = []
+    if eta > 0 and not cert.floor_residual > 0:
+        reasons.append(
+            f"the noise floor eta = {eta!r} exceeds lambda_min(Sigma) = {lam_min!r} of the "
+            "stored covariance (Sigma >= eta I fails)"
+        )
+    if not cert.primal_residual < 0:
+        reasons.append(
+            "the Mahalanobis bound fails: max_j s_j^T Sigma^-1 s_j / q - 1 = "
+            f"{cert.primal_residual:.3g} >= 0"
+        )
+    if not reasons:
+        what = (f"lambda_min(Sigma) - eta = {cert.floor_residual:.3g}, " if eta > 0 else "")
+        reasons.append(
+            "it could not be proven strictly feasible despite floating point "
+            f"({what}max_j s_j^T Sigma^-1 s_j / q - 1 = {cert.primal_residual:.3g})"
+        )
+    return "the stored covariance is not strictly feasible as written: " + "; ".join(reasons)
 
 
 def read_certificate(

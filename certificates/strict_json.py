@@ -45,7 +45,7 @@ import json
 import math
 import os
 import re
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeAlias, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,6 +55,7 @@ from certificates.errors import CertificateError
 __all__ = [
     "MAX_FILE_BYTES",
     "FieldError",
+    "JSONValue",
     "boolean",
     "fail",
     "hex64",
@@ -73,6 +74,9 @@ __all__ = [
 MAX_FILE_BYTES = 1 << 30
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+
+#: A JSON value, as :func:`json.loads` returns it.
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 
 
 class FieldError(Exception):
@@ -111,7 +115,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def load_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> Any:
+def load_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> JSONValue:
     """Decode a certificate file strictly (see the module notes).
 
     Raises
@@ -144,13 +148,13 @@ def load_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) 
         fail("file", f"not valid JSON ({exc})")
 
 
-def kind_of(value: Any) -> str:
+def kind_of(value: object) -> str:
     """The JSON kind of a decoded value, for messages (``"a string"``, ``"an array"`` ...)."""
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
             int: "an integer", float: "a number", type(None): "null"}.get(type(value), "?")
 
 
-def obj(field: str, value: Any, keys: tuple[str, ...],
+def obj(field: str, value: object, keys: tuple[str, ...],
         optional: tuple[str, ...] = ()) -> dict[str, Any]:
     """``value`` as a JSON object with exactly the fields ``keys`` (plus any of ``optional``)."""
     if type(value) is not dict:
@@ -164,7 +168,7 @@ def obj(field: str, value: Any, keys: tuple[str, ...],
     return value
 
 
-def integer(field: str, value: Any, low: int, high: int | None = None) -> int:
+def integer(field: str, value: object, low: int, high: int | None = None) -> int:
     """A JSON integer (not a boolean, not a number with a fraction) in ``[low, high]``."""
     if type(value) is not int:
         fail(field, f"must be an integer, got {kind_of(value)}")
@@ -173,14 +177,14 @@ def integer(field: str, value: Any, low: int, high: int | None = None) -> int:
     return value
 
 
-def number(field: str, value: Any, low: float | None = None, low_open: bool = False,
+def number(field: str, value: object, low: float | None = None, low_open: bool = False,
            high: float | None = None, high_open: bool = False) -> float:
     """A finite JSON number (integer or float, never a string or boolean) as a double, optionally
     inside ``[low, high]`` (open ends with ``low_open`` / ``high_open``)."""
-    if type(value) not in (int, float):
+    if type(value) is not int and type(value) is not float:
         fail(field, f"must be a number, got {kind_of(value)}")
     try:
-        x = float(value)
+        x = float(cast("int | float", value))  # the exact types checked above
     except OverflowError:
         fail(field, "integer too large for a double")
     if not math.isfinite(x):
@@ -192,14 +196,14 @@ def number(field: str, value: Any, low: float | None = None, low_open: bool = Fa
     return x
 
 
-def boolean(field: str, value: Any) -> bool:
+def boolean(field: str, value: object) -> bool:
     """A JSON ``true`` / ``false`` (not ``1``, not ``"yes"``)."""
     if type(value) is not bool:
         fail(field, f"must be true or false, got {kind_of(value)}")
     return value
 
 
-def string(field: str, value: Any, *, max_len: int = 10_000,
+def string(field: str, value: object, *, max_len: int = 10_000,
            choices: tuple[str, ...] | None = None) -> str:
     """A JSON string of at most ``max_len`` characters (one of ``choices`` when given)."""
     if type(value) is not str:
@@ -211,14 +215,14 @@ def string(field: str, value: Any, *, max_len: int = 10_000,
     return value
 
 
-def hex64(field: str, value: Any) -> str:
+def hex64(field: str, value: object) -> str:
     """64 lower-case hexadecimal digits (a sha256)."""
     if type(value) is not str or not _HEX64.fullmatch(value):
         fail(field, "must be 64 lower-case hexadecimal digits")
     return value
 
 
-def matrix(field: str, rows: Any, nrows: int, ncols: int) -> NDArray[np.float64]:
+def matrix(field: str, rows: object, nrows: int, ncols: int) -> NDArray[np.float64]:
     """A finite ``(nrows, ncols)`` float array from nested JSON lists of numbers (strict)."""
     if type(rows) is not list:
         fail(field, f"must be an array, got {kind_of(rows)}")
@@ -241,7 +245,7 @@ def matrix(field: str, rows: Any, nrows: int, ncols: int) -> NDArray[np.float64]
     return arr
 
 
-def vector(field: str, items: Any, n: int | None = None, *,
+def vector(field: str, items: object, n: int | None = None, *,
            min_len: int = 0) -> NDArray[np.float64]:
     """A finite float vector of length ``n`` (any length >= ``min_len`` when ``n`` is None)."""
     if type(items) is not list:

@@ -121,7 +121,7 @@ class Verification:
     path: str
     summary: dict[str, JSONValue]
     lines: tuple[str, ...]
-    result: Any = field(default=None, compare=False, repr=False)
+    result: object = field(default=None, compare=False, repr=False)
 
 
 #: ``verifier(path, content, options)``: ``content`` is the file strictly decoded (a dict with a
@@ -221,7 +221,7 @@ def read_kind(path: str | os.PathLike[str]) -> tuple[CertificateKind, dict[str, 
     """
     try:
         content = sj.load_json(path)
-        if type(content) is not dict:
+        if not isinstance(content, dict):
             sj.fail("file", f"must be a JSON object, got {sj.kind_of(content)}")
         if "format" not in content:
             sj.fail("format", "missing (every certificate file names its kind)")
@@ -283,6 +283,24 @@ def _f(x: float | None) -> str:
     if x is None:
         return "beyond double range"
     return f"{x:.6g}" if math.isfinite(x) else str(x)
+
+
+def _verified_covers(vf: Any) -> str:
+    """What a verified design file's guarantee covers (the domain and the relation)."""
+    desc = vf.description
+    rel = vf.relation.replace("_", "/")
+    if desc is None:
+        return f"the sensitivity vectors stored in the file only ({rel} relation)"
+    if vf.box_sup is not None:
+        return (f"every dataset of records anywhere in the box {desc.domain} ({rel}): the sup "
+                f"over every pair of records in the box, re-derived from the box, the query, σ "
+                f"and Σ, is <= {vf.box_sup.upper!r} <= q")
+    if desc.set == "uniform-query":
+        where = ("every record in the box of" if desc.domain_points is None
+                 else "records taking the values of")
+        return f"every query point, and datasets with {where} {desc.domain} ({rel})"
+    return (f"datasets whose records take the values of the finite domain {desc.domain} only "
+            f"({rel}): real-valued records must be snapped to it before the release")
 
 
 def verify_covariance_design(path: Path, content: dict[str, Any],

@@ -120,7 +120,9 @@ class TightCalibration:
     def write_certificate(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the JSON certificate (laws, α, ε, scales, claims); return its sha256.
 
-        Re-check it with :func:`certificates.renyi_mixture.verify_mixture_file`.
+        Re-check it with ``dpopt verify FILE``, :func:`dpopt.verification.verify` or
+        :func:`certificates.renyi_mixture.verify_mixture_file`. A scale of 0 (no noise needed)
+        is written and re-proved like any other.
         """
         if self.certificate is None:
             raise CertificateError("nothing to certify: every pair has equal laws (scale 0)")

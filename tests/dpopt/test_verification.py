@@ -78,6 +78,10 @@ def test_a_registered_kind_is_dispatched_to(tmp_path: Path) -> None:
         ('{"format": NaN}', "NaN/Infinity"),
         ('{"format": "x", "format": "y"}', "duplicate key"),
         ("not json", "not valid JSON"),
+        ("", "not valid JSON"),
+        ('{"format": "dpopt-renyi-mixture-certificate/1"', "not valid JSON"),
+        ('{"format": "dpopt-renyi-mixture-certificate/1", "scale": 1e999}', "overflows"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
     ],
 )
 def test_kind_errors_name_the_field(tmp_path: Path, text: str, field: str,
@@ -130,3 +134,22 @@ def test_no_noise_needed_round_trip(tmp_path: Path, capsys: pytest.CaptureFixtur
     content["sha256"] = _canonical(content)
     cert.write_text(json.dumps(content))
     assert main(["verify", str(cert)]) == 1
+
+
+def test_non_utf8_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bin.json"
+    path.write_bytes(b'{"format": "\xff\xfe"}')
+    assert main(["verify", str(path)]) == 1
+    assert "file: not UTF-8 text" in capsys.readouterr().out
+
+
+def test_every_builtin_kind_rejects_a_truncated_copy(tight_file: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A file cut anywhere is exit 1 with a reason, never a traceback (exit 3)."""
+    text = tight_file.read_text()
+    for cut in range(0, len(text), max(1, len(text) // 25)):
+        path = tmp_path / "cut.json"
+        path.write_text(text[:cut])
+        assert main(["verify", str(path)]) == 1
+        out = capsys.readouterr().out
+        assert "does NOT hold" in out and "reason:" in out
