@@ -381,24 +381,6 @@ def verify_covariance_design(path: Path, content: dict[str, Any],
                         path=str(path), summary=summary, lines=tuple(lines), result=vf)
 
 
-def _verified_covers(vf: Any) -> str:
-    """What a verified design file's guarantee covers (the domain and the relation)."""
-    desc = vf.description
-    rel = vf.relation.replace("_", "/")
-    if desc is None:
-        return f"the sensitivity vectors stored in the file only ({rel} relation)"
-    if vf.box_sup is not None:
-        return (f"every dataset of records anywhere in the box {desc.domain} ({rel}): the sup "
-                f"over every pair of records in the box, re-derived from the box, the query, σ "
-                f"and Σ, is <= {vf.box_sup.upper!r} <= q")
-    if desc.set == "uniform-query":
-        where = ("every record in the box of" if desc.domain_points is None
-                 else "records taking the values of")
-        return f"every query point, and datasets with {where} {desc.domain} ({rel})"
-    return (f"datasets whose records take the values of the finite domain {desc.domain} only "
-            f"({rel}): real-valued records must be snapped to it before the release")
-
-
 def verify_tight_pufferfish(path: Path, content: dict[str, Any],
                             options: VerifyOptions) -> Verification:
     """Verifier of ``dpopt-renyi-mixture-certificate/1`` files (tight Pufferfish)."""
