@@ -344,3 +344,17 @@ def test_unaligned_arrays_are_realigned() -> None:
         np.sum([_aligned(b).T @ _aligned(b) for _, b in src.chunks(128)], axis=0),
         np.sum([b.T @ b for _, b in ArrayVectors(x).chunks(128)], axis=0),
     )
+
+
+def test_small_array_source_same_answer(client: Any) -> None:
+    """A small in-memory array without a floor: with an executor, the same answer as in process
+    to the last digit (both take the in-memory path), certified by the checker."""
+    rng = np.random.default_rng(11)
+    s = rng.standard_normal((400, 3)) * np.array([2.0, 1.0, 0.5])
+    prob = CovarianceProgram(s, weight=np.diag([1.0, 2.0, 0.5]), bound=1.5)
+    ref = solve_structured(prob)
+    sol = solve_structured(prob, executor=DaskPasses(client, blocks=3))
+    np.testing.assert_array_equal(sol.covariance, ref.covariance)
+    assert sol.value == ref.value
+    cert = check(prob, sol.covariance, sol.dual, tol=1e-6)
+    assert cert.certified, cert.message
