@@ -416,7 +416,9 @@ def solve_structured(
         slower, by 10x on a loaded 2-core machine; the benchmark figures are for one thread.
     executor : PassExecutor, optional
         Runs the full passes over the vectors (:mod:`solvers.passes`); in this process by
-        default.
+        default. A small in-memory array without a noise floor (``J d`` at most ``2**18``) is
+        solved in memory whatever the executor (it has no passes worth distributing), so the
+        answer is the in-process one to the last digit.
     warm_start : WarmStart, optional
         Start column generation from these vectors and weights (e.g.
         ``WarmStart.from_solution`` of a neighbouring problem): the first working set holds
@@ -469,7 +471,9 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
-    if (run.eta == 0 and run.dim > 1 and executor is IN_PROCESS
+    # whatever the executor: a small in-memory array has nothing worth distributing, and one path
+    # for it keeps a distributed solve bit-for-bit the in-process one
+    if (run.eta == 0 and run.dim > 1
             and isinstance(run.source, ArrayVectors) and run.source.count * run.dim <= _SMALL_MAX):
         small = _small(run, problem)
         if small is not None:
