@@ -320,7 +320,8 @@ def _eps_error(upper: float, eps_error: float | None) -> float:
 
 
 def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
-                  upper: float = math.inf, eps_error: float | None = None) -> tuple[float, str]:
+                  upper: float = math.inf, eps_error: float | None = None,
+                  scale: float | None = None) -> tuple[float, str]:
     r"""A proven lower bound on the run's true ε at δ, and what gave it.
 
     Without subsampling the run is exactly one Gaussian with :math:`\mu^2 = \sum_t q_t` (Dong,
@@ -329,7 +330,9 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
     accountant ("Numerical Composition of Differential Privacy", Thm. 5.5) for the remove pair
     :math:`((1-p)N(0,\sigma^2)+pN(1,\sigma^2),\ N(0,\sigma^2))` — a pair every scheme
     realises (see :mod:`dpopt.accounting._prv`) — with error ``eps_error`` (default 2 % of
-    ``upper``, within [0.01, 1]) (``"prv"``). ``(0, "none")`` when neither applies.
+    ``upper``, within [0.01, 1]) (``"prv"``); ``scale`` (default ``upper``) is the order of
+    magnitude of the ε in question, which sizes that accountant's domain. ``(0, "none")`` when
+    neither applies (or the accountant would need more than a few million mesh cells).
     """
     run = _as_run(releases)
     d = _delta(delta)
@@ -349,7 +352,10 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
         return 0.0, "none"
     from dpopt.accounting import _prv
 
-    prv = _prv.prv_epsilon_lower(_groups(run), d, _eps_error(upper, eps_error))
+    err = _eps_error(upper, eps_error)
+    if scale is None:
+        scale = upper if math.isfinite(upper) else 50.0 * err
+    prv = _prv.prv_epsilon_lower(_groups(run), d, err, scale)
     if prv is None:
         return 0.0, "none"
     return (min(prv, upper), "prv")
@@ -714,7 +720,8 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
 
     def lower_of(q: float) -> float:
         bar.update(1)
-        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error)[0]
+        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
+                             scale=epsilon)[0]
 
     if rate == 1.0 and "gdp-exact" in accountants:
         from dpopt.accounting.budgets import ApproxDP
