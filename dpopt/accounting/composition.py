@@ -621,6 +621,11 @@ class NoiseCalibration:
         Why the search stopped early or hit a limit (empty otherwise).
     seconds : float
         Wall time of the search.
+    discretization : float
+        The finest PLD grid the search evaluated (the requested one unless ``note`` says
+        otherwise).
+    pld_used : bool
+        Whether any PLD was built (False: RDP or exact GDP only).
     """
 
     bound: float
@@ -634,6 +639,8 @@ class NoiseCalibration:
     sampling: SamplingScheme
     note: str = ""
     seconds: float = 0.0
+    discretization: float = 1e-4
+    pld_used: bool = False
 
     @property
     def relation(self) -> NeighbouringRelation:
@@ -703,6 +710,8 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     bar = _progress_bar(progress, steps)
     notes: list[str] = []
 
+    used: dict[str, float] = {"disc": math.inf, "pld": 0.0}
+
     def done(q: float, how: str, refuted: float | None, lhow: str) -> NoiseCalibration:
         bar.close()
         if q >= MAX_BOUND:
@@ -711,7 +720,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         return NoiseCalibration(q, how, refuted if two_sided else None,
                                 lhow if two_sided and refuted is not None else "none",
                                 epsilon, delta, steps, rate, sampling, "; ".join(notes),
-                                time.perf_counter() - t0)
+                                time.perf_counter() - t0,
+                                used["disc"] if math.isfinite(used["disc"]) else discretization,
+                                bool(used["pld"]))
 
     def run_of(q: float) -> GaussianSteps:
         return GaussianSteps(q, steps, rate, sampling)
@@ -755,6 +766,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
                 raise _OutOfTime
             bar.update(1)
             c0 = time.process_time()
+            if "pld" in names:
+                used["pld"] = 1.0
+                used["disc"] = min(used["disc"], disc)
             out = uniform_epsilon(q, steps, rate, sampling, delta, names, disc, orders).value
             if time.process_time() - c0 > slow:
                 notes.append(f"one PLD at discretisation {disc:g} took "

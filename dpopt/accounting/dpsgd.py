@@ -109,7 +109,7 @@ def _clt_mu(rate: float, sigma: float, steps: int, sampling: str) -> float:
         fn, s = gdp.clt_mu_poisson, sigma
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ApproximationWarning)
-        return float(fn(rate, s, steps))
+        return float(fn(rate, s, float(steps)))
 
 
 def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: str) -> float:
@@ -129,6 +129,12 @@ def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: 
     if not (f(lo) >= 0 and f(hi) <= 0):
         return math.inf
     return float(optimize.brentq(f, lo, hi, rtol=1e-12))
+
+
+def _excess(understatement: float) -> str:
+    if understatement > 0:
+        return f"the CLT understates the loss by {100 * understatement:.1f}%"
+    return "the CLT does not understate the loss here"
 
 
 @dataclass(frozen=True)
@@ -206,8 +212,7 @@ class DpsgdCalibration:
             f"smallest σ is in [{self.noise_multiplier_lower:.6g}, {self.noise_multiplier:.6g}] "
             f"[{self.lower_accountant}]; "
             f"CLT (APPROXIMATE) would give {self.clt_noise_multiplier:.6g}, whose certified ε is "
-            f"{self.epsilon_at_clt_sigma:.4g} (> {self.epsilon:g}: the CLT understates the loss "
-            f"by {100 * self.clt_understatement:.1f}%)"
+            f"{self.epsilon_at_clt_sigma:.4g} ({_excess(self.clt_understatement)})"
         )
 
 
@@ -279,16 +284,20 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                           accountants=accs, time_budget=time_budget, two_sided=two_sided,
                           progress=progress)
     sigma = cal.noise_multiplier
-    # the certified bound itself (its PLD is cached); σ rounded up only adds noise
+    # the certified bound itself (its PLD is cached); σ rounded up only adds noise. The checks
+    # below use the grid the search finished on, and no PLD where the search built none.
     run = GaussianSteps(cal.bound, t, rate, scheme)
-    cert = composed_epsilon(run, d, discretization=discretization, accountants=accs,
+    disc = cal.discretization
+    if not cal.pld_used:
+        accs = tuple(a for a in accs if a != "pld") or accs
+    cert = composed_epsilon(run, d, discretization=disc, accountants=accs,
                             two_sided=two_sided)
     clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
         # at the same discretisation as the answer, so the CLT's excess is not overstated
         at_clt = composed_epsilon(GaussianSteps.from_noise_multiplier(clt_sigma, t, rate,
                                                                       scheme), d,
-                                  discretization=discretization, accountants=accs,
+                                  discretization=disc, accountants=accs,
                                   two_sided=False).value
         from dpopt.accounting.gdp import epsilon_for_delta
 
