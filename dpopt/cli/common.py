@@ -3,9 +3,8 @@
 Every function turns a malformed input into a :class:`~dpopt.errors.DpoptError` whose message fits
 on one line (the CLI prints it and exits with status 2); nothing here prints.
 
-Spec syntax (used by ``--domain`` and documented in ``dpopt design --help``)::
-
-    KIND:KEY=VALUE,KEY=VALUE,...      e.g.  grid:lo=0,hi=1,n=5,d=2   box:lo=0,hi=1,d=3
+The domain spec grammar of ``--domain`` (``grid:lo=0,hi=1,n=5,d=2``, ``box:lo=0,hi=1,d=3``) and
+the description a design file carries are :mod:`dpopt.covariance.description`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeAlias, TypeVar
@@ -35,12 +34,9 @@ __all__ = [
     "dump_json",
     "format_float",
     "parse_float_list",
-    "parse_spec",
     "read_matrix",
     "read_points",
     "read_table",
-    "spec_float",
-    "spec_int",
     "write_text_safely",
 ]
 
@@ -73,64 +69,6 @@ COMMON = _common_parent()
 
 class UsageError(DpoptError):
     """A command-line input is unusable (missing file, file exists, bad spec ...)."""
-
-
-def parse_spec(text: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
-    """Split ``KIND:KEY=VALUE,...`` into ``(kind, {key: value})`` (kind lower-cased).
-
-    A bare ``KIND`` (no colon) gives an empty mapping. Keys must be unique and non-empty.
-    """
-    kind, sep, rest = text.strip().partition(":")
-    kind = kind.strip().lower()
-    if not kind:
-        raise InvalidParameterError(what, text, "must look like KIND:KEY=VALUE,... (empty kind)")
-    params: dict[str, str] = {}
-    if sep and rest.strip():
-        for item in rest.split(","):
-            key, eq, val = item.partition("=")
-            key, val = key.strip().lower(), val.strip()
-            if not eq or not key or not val:
-                raise InvalidParameterError(
-                    what, text, f"item {item.strip()!r} must look like KEY=VALUE"
-                )
-            if key in params:
-                raise InvalidParameterError(what, text, f"key {key!r} is given twice")
-            params[key] = val
-    return kind, params
-
-
-def spec_float(
-    params: Mapping[str, str], key: str, spec: str, default: float | None = None
-) -> float:
-    """Read a finite float ``key`` from a parsed spec (``default`` when absent, if given)."""
-    if key not in params:
-        if default is None:
-            raise InvalidParameterError("spec", spec, f"needs {key}=VALUE")
-        return default
-    try:
-        x = float(params[key])
-    except ValueError:
-        raise InvalidParameterError(key, params[key], f"must be a number (in {spec!r})") from None
-    if not math.isfinite(x):
-        raise InvalidParameterError(key, params[key], f"must be finite (in {spec!r})")
-    return x
-
-
-def spec_int(
-    params: Mapping[str, str], key: str, spec: str, default: int | None = None, low: int = 1
-) -> int:
-    """Read an integer ``key`` >= ``low`` from a parsed spec."""
-    if key not in params:
-        if default is None:
-            raise InvalidParameterError("spec", spec, f"needs {key}=INTEGER")
-        return default
-    try:
-        n = int(params[key])
-    except ValueError:
-        raise InvalidParameterError(key, params[key], f"must be an integer (in {spec!r})") from None
-    if n < low:
-        raise InvalidParameterError(key, n, f"must be >= {low} (in {spec!r})")
-    return n
 
 
 def parse_float_list(name: str, text: str) -> NDArray[np.float64]:

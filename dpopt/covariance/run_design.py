@@ -380,7 +380,7 @@ def diffusion_run(domain: Domain | ArrayLike, data: ArrayLike, steps: int, *,
     """
     from dpopt.accounting.composition import as_steps
     from dpopt.covariance.denoiser import posterior_mean
-    from dpopt.covariance.sensitivity import add_remove_set
+    from dpopt.covariance.sensitivity import TwoRecordVectors, add_remove_set
 
     t_count = as_steps("steps", steps)
     s_hi = as_scalar("sigma_max", sigma_max, low=0.0)
@@ -394,7 +394,13 @@ def diffusion_run(domain: Domain | ArrayLike, data: ArrayLike, steps: int, *,
     queries, sets = [], []
     for t in range(t_count):
         queries.append(point.copy())
-        sets.append(add_remove_set(domain, point, float(sig[t])))
+        step_set = add_remove_set(domain, point, float(sig[t]))
+        if not isinstance(step_set, TwoRecordVectors):
+            raise InvalidParameterError(
+                "domain", domain, "a diffusion run needs a finite domain here (a Grid, with the "
+                "records snapped to it: Grid.snap); per-step box designs are "
+                "design_covariance(add_remove_set(box, query, sigma), ...)")
+        sets.append(step_set)
         m = posterior_mean(x, point, float(sig[t]))
         if t + 1 < t_count:
             point = m + (sig[t + 1] / sig[t]) * (point - m)
