@@ -23,8 +23,21 @@ report the tightest and which one gave it:
     Privacy of the Sampled Gaussian Mechanism"; :mod:`dpopt.accounting.subsampled_rdp`),
     composed by addition and converted to (ε, δ); valid down to any δ.
 
-The inverses (:func:`largest_bound`, :func:`smallest_noise_multiplier`) bisect on q with the same
-never-optimistic accounting and re-check the answer they return.
+Every result is two-sided: :attr:`AccountingResult.lower` is a proven lower bound on the true
+value (the exact curve without subsampling; otherwise the lower end of the privacy-random-variable
+accountant of Gopi, Lee & Wutschitz, "Numerical Composition of Differential Privacy", for a pair
+of neighbours every sampling scheme realises — see :func:`lower_epsilon`).
+
+The inverses (:func:`calibrate_noise`, and :func:`largest_bound`,
+:func:`smallest_noise_multiplier` on top of it) search q coarse to fine — the RDP curve for a
+certified start, a coarse pessimistic PLD to bracket, the fine PLD only to finish — with the same
+never-optimistic accounting, check every answer they return, and refute a slightly larger q with
+the lower bound, so the exact answer is bracketed from both sides.
+
+Sampling schemes and their neighbouring relations are those of
+:class:`dpopt.relation.SamplingScheme`; ``"without_replacement"`` runs are stated over the
+replacement relation, whose ℓ2 sensitivity for records clipped to C is 2C
+(:func:`dpopt.relation.sensitivity_factor`).
 """
 
 from __future__ import annotations
