@@ -39,6 +39,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize
 
+from certificates.rounding import div_sqrt_up, step_up_until, sum_up
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting.subsampled_rdp import (
@@ -126,9 +127,7 @@ class GaussianSteps:
                               ) -> GaussianSteps:
         """Steps with noise multiplier σ (noise std / ℓ2 sensitivity): q = 1/σ², rounded up."""
         sigma = as_scalar("noise_multiplier", noise_multiplier, low=0.0)
-        q = 1.0 / (sigma * sigma)
-        while Fraction(q) * Fraction(sigma) ** 2 < 1:
-            q = math.nextafter(q, math.inf)
+        q = step_up_until(1.0 / (sigma * sigma), lambda v: Fraction(v) * Fraction(sigma) ** 2 >= 1)
         return cls(q, steps, sampling_rate, sampling)
 
     @property
@@ -189,11 +188,7 @@ def _as_run(releases: GaussianSteps | Sequence[GaussianSteps]) -> tuple[Gaussian
 
 def _total_bound(run: tuple[GaussianSteps, ...]) -> float:
     """Σ T_i q_i rounded up (exact rational sum)."""
-    exact = sum((r.steps * Fraction(r.bound) for r in run), Fraction(0))
-    total = float(exact)
-    while Fraction(total) < exact:
-        total = math.nextafter(total, math.inf)
-    return total
+    return sum_up(r.steps * Fraction(r.bound) for r in run)
 
 
 def _groups(run: tuple[GaussianSteps, ...]) -> tuple[tuple[float, float, int], ...]:
@@ -470,7 +465,4 @@ def smallest_noise_multiplier(epsilon: float, delta: float, steps: int,
     schedule: :math:`\sigma = 1/\sqrt q` for q of :func:`largest_bound`, rounded up."""
     q, how = largest_bound(epsilon, delta, steps, sampling_rate, sampling, rtol=rtol,
                            discretization=discretization, accountants=accountants)
-    sigma = 1.0 / math.sqrt(q)
-    while Fraction(sigma) ** 2 * Fraction(q) < 1:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma, how
+    return div_sqrt_up(1.0, q), how

@@ -20,9 +20,8 @@ from certificates.rigorous import (
     exact_dual_bound,
     exact_trace_product,
     ratio_upper_bound,
-    round_down,
-    round_up,
 )
+from certificates.rounding import round_down, round_up
 from solvers.cvx import solve_cvx
 from tests.canonical import CANONICAL, F1
 
