@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certificates.coupling import check_coupling, round_to_marginals
-from dpopt.errors import InvalidParameterError
+from certificates.errors import InvalidParameterError
 
 # R1 (MATH.md §2.8): quantile pieces and the exact Laplace moment at alpha=2, b=0.646254278
 P = np.array([0.5, 0.3, 0.2])

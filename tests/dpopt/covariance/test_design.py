@@ -225,3 +225,12 @@ def test_replacement_relation_designs_against_a_quarter_of_the_bound() -> None:
     assert rep.privacy.mahalanobis_bound <= 1.0
     with pytest.raises(InvalidParameterError, match="add_remove"):
         design_covariance(s, GDP(mu=1.0), relation="replace")
+
+
+def test_design_rejects_an_all_zero_source() -> None:
+    from certificates.problem import ArrayVectors
+    from dpopt.accounting.budgets import GDP
+    from dpopt.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="no noise is needed"):
+        design_covariance(ArrayVectors(np.zeros((4, 2))), GDP(mu=1.0))
