@@ -13,6 +13,7 @@ optimal covariance and the reduced-dual weights mu* (MATH.md §6.3).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,8 @@ from numpy.typing import NDArray
 
 from certificates.problem import CovarianceProgram
 
-__all__ = ["CANONICAL", "F1", "F1_HALF", "F2", "F3", "F4_RANKDEF", "CanonicalCase"]
+__all__ = ["CANONICAL", "F1", "F1_HALF", "F2", "F3", "F4_RANKDEF", "CanonicalCase",
+           "ChunkedArray"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,28 @@ F4_RANKDEF = CanonicalCase(
 
 #: The canonical set every backend must solve.
 CANONICAL: tuple[CanonicalCase, ...] = (F1, F1_HALF, F2, F3, F4_RANKDEF)
+
+
+class ChunkedArray:
+    """A :class:`~certificates.problem.VectorSource` over an array that yields tiny chunks
+    (``chunk`` vectors each, whatever size is asked for): the chunked passes of the solvers and
+    the checker are then exercised on a problem small enough to know its answer."""
+
+    def __init__(self, arr: NDArray[np.float64], chunk: int = 3) -> None:
+        self.arr = np.asarray(arr, dtype=np.float64)
+        self.chunk = chunk
+
+    @property
+    def count(self) -> int:
+        return int(self.arr.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.arr.shape[1])
+
+    def chunks(self, size: int = 3) -> Iterator[tuple[int, NDArray[np.float64]]]:
+        for start in range(0, self.count, self.chunk):
+            yield start, self.arr[start : start + self.chunk]
+
+    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
+        return self.arr[indices]

@@ -7,8 +7,6 @@ The candidates are closed-form optima with their stationarity duals
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import mpmath
 import numpy as np
 import pytest
@@ -19,7 +17,7 @@ from numpy.typing import NDArray
 from certificates.covariance import check
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProgram, FactoredDual
-from tests.canonical import F1, F2, F3, CanonicalCase
+from tests.canonical import F1, F2, F3, CanonicalCase, ChunkedArray
 from tests.certificates.closed_form import cube, floor_pair, pair
 
 
@@ -114,35 +112,13 @@ def test_floor_repair() -> None:
     assert good.certified and good.lower <= value <= good.upper
 
 
-class _Chunked:
-    """A VectorSource over an array, yielding tiny chunks (tests the chunked pass)."""
-
-    def __init__(self, arr: NDArray[np.float64]) -> None:
-        self.arr = arr
-
-    @property
-    def count(self) -> int:
-        return int(self.arr.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.arr.shape[1])
-
-    def chunks(self, size: int = 3) -> Iterator[tuple[int, NDArray[np.float64]]]:
-        for start in range(0, self.count, 3):
-            yield start, self.arr[start : start + 3]
-
-    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
-        return self.arr[indices]
-
-
 def test_vector_source_matches_array(f1_solution: _Pair) -> None:
     rng = np.random.default_rng(5)
     extra = rng.normal(size=(13, 3))  # slack vectors beside the binding cube
     extra *= 0.5 / np.max(np.linalg.norm(extra, axis=1))
     s = np.concatenate([F1.vectors, extra])
     prob_a = CovarianceProgram(s, F1.weight, 1.0)
-    prob_c = CovarianceProgram(_Chunked(s), F1.weight, 1.0)
+    prob_c = CovarianceProgram(ChunkedArray(s), F1.weight, 1.0)
     sol = f1_solution
     ca = check(prob_a, sol.covariance, sol.dual)
     cc = check(prob_c, sol.covariance, sol.dual)
@@ -151,7 +127,7 @@ def test_vector_source_matches_array(f1_solution: _Pair) -> None:
     s2 = s.copy()
     ratios = [v @ np.linalg.solve(sol.covariance, v) for v in s]
     s2[-1] = 1.5 * s[int(np.argmax(ratios))]
-    cbad = check(CovarianceProgram(_Chunked(s2), F1.weight, 1.0), sol.covariance, sol.dual)
+    cbad = check(CovarianceProgram(ChunkedArray(s2), F1.weight, 1.0), sol.covariance, sol.dual)
     assert cbad.primal_residual == pytest.approx(1.25, rel=1e-5)
 
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 from certificates.covariance import check
 from certificates.errors import CertificateError, InvalidParameterError
 from certificates.io import _canonical, read_certificate, verify_file, write_certificate
 from certificates.problem import CovarianceProgram, FactoredDual
-from tests.canonical import F1
+from tests.canonical import F1, ChunkedArray
 from tests.certificates.closed_form import kkt_dual
 
 
@@ -90,28 +88,8 @@ def test_edited_digit_rejected_by_recheck(tmp_path: Path, solved, key: str) -> N
         verify_file(path)
 
 
-class _Source:
-    def __init__(self, arr: NDArray[np.float64]) -> None:
-        self.arr = arr
-
-    @property
-    def count(self) -> int:
-        return int(self.arr.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.arr.shape[1])
-
-    def chunks(self, size: int = 2) -> Iterator[tuple[int, NDArray[np.float64]]]:
-        for s in range(0, self.count, 2):
-            yield s, self.arr[s : s + 2]
-
-    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
-        return self.arr[indices]
-
-
 def test_vector_source_file(tmp_path: Path) -> None:
-    prob = CovarianceProgram(_Source(F1.vectors), F1.weight, 1.0, 0.3)
+    prob = CovarianceProgram(ChunkedArray(F1.vectors, 2), F1.weight, 1.0, 0.3)
     assert F1.covariance is not None
     dual = kkt_dual(CovarianceProgram(F1.vectors, F1.weight, 1.0, 0.3), F1.covariance)
     cert = check(prob, F1.covariance, dual)
@@ -121,9 +99,9 @@ def test_vector_source_file(tmp_path: Path) -> None:
     write_certificate(path, prob, cert, dual, description="F1 cube vectors")
     with pytest.raises(CertificateError, match="source"):
         verify_file(path)
-    assert verify_file(path, source=_Source(F1.vectors)).certified
+    assert verify_file(path, source=ChunkedArray(F1.vectors, 2)).certified
     with pytest.raises(CertificateError, match="sha256"):
-        verify_file(path, source=_Source(2 * F1.vectors))
+        verify_file(path, source=ChunkedArray(2 * F1.vectors, 2))
 
 
 def test_garbage_file(tmp_path: Path) -> None:

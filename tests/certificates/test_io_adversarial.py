@@ -33,41 +33,19 @@ from certificates.covariance import check
 from certificates.errors import CertificateError
 from certificates.io import verify_file, write_certificate
 from certificates.problem import CovarianceProgram
-from tests.canonical import F1, F1_HALF, F3, CanonicalCase
+from tests.canonical import F1, F1_HALF, F3, CanonicalCase, ChunkedArray
 from tests.certificates import mutations as mu
 from tests.certificates.closed_form import kkt_dual
 from tests.certificates.io_reference import check_accepted
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-COUNTS: Counter[str] = Counter()
-
-
-class _Source:
-    def __init__(self, arr: NDArray[np.float64]) -> None:
-        self.arr = arr
-
-    @property
-    def count(self) -> int:
-        return int(self.arr.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.arr.shape[1])
-
-    def chunks(self, size: int = 3) -> Iterator[tuple[int, NDArray[np.float64]]]:
-        for s in range(0, self.count, 3):
-            yield s, self.arr[s : s + 3]
-
-    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
-        return self.arr[indices]
 
 
 @dataclass
 class Base:
     content: dict[str, Any]
     vectors: NDArray[np.float64]
-    source: _Source | None
+    source: ChunkedArray | None
     known: float
 
 
@@ -75,7 +53,7 @@ def _make(tmp: Path, name: str, vectors: NDArray[np.float64], weight: NDArray[np
           q: float, eta: float, rigorous: bool, known: float, sigma: NDArray[np.float64],
           unstored: bool = False) -> Base:
     """A file of the closed-form optimum ``sigma`` with its stationarity dual."""
-    src = _Source(vectors) if unstored else None
+    src = ChunkedArray(vectors) if unstored else None
     prob = CovarianceProgram(src if src is not None else vectors, weight, q, eta)
     dual = kkt_dual(CovarianceProgram(vectors, weight, q, eta), sigma)
     cert = check(prob, sigma, dual, rigorous=rigorous)
@@ -159,7 +137,6 @@ def _sweep(base: Base, tmp_path: Path, nudges: tuple[str, ...]) -> Counter[str]:
     for family, label, edited in mu.edits(base.content, nudges=nudges):
         result = _outcome(base, mu.render(edited, label=label), tmp_path / "e.json")
         seen[f"{family}:{result}"] += 1
-        COUNTS[family] += 1
         # claims that are false by construction must never be accepted
         if label.startswith(("claim/certified:str", "claim/lower:nan")):
             assert result == "rejected", label
@@ -200,7 +177,6 @@ def test_random_edits(bases: dict[str, Base], fast_dir: Path, data: st.DataObjec
     content = copy.deepcopy(base.content)
     for _ in range(data.draw(st.integers(1, 3), label="edits")):
         kind = data.draw(st.sampled_from(_KINDS), label="kind")
-        COUNTS[kind] += 1
         if kind == "claims":
             up = base.content["claim"]["upper"]
             field = data.draw(st.sampled_from(["lower", "upper", "gap", "certified", "rigorous",
@@ -253,8 +229,3 @@ def test_random_edits(bases: dict[str, Base], fast_dir: Path, data: st.DataObjec
             mu.put(content, path, value * 500 if value else [0.0] * 500)
     rehash = data.draw(st.booleans() | st.just(True), label="rehash")
     _outcome(base, mu.render(content, rehash=rehash), fast_dir / "h.json")
-
-
-def test_zz_report_counts() -> None:
-    """Print how many edited files each family generated in this process (run with -s)."""
-    print("\nedited certificate files per family:", dict(sorted(COUNTS.items())))

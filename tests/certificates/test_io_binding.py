@@ -26,7 +26,6 @@ from certificates.problem import CovarianceProgram, FactoredDual
 from tests.canonical import F1
 from tests.certificates.closed_form import pair
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["rigorous", "float"])
