@@ -39,8 +39,6 @@ from tests.certificates.closed_form import kkt_dual
 from tests.certificates.io_reference import check_accepted
 
 
-
-
 @dataclass
 class Base:
     content: dict[str, Any]

@@ -27,7 +27,6 @@ from tests.canonical import F1
 from tests.certificates.closed_form import pair
 
 
-
 @pytest.fixture(scope="module", params=[True, False], ids=["rigorous", "float"])
 def written(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], Any]:

@@ -18,7 +18,6 @@ from dpopt.cli import main
 from dpopt.covariance.design import Design
 
 
-
 def run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

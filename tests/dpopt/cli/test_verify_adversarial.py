@@ -41,8 +41,6 @@ from tests.certificates import mutations as mu
 from tests.certificates.io_reference import check_accepted, exact_sup, fmat
 
 
-
-
 def run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

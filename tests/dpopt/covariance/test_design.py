@@ -72,7 +72,7 @@ def test_budget_sequence_is_all_of(denoiser_set) -> None:  # type: ignore[no-unt
 
 
 def test_matches_canonical_and_scaling() -> None:
-    """Value scales as 1/q (v(q/2) = 2 v(q), MATH.md F1)."""
+    """Value scales as 1/q (v(q/2) = 2 v(q), F1)."""
     d1 = design_covariance(F1.vectors, ZCDP(rho=0.5), weight=F1.weight)
     d2 = design_covariance(F1.vectors, ZCDP(rho=0.25), weight=F1.weight)
     assert d1.certificate.lower <= F1.value <= d1.value
