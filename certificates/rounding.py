@@ -6,7 +6,7 @@ most :math:`\mu^2`, a composed bound at least :math:`\sum_t q_t`. Each helper he
 double and proves its side exactly, either with an error-free transformation (Dekker's product
 split, Knuth's two-sum: T. J. Dekker, "A floating-point technique for extending the available
 precision", Numer. Math. 18, 1971; D. E. Knuth, *The Art of Computer Programming*, vol. 2,
-§4.2.2) or in rational arithmetic (:class:`fractions.Fraction`, every double being an exact
+section 4.2.2) or in rational arithmetic (:class:`fractions.Fraction`, every double being an exact
 rational). Correctly rounded ``sqrt`` and division (IEEE 754) put the start within one unit in
 the last place, so the ulp steps below take at most a few iterations.
 
