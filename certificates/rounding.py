@@ -153,6 +153,12 @@ def _in_exact_range(mu: NDArray[np.float64]) -> NDArray[np.bool_]:
 def _sqrt_start(x: Fraction) -> float:
     r""":math:`\sqrt x` within a few ulps for any rational ``x > 0`` (scaled by a power of 4 to
     near 1 first, so no underflow or overflow spoils the start)."""
+    try:
+        f = float(x)
+    except OverflowError:
+        f = math.inf
+    if 1e-300 < f < 1e300:
+        return math.sqrt(f)
     k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
     scaled = x * Fraction(4) ** k if k >= 0 else x / Fraction(4) ** -k
     return math.ldexp(math.sqrt(float(scaled)), -k)
@@ -206,7 +212,16 @@ def sqrt_up(q: float | Fraction | NDArray[np.float64]) -> float | NDArray[np.flo
         return _sqrt_up_fraction(q)
     if isinstance(q, np.ndarray):
         return _sqrt_up_array(np.asarray(q, dtype=np.float64))
-    return float(_sqrt_up_array(np.asarray(float(q), dtype=np.float64))[()])
+    x = float(q)
+    if 1e-270 < x < 1e300:  # scalar fast path: Dekker's exact square in Python floats
+        m = math.sqrt(x)
+        p = m * m
+        split = m * 134217729.0
+        hi = split - (split - m)
+        lo = m - hi
+        err = ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
+        return m if (p - x) + err >= 0.0 else next_up(m)
+    return float(_sqrt_up_array(np.asarray(x, dtype=np.float64))[()])
 
 
 def sqrt_down(q: float | Fraction) -> float:
@@ -235,6 +250,15 @@ def square_down(mu: NDArray[np.float64]) -> NDArray[np.float64]: ...
 def square_down(mu: float | NDArray[np.float64]) -> float | NDArray[np.float64]:
     r"""A double :math:`\le \mu^2` (elementwise): ``fl(mu²)``, one ulp down unless provably
     :math:`\le \mu^2`. An overflowing square gives the largest double."""
+    if not isinstance(mu, np.ndarray):
+        m = abs(float(mu))
+        if 1e-137 < m < 1e150:  # scalar fast path: Dekker's exact square in Python floats
+            sq = m * m
+            split = m * 134217729.0
+            hi = split - (split - m)
+            lo = m - hi
+            rest = ((hi * hi - sq) + 2.0 * hi * lo) + lo * lo
+            return sq if rest >= 0.0 else math.nextafter(sq, 0.0)
     arr = np.asarray(mu, dtype=np.float64)
     p, err = two_square(arr)
     exact = _in_exact_range(np.abs(arr))

@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from certificates.rounding import next_up, round_down, round_up, sqrt_up, square_down
+from certificates.rounding import (
+    next_up,
+    round_down,
+    round_up,
+    sqrt_up,
+    square_down,
+    step_up_until,
+)
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting._arrays import FloatOrArray, broadcast, finish, real_array
@@ -699,8 +706,13 @@ class PrivacyReport:
             )
         q = Fraction(self.bound)
         flat = out.reshape(-1)
-        for i, ai in enumerate(a.reshape(-1)):
-            flat[i] = round_up(Fraction(float(ai)) * q / 2)  # round up (safe side)
+        for i, (ai, vi) in enumerate(zip(a.reshape(-1), flat, strict=True)):
+            exact = Fraction(float(ai)) * q
+
+            def covers(v: float, exact: Fraction = exact) -> bool:
+                return Fraction(v) * 2 >= exact
+
+            flat[i] = step_up_until(float(vi), covers)  # round up (safe side)
         return finish(flat.reshape(out.shape))
 
     def _mu_up(self) -> NDArray[np.float64]:

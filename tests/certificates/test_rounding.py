@@ -169,3 +169,10 @@ def test_sqrt_of_a_fraction_far_outside_the_double_range_of_its_square(x: Fracti
     up, down = sqrt_up(x), sqrt_down(x)
     assert Fraction(up) ** 2 >= x > Fraction(next_down(up)) ** 2
     assert Fraction(down) ** 2 <= x < Fraction(next_up(down)) ** 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(mu=st.lists(POSITIVE, min_size=1, max_size=8))
+def test_square_down_scalar_fast_path_is_the_array_path(mu: list[float]) -> None:
+    arr = square_down(np.array(mu))
+    assert [float(v) for v in arr] == [square_down(v) for v in mu]
