@@ -737,7 +737,8 @@ def rdp_to_dp_improved(
     .. math:: \varepsilon = \min_{\alpha>1}\; \varepsilon_\alpha + \frac{\log(1/\delta)
               - \log\alpha}{\alpha-1} + \log(1 - 1/\alpha)
 
-    (also Balle et al. 2020), optimised over continuous α (grid in log(α-1), then
+    (also Balle, Barthe, Gaboardi, Hsu and Sato, "Hypothesis Testing Interpretations and Rényi
+    Differential Privacy"), optimised over continuous α (grid in log(α-1), then
     bounded Brent) or over the given ``orders``. Results are clipped at 0. Parameters as in
     :func:`rdp_to_dp_mironov`. Any α gives a valid bound, so an imperfect optimisation only loses
     tightness, never validity.
