@@ -7,6 +7,8 @@ Imports nothing from ``dpopt`` or ``solvers`` and never trusts a solver's status
   feasibility; ``rigorous=True`` accounts for every rounding error.
 - :func:`write_certificate` / :func:`read_certificate` / :func:`verify_file`: JSON certificate
   files, re-checked from scratch on load (:func:`parse_certificate`: the unverified parse).
+- :func:`certified_box_sup` proves an upper bound (and an attained lower bound) on the sup of
+  the two-record form :math:`t_g(x, y)^\\top A\\, t_g(x, y)` over every pair of records in a box.
 - :func:`check_coupling` certifies an optimal-transport coupling used by Rényi Pufferfish
   calibration (exact marginals, log-domain average cost).
 - :func:`divergence_bounds` proves two-sided bounds on the Rényi divergence of two noisy discrete
@@ -14,6 +16,7 @@ Imports nothing from ``dpopt`` or ``solvers`` and never trusts a solver's status
   :func:`verify_mixture_file` check a tight Pufferfish calibration and its JSON file.
 """
 
+from certificates.box_sup import BoxSup, certified_box_sup, two_record_form_bounds
 from certificates.coupling import (
     CouplingCertificate,
     check_coupling,
@@ -40,6 +43,7 @@ from certificates.renyi_mixture import (
 
 __all__ = [
     "ArrayVectors",
+    "BoxSup",
     "CertificateFile",
     "CouplingCertificate",
     "CovarianceCertificate",
@@ -48,6 +52,7 @@ __all__ = [
     "FactoredDual",
     "MixtureCertificate",
     "VectorSource",
+    "certified_box_sup",
     "check",
     "check_calibration",
     "check_coupling",
@@ -57,6 +62,7 @@ __all__ = [
     "primal_ratio",
     "read_certificate",
     "round_to_marginals",
+    "two_record_form_bounds",
     "verify_file",
     "verify_mixture_file",
     "write_certificate",

@@ -22,9 +22,10 @@ Functions
 :func:`sqrt_up`, :func:`sqrt_down`, :func:`square_down`
     :math:`\sqrt q` rounded up / down, :math:`\mu^2` rounded down (arrays or scalars; a
     :class:`~fractions.Fraction` argument of the square roots is taken exactly).
-:func:`div_sqrt_up`
+:func:`div_sqrt_up`, :func:`div_sqrt_down`
     The least double :math:`\sigma` with :math:`\sigma^2 q \ge a^2`, i.e. :math:`a/\sqrt q`
-    rounded up (a noise scale from a sensitivity and a bound).
+    rounded up (a noise scale from a sensitivity and a bound), and the greatest with
+    :math:`\sigma^2 q \le a^2`.
 :func:`add_up`, :func:`sum_up`
     A sum rounded up.
 
@@ -52,6 +53,7 @@ from certificates.errors import InvalidParameterError
 
 __all__ = [
     "add_up",
+    "div_sqrt_down",
     "div_sqrt_up",
     "next_down",
     "next_up",
@@ -288,6 +290,22 @@ def div_sqrt_up(a: float, q: float) -> float:
     s = step_up_until(float(a) / math.sqrt(q), ok)
     while s > 0.0 and ok(next_down(s)):
         s = next_down(s)
+    return s
+
+
+def div_sqrt_down(a: float, q: float) -> float:
+    r"""The largest double :math:`\sigma` with :math:`\sigma^2 q \le a^2` exactly: :math:`a/\sqrt
+    q` rounded down (``a >= 0``, ``q > 0``)."""
+    if not q > 0.0:
+        raise InvalidParameterError("q", q, "must be > 0")
+    fa, fq = Fraction(a) ** 2, Fraction(q)
+
+    def ok(s: float) -> bool:
+        return Fraction(s) ** 2 * fq <= fa
+
+    s = step_down_until(float(a) / math.sqrt(q), ok)
+    while ok(next_up(s)):
+        s = next_up(s)
     return s
 
 

@@ -16,6 +16,10 @@ says it, as a JSON object tagged :data:`DESCRIPTION_TAG`:
   separated by ``;``: ``box:lo=0;0,hi=1;2``) or as the points of a finite domain themselves;
 - the sensitivity set: the two-record vectors of the ideal denoiser at a query point with its
   noise level (Theorem 1 of the paper above), or the uniform-query differences (Corollary 1);
+  or ``two-record-box``: records anywhere in a box (the continuous set), with the ``pairs`` of
+  records of the working set whose vectors the file stores (they carry the lower bound); the
+  verifier then re-derives the certified sup over the whole box from (box, query, sigma,
+  covariance) alone;
 - the neighbouring relation the budget is stated for, and the budget specs of
   :func:`dpopt.accounting.budgets.parse_budget`, with the label and bound they define.
 
@@ -58,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover - imported lazily (the CLI's start-up stay
     from dpopt.accounting.budgets import Budget
     from dpopt.covariance.design import Design
     from dpopt.covariance.domains import Box, Domain, Grid
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet
     from dpopt.relation import RelationLike
 
 __all__ = [
@@ -65,6 +70,7 @@ __all__ = [
     "DESCRIPTION_TAG",
     "SETS",
     "DesignDescription",
+    "box_set_from_description",
     "budget_from_description",
     "budget_specs",
     "describe",
@@ -87,7 +93,9 @@ _OLD_TAG = "dpopt-cli-design/1"
 #: :meth:`Design.save() <dpopt.covariance.design.Design.save>` (``"python"``).
 COMMANDS = ("design", "demo", "python")
 #: The sensitivity sets a description can state.
-SETS = ("two-record", "uniform-query")
+SETS = ("two-record", "uniform-query", "two-record-box")
+#: The set whose description also holds the working set's ``pairs`` (records in the box).
+BOX_SET = "two-record-box"
 _RELATIONS = ("add_remove", "replacement")
 _KEYS = (
     "tag", "command", "domain", "domain_points", "header", "set", "query", "sigma", "relation",
@@ -320,6 +328,9 @@ class DesignDescription:
         The budget's Mahalanobis bound (must equal the one the specs define).
     budget_specs : tuple of str
         Specs of :func:`dpopt.accounting.budgets.parse_budget`; several: all must hold.
+    pairs : ndarray, shape (k, 2d), or None
+        For ``set == "two-record-box"`` only: the working set, row ``[x, y]`` per pair of records
+        in the box (the file's vectors are :math:`t_g(x, y)`).
     """
 
     command: str
@@ -333,6 +344,7 @@ class DesignDescription:
     budget: str
     budget_bound: float
     budget_specs: tuple[str, ...]
+    pairs: NDArray[np.float64] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the domain points and the tag)."""
@@ -352,6 +364,8 @@ class DesignDescription:
                 self.domain_points, dtype=np.float64).tolist(),
             "header": self.header,
         }
+        if self.pairs is not None:
+            raw["pairs"] = np.asarray(self.pairs, dtype=np.float64).tolist()
         return json.dumps(raw, sort_keys=True, allow_nan=False)
 
 
@@ -427,6 +441,8 @@ def parse_description(text: str | None) -> DesignDescription | None:
         if tag not in (DESCRIPTION_TAG, _OLD_TAG):
             _bad("tag", f"{str(tag)[:40]!r} is not a description this dpopt can check")
         keys = _KEYS if tag == DESCRIPTION_TAG else _OLD_KEYS
+        if tag == DESCRIPTION_TAG and raw.get("set") == BOX_SET:
+            keys = (*keys, "pairs")
         if tag == _OLD_TAG and "adjacency" in raw and "relation" not in raw:
             adj = raw.pop("adjacency")
             raw["relation"] = _OLD_ADJACENCY.get(adj, adj) if type(adj) is str else adj
@@ -440,7 +456,12 @@ def parse_description(text: str | None) -> DesignDescription | None:
         header = raw.get("header")
         if header is not None and type(header) is not bool:
             _bad("header", "must be true, false or null")
-        if kind == "two-record":
+        pairs = None
+        if kind == BOX_SET:
+            pairs = _floats("pairs", raw["pairs"], 2)
+            if pts is not None:
+                _bad("domain_points", "must be null for a box (the domain is its spec)")
+        if kind in ("two-record", BOX_SET):
             query: NDArray[np.float64] | None = _floats("query", raw["query"], 1)
             sigma: float | None = _num("sigma", raw["sigma"])
         else:
@@ -457,7 +478,7 @@ def parse_description(text: str | None) -> DesignDescription | None:
             relation=_str("relation", raw["relation"], _RELATIONS),
             budget=_str("budget", raw["budget"]),
             budget_bound=_num("budget_bound", raw["budget_bound"]),
-            budget_specs=tuple(specs),
+            budget_specs=tuple(specs), pairs=pairs,
         )
     except _Bad as exc:
         raise CertificateError(f"malformed design description: {exc}") from None
@@ -469,22 +490,54 @@ def parse_description(text: str | None) -> DesignDescription | None:
 def sensitivity_from_description(desc: DesignDescription) -> VectorSource:
     """Regenerate the sensitivity set a description states (a VectorSource).
 
+    For ``two-record-box`` these are the working set's vectors :math:`t_g(x, y)` of the stored
+    pairs (each pair must lie in the box); the continuous set itself is
+    :func:`box_set_from_description`.
+
     Raises
     ------
     DpoptError
         The description names a domain or parameters dpopt cannot build.
     """
+    from certificates.problem import ArrayVectors
     from dpopt.covariance import domains, sensitivity
 
+    if desc.set == BOX_SET:
+        sset = box_set_from_description(desc)
+        pairs = desc.pairs
+        d = sset.dim
+        if pairs is None or pairs.ndim != 2 or pairs.shape[1] != 2 * d or pairs.shape[0] < 1:
+            raise CertificateError(f"a box description needs pairs, rows of 2 d = {2 * d} numbers")
+        return ArrayVectors(sset.vectors(pairs[:, :d], pairs[:, d:]))
     if desc.domain_points is not None:
         domain: Domain = domains.FinitePoints(desc.domain_points)
     else:
         domain = domain_from_spec(desc.domain)
     if desc.set == "uniform-query":
-        return sensitivity.uniform_query_set(domain)
+        uq = sensitivity.uniform_query_set(domain)
+        if isinstance(uq, sensitivity.EllipsoidDifferences):  # pragma: no cover - no spec yet
+            raise CertificateError("an ellipsoid has no description")
+        return uq
     if desc.query is None or desc.sigma is None:
         raise CertificateError("a two-record description needs its query and sigma")
-    return sensitivity.add_remove_set(domain, desc.query, desc.sigma)
+    if isinstance(domain, domains.Box):
+        raise CertificateError(
+            "a two-record description over a box must be a 'two-record-box' set (with its pairs)")
+    return sensitivity.TwoRecordVectors(domain, desc.query, desc.sigma)
+
+
+def box_set_from_description(desc: DesignDescription) -> BoxTwoRecordSet:
+    """The continuous set (records anywhere in the box) of a ``two-record-box`` description."""
+    from dpopt.covariance import domains, sensitivity
+
+    if desc.set != BOX_SET:
+        raise CertificateError(f"the description's set is {desc.set!r}, not {BOX_SET!r}")
+    domain = domain_from_spec(desc.domain)
+    if not isinstance(domain, domains.Box):
+        raise CertificateError(f"a {BOX_SET} description needs a box: spec, got {desc.domain!r}")
+    if desc.query is None or desc.sigma is None:
+        raise CertificateError("a two-record description needs its query and sigma")
+    return sensitivity.BoxTwoRecordSet(domain, desc.query, desc.sigma)
 
 
 def budget_from_description(desc: DesignDescription) -> Budget:
@@ -565,6 +618,7 @@ def describe(
     command: str = "python",
     domain_label: str | None = None,
     header: bool | None = None,
+    pairs: NDArray[np.float64] | None = None,
 ) -> DesignDescription | None:
     """The description of a design over ``sensitivity`` for ``budget``, or ``None``.
 
@@ -576,7 +630,8 @@ def describe(
     spec, any other one as its points (labelled ``domain_label``, default ``"points"``). The
     result is checked: the set it regenerates has the same count and dimension, and the budget
     specs recompute the same label and bound; otherwise (also for plain arrays or a budget
-    without a spec) ``None``.
+    without a spec) ``None``. A :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet` needs
+    ``pairs`` (the working set, rows ``[x, y]``; see :attr:`DesignDescription.pairs`).
     """
     from dpopt.covariance import sensitivity as sens
     from dpopt.relation import as_relation
@@ -588,7 +643,15 @@ def describe(
     sigma: float | None = None
     points: NDArray[np.float64] | None = None
     spec: str | None
-    if isinstance(sensitivity, sens.BoxVertexDifferences):
+    count = None
+    if isinstance(sensitivity, sens.BoxTwoRecordSet):
+        kind, spec = BOX_SET, domain_spec(sensitivity.box)
+        if spec is None or pairs is None:
+            return None
+        pairs = np.array(pairs, dtype=np.float64)
+        count = int(pairs.shape[0])
+        query, sigma = np.array(sensitivity.query, dtype=np.float64), sensitivity.sigma
+    elif isinstance(sensitivity, sens.BoxVertexDifferences):
         kind, spec = "uniform-query", domain_spec(sensitivity.box)
         if spec is None:
             return None
@@ -611,10 +674,12 @@ def describe(
         domain_points=points, header=header, set=kind, query=query, sigma=sigma,
         relation=as_relation(relation).value, budget=str(budget.describe()),
         budget_bound=float(budget.mahalanobis_bound()), budget_specs=specs,
+        pairs=pairs if kind == BOX_SET else None,
     )
     back = sensitivity_from_description(desc)
-    if (int(back.count), int(back.dim)) != (int(sensitivity.count),  # type: ignore[attr-defined]
-                                            int(sensitivity.dim)):  # type: ignore[attr-defined]
+    if count is None:
+        count = int(getattr(sensitivity, "count", -1))
+    if (int(back.count), int(back.dim)) != (count, int(getattr(sensitivity, "dim", -1))):
         return None
     return desc
 
@@ -628,4 +693,10 @@ def describe_design(design: Design) -> DesignDescription | None:
     budget = getattr(design, "budget", None)
     if budget is None:
         return None
+    coverage = getattr(design, "coverage", None)
+    if coverage is not None:
+        if not hasattr(coverage, "pairs_x"):
+            return None  # an ellipsoid: no description yet (Design.save refuses)
+        return describe(coverage.sensitivity, budget, relation=design.relation,
+                        pairs=np.hstack([coverage.pairs_x, coverage.pairs_y]))
     return describe(design.program.vectors, budget, relation=design.relation)

@@ -46,6 +46,7 @@ from dpopt.covariance import description
 from dpopt.errors import CertificateError, DpoptError
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily below (the CLI's start-up stays light)
+    from certificates.box_sup import BoxSup
     from certificates.problem import VectorSource
     from dpopt.accounting.budgets import Budget
     from dpopt.covariance.description import DesignDescription
@@ -94,6 +95,10 @@ class VerifiedDesignFile:
         The Mahalanobis bound the design guarantees for its neighbouring relation:
         :func:`dpopt.relation.replacement_sup` of the stored ``q`` (times 4 for replacement).
     relation : {"add_remove", "replacement"}
+    box_sup : BoxSup or None
+        For a ``two-record-box`` description (records anywhere in a box): the certified sup over
+        every pair of records in the box at the file's covariance, re-derived from the box, the
+        query, sigma and the covariance alone (``box_sup.upper <= q``).
     """
 
     certificate: CovarianceCertificate
@@ -104,6 +109,7 @@ class VerifiedDesignFile:
     budget_bound: float | None
     guaranteed_bound: float
     relation: str
+    box_sup: BoxSup | None = None
 
 
 def verify_design_file(
@@ -224,6 +230,9 @@ def _verify_design_file(path: str | os.PathLike[str], source: Any, budget: Any,
                             f"of the given budget {budget.describe()} ({relation.value})")
         if checked_budget is None:
             checked_budget, q_budget = budget, q_user
+    box_sup = None
+    if desc is not None and desc.set == description.BOX_SET and not problems:
+        box_sup = _check_box(desc, cert, cf.bound, name)
     if problems:
         raise CertificateError(f"{name} rejected: " + "; ".join(problems))
     vectors = cf.problem.vectors if cf.problem is not None else vectors_for_check
@@ -233,4 +242,22 @@ def _verify_design_file(path: str | os.PathLike[str], source: Any, budget: Any,
         certificate=cert, file=replace(cf, certificate=cert), description=desc, vectors=vectors,
         budget=checked_budget, budget_bound=q_budget,
         guaranteed_bound=replacement_sup(cf.bound, relation), relation=relation.value,
+        box_sup=box_sup,
     )
+
+
+def _check_box(desc: DesignDescription, cert: CovarianceCertificate, bound: float,
+               name: str) -> BoxSup:
+    """Re-derive the certified sup over every pair of records in the described box at the
+    file's covariance (from the box, query, sigma and covariance alone) and require it <= q."""
+    try:
+        sset = description.box_set_from_description(desc)
+        res = sset.sup(np.array(cert.repaired_covariance, dtype=np.float64), tol=0.0,
+                       stop_below=bound)
+    except (DpoptError, ValueError, ArithmeticError) as exc:
+        raise CertificateError(f"{name} rejected: cannot bound the box sup: {exc}") from None
+    if not res.upper <= bound:
+        raise CertificateError(
+            f"{name} rejected: the certified sup over the box {res.upper!r} exceeds q = "
+            f"{bound!r}: records in the box are not covered by the stored covariance")
+    return res

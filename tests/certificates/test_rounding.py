@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.rounding import (
     add_up,
+    div_sqrt_down,
     div_sqrt_up,
     next_down,
     next_up,
@@ -176,3 +177,13 @@ def test_sqrt_of_a_fraction_far_outside_the_double_range_of_its_square(x: Fracti
 def test_square_down_scalar_fast_path_is_the_array_path(mu: list[float]) -> None:
     arr = square_down(np.array(mu))
     assert [float(v) for v in arr] == [square_down(v) for v in mu]
+
+
+@settings(max_examples=100, deadline=None)
+@given(a=st.floats(min_value=1e-150, max_value=1e150),
+       q=st.floats(min_value=1e-150, max_value=1e150))
+def test_div_sqrt_down_is_the_greatest_scale_below(a: float, q: float) -> None:
+    s = div_sqrt_down(a, q)
+    assert Fraction(s) ** 2 * Fraction(q) <= Fraction(a) ** 2
+    assert Fraction(next_up(s)) ** 2 * Fraction(q) > Fraction(a) ** 2
+    assert s <= div_sqrt_up(a, q)
