@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from certificates.roots import BracketError, bracket_increasing
 from certificates.rounding import div_sqrt_down, div_sqrt_up, step_up_until, sum_up
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
@@ -526,25 +527,13 @@ def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: flo
     def g(x: float) -> float:
         return float(eps_of(math.exp(x))) - target
 
-    x0 = math.log(q0)
-    if g(x0) <= 0.0:
-        lo, step = x0, math.log(1.25)
-        while True:
-            hi = min(lo + step, math.log(MAX_BOUND))
-            if g(hi) > 0.0:
-                break
-            if hi >= math.log(MAX_BOUND):
-                return MAX_BOUND
-            lo, step = hi, 2.0 * step
-    else:
-        hi, step = x0, math.log(1.25)
-        while True:
-            lo = hi - step
-            if lo < math.log(MIN_BOUND):
-                raise InfeasibleError(what)
-            if g(lo) <= 0.0:
-                break
-            hi, step = lo, 2.0 * step
+    try:
+        lo, hi = bracket_increasing(g, math.log(q0), step=math.log(1.25),
+                                    low=math.log(MIN_BOUND), high=math.log(MAX_BOUND))
+    except BracketError as exc:
+        if exc.side == "high":
+            return MAX_BOUND
+        raise InfeasibleError(what) from None
     tol = math.log1p(rtol) / 4.0
     if hi - lo > tol:
         root = float(optimize.brentq(g, lo, hi, xtol=tol, rtol=1e-15, maxiter=200))
