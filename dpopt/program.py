@@ -10,10 +10,10 @@ The :class:`CovarianceProgram` here is the new program type with the earlier met
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from certificates._deprecated import warn_module, warn_moved
 
@@ -41,14 +41,14 @@ class CovarianceProgram(_Program):
         return self
 
     def solve(self, method: str = "auto", form: str = "primal", *, tol: float = 1e-8,
-              **options: Any) -> Solution:
+              **options: object) -> Solution:
         """Deprecated: :func:`solvers.api.solve` ``(program, method=..., form=..., tol=...)``."""
         from solvers.api import solve
 
         warn_moved("CovarianceProgram.solve", "solvers.api.solve(program, ...)")
         return solve(self, method=method, form=form, tol=tol, **options)
 
-    def check(self, covariance: Any, dual: FactoredDual | None, *, tol: float = 1e-6,
+    def check(self, covariance: ArrayLike, dual: FactoredDual | None, *, tol: float = 1e-6,
               rigorous: bool = False) -> CovarianceCertificate:
         """Deprecated: :func:`certificates.covariance.check` ``(program, covariance, dual)``."""
         from certificates.covariance import check
