@@ -24,6 +24,12 @@ Registered kinds
     :func:`certificates.renyi_mixture.verify_mixture_file` (every Rényi divergence bound
     re-proved from the stored laws).
 
+``dpopt-diffusion-run/1`` — *private sampling run*
+    Written by ``dpopt sample -o run.json`` and :func:`dpopt.diffusion.record.save_record`:
+    every release of a private diffusion sampling run. Checked by
+    :func:`dpopt.diffusion.record.verify_run_file` (queries replayed, each covariance
+    re-checked at its query over the domain's two-record set, the composition recomputed).
+
 Adding a kind
 -------------
 A kind is a format tag, a human name and a verifier ``verifier(path, content, options) ->
@@ -149,6 +155,8 @@ BUILTIN_KINDS: Mapping[str, tuple[str, str]] = {
         "covariance design", "dpopt.verification:verify_covariance_design"),
     "dpopt-renyi-mixture-certificate/1": (
         "tight Pufferfish calibration", "dpopt.verification:verify_tight_pufferfish"),
+    "dpopt-diffusion-run/1": (
+        "private sampling run", "dpopt.diffusion.record:verify_run_file"),
 }
 
 _REGISTRY: dict[str, CertificateKind] = {

@@ -19,7 +19,7 @@ INDEX = ROOT / "docs" / "reference" / "index.md"
 BEGIN, END = "<!-- api-table:begin -->", "<!-- api-table:end -->"
 
 #: The packages whose ``__all__`` is the public API.
-PACKAGES = ("dpopt", "dpopt.accounting", "dpopt.covariance", "dpopt.pufferfish",
+PACKAGES = ("dpopt", "dpopt.accounting", "dpopt.covariance", "dpopt.diffusion", "dpopt.pufferfish",
             "dpopt.datasets", "dpopt.experiments", "solvers", "certificates")
 
 
