@@ -65,6 +65,7 @@ working set; a vector parallel to a working-set atom and longer replaces it.
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,7 +354,7 @@ def _lower_inverse(chol: FloatArray) -> FloatArray:
 _CONTROLLER: list[ThreadpoolController] = []
 
 
-def blas_limits(threads: int) -> Any:
+def blas_limits(threads: int) -> AbstractContextManager[object]:
     """A context limiting the BLAS thread pools to ``threads`` (``threadpoolctl``).
 
     The loaded BLAS libraries are found once per process (reading the process's memory map costs
@@ -361,7 +362,8 @@ def blas_limits(threads: int) -> Any:
     context then costs microseconds. Batches enter it once for all their solves."""
     if not _CONTROLLER:
         _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=threads, user_api="blas")
+    limiter: AbstractContextManager[object] = _CONTROLLER[0].limit(limits=threads, user_api="blas")
+    return limiter
 
 
 # ------------------------------------------------------------------------------------------------
@@ -406,7 +408,9 @@ def solve_structured(
         slower, by 10x on a loaded 2-core machine; the benchmark figures are for one thread.
     executor : PassExecutor, optional
         Runs the full passes over the vectors (:mod:`solvers.passes`); in this process by
-        default.
+        default. A small in-memory array without a noise floor (``J d`` at most ``2**18``) is
+        solved in memory whatever the executor (it has no passes worth distributing), so the
+        answer is the in-process one to the last digit.
     warm_start : WarmStart, optional
         Start column generation from these vectors and weights (e.g.
         ``WarmStart.from_solution`` of a neighbouring problem): the first working set holds
@@ -459,7 +463,9 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
-    if (run.eta == 0 and run.dim > 1 and executor is IN_PROCESS
+    # whatever the executor: a small in-memory array has nothing worth distributing, and one path
+    # for it keeps a distributed solve bit-for-bit the in-process one
+    if (run.eta == 0 and run.dim > 1
             and isinstance(run.source, ArrayVectors) and run.source.count * run.dim <= _SMALL_MAX):
         small = _small(run, problem)
         if small is not None:

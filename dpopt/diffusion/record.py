@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,6 +44,10 @@ from dpopt.covariance.sensitivity import BoxTwoRecordSet
 from dpopt.diffusion.sampler import step_update
 from dpopt.diffusion.schedules import Schedule
 from dpopt.diffusion.sets import release_set
+
+if TYPE_CHECKING:
+    from dpopt.verification import Verification, VerifyOptions
+
 
 __all__ = ["FORMAT", "RunVerification", "load_record", "save_record", "verify_record",
            "verify_run_file"]
@@ -316,7 +320,8 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
                            privacy=PrivacyReport(bound))
 
 
-def verify_run_file(path: Path, content: dict[str, Any], options: Any) -> Any:
+def verify_run_file(path: Path, content: dict[str, Any],
+                    options: VerifyOptions) -> Verification:
     """Verifier of ``dpopt-diffusion-run/1`` files for :func:`dpopt.verification.verify`
     (``dpopt verify run.json``): :func:`verify_record` on the decoded file; raises
     :class:`CertificateError` naming the first failed release when the record does not hold."""

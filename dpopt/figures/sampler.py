@@ -21,10 +21,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from dpopt.diffusion.sampler import PrivateSamples
 
 __all__ = ["MUS", "plot_quality", "plot_run", "quality_sweep", "sampler_figure"]
 
@@ -38,7 +41,7 @@ def _unit_grid(n: int = 20) -> Any:
     return Grid(np.zeros(2), np.ones(2), (n, n))
 
 
-def plot_run(out: Any, path: str | Path, *, data: np.ndarray | None = None) -> Path:
+def plot_run(out: PrivateSamples, path: str | Path, *, data: np.ndarray | None = None) -> Path:
     """Draw a :class:`~dpopt.diffusion.sampler.PrivateSamples`: the samples (and, for the data
     holder's eyes only, ``data``) and the per-step error against the baselines."""
     import matplotlib
