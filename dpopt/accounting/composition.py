@@ -53,6 +53,8 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from certificates.roots import BracketError, bracket_increasing
+from certificates.rounding import div_sqrt_down, div_sqrt_up, step_up_until, sum_up
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting.subsampled_rdp import (
@@ -166,8 +168,7 @@ class GaussianSteps:
         if not math.isfinite(q):
             raise InvalidParameterError("noise_multiplier", noise_multiplier,
                                         "is too small: 1/σ² overflows double precision")
-        while Fraction(q) * Fraction(sigma) ** 2 < 1:
-            q = math.nextafter(q, math.inf)
+        q = step_up_until(q, lambda v: Fraction(v) * Fraction(sigma) ** 2 >= 1)
         scheme = as_sampling(sampling)
         return cls(replacement_sup(q, scheme.relation), steps, sampling_rate, scheme)
 
@@ -275,11 +276,7 @@ def _scheme(run: tuple[GaussianSteps, ...]) -> SamplingScheme:
 
 def _total_bound(run: tuple[GaussianSteps, ...]) -> float:
     """Σ T_i q_i rounded up (exact rational sum)."""
-    exact = sum((r.steps * Fraction(r.bound) for r in run), Fraction(0))
-    total = float(exact)
-    while Fraction(total) < exact:
-        total = math.nextafter(total, math.inf)
-    return total
+    return sum_up(r.steps * Fraction(r.bound) for r in run)
 
 
 def _groups(run: tuple[GaussianSteps, ...]) -> tuple[tuple[float, float, int], ...]:
@@ -549,25 +546,13 @@ def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: flo
     def g(x: float) -> float:
         return float(eps_of(math.exp(x))) - target
 
-    x0 = math.log(q0)
-    if g(x0) <= 0.0:
-        lo, step = x0, math.log(1.25)
-        while True:
-            hi = min(lo + step, math.log(MAX_BOUND))
-            if g(hi) > 0.0:
-                break
-            if hi >= math.log(MAX_BOUND):
-                return MAX_BOUND
-            lo, step = hi, 2.0 * step
-    else:
-        hi, step = x0, math.log(1.25)
-        while True:
-            lo = hi - step
-            if lo < math.log(MIN_BOUND):
-                raise InfeasibleError(what)
-            if g(lo) <= 0.0:
-                break
-            hi, step = lo, 2.0 * step
+    try:
+        lo, hi = bracket_increasing(g, math.log(q0), step=math.log(1.25),
+                                    low=math.log(MIN_BOUND), high=math.log(MAX_BOUND))
+    except BracketError as exc:
+        if exc.side == "high":
+            return MAX_BOUND
+        raise InfeasibleError(what) from None
     tol = math.log1p(rtol) / 4.0
     if hi - lo > tol:
         root = float(optimize.brentq(g, lo, hi, xtol=tol, rtol=1e-15, maxiter=200))
@@ -662,11 +647,7 @@ class NoiseCalibration:
     @property
     def noise_multiplier(self) -> float:
         """Certified σ = noise std / C for records clipped to C (factor/√q, rounded up)."""
-        f = Fraction(sensitivity_factor(self.relation))
-        sigma = float(f) / math.sqrt(self.bound)
-        while Fraction(sigma) ** 2 * Fraction(self.bound) < f * f:
-            sigma = math.nextafter(sigma, math.inf)
-        return sigma
+        return div_sqrt_up(float(sensitivity_factor(self.relation)), self.bound)
 
     @property
     def noise_multiplier_lower(self) -> float:
@@ -674,11 +655,7 @@ class NoiseCalibration:
         nothing was refuted)."""
         if self.refuted_bound is None:
             return 0.0
-        f = Fraction(sensitivity_factor(self.relation))
-        sigma = float(f) / math.sqrt(self.refuted_bound)
-        while Fraction(sigma) ** 2 * Fraction(self.refuted_bound) > f * f:
-            sigma = math.nextafter(sigma, 0.0)
-        return sigma
+        return div_sqrt_down(float(sensitivity_factor(self.relation)), self.refuted_bound)
 
     @property
     def noise_multiplier_interval(self) -> tuple[float, float]:

@@ -29,12 +29,11 @@ import math
 import warnings
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 from scipy import optimize
 
-from certificates.validate import as_scalar
+from certificates.validate import as_int, as_scalar
 from dpopt.accounting.composition import (
     ACCOUNTANTS,
     GaussianSteps,
@@ -42,7 +41,7 @@ from dpopt.accounting.composition import (
     calibrate_noise,
     composed_epsilon,
 )
-from dpopt.errors import ApproximationWarning, InvalidParameterError, InvalidTypeError
+from dpopt.errors import ApproximationWarning, InvalidParameterError
 from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling
 
 #: Accountant names accepted by the DP-SGD entry points and ``--accountant``.
@@ -66,21 +65,6 @@ __all__ = [
 ]
 
 
-def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            import numpy as np
-
-            if isinstance(value, np.integer):
-                return _count(name, int(value))
-        except ImportError:  # pragma: no cover
-            pass
-        raise InvalidTypeError(name, value, "a whole number >= 1")
-    if value < 1:
-        raise InvalidParameterError(name, value, "must be >= 1")
-    return value
-
-
 def dpsgd_steps(dataset_size: int, batch_size: int, epochs: float) -> int:
     r"""The whole number of steps :math:`\lceil E\cdot N/B\rceil` of ``epochs`` passes.
 
@@ -89,8 +73,8 @@ def dpsgd_steps(dataset_size: int, batch_size: int, epochs: float) -> int:
     >>> dpsgd_steps(60000, 256, 60)
     14063
     """
-    n = _count("dataset_size", dataset_size)
-    b = _count("batch_size", batch_size)
+    n = as_int("dataset_size", dataset_size, low=1)
+    b = as_int("batch_size", batch_size, low=1)
     if b > n:
         raise InvalidParameterError("batch_size", batch_size, f"must be <= dataset_size={n}")
     e = as_scalar("epochs", epochs, low=0.0)
@@ -258,8 +242,8 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     >>> cal.accountant      # no subsampling: exact composition
     'gdp-exact'
     """
-    n = _count("dataset_size", dataset_size)
-    b = _count("batch_size", batch_size)
+    n = as_int("dataset_size", dataset_size, low=1)
+    b = as_int("batch_size", batch_size, low=1)
     if b > n:
         raise InvalidParameterError("batch_size", batch_size, f"must be <= dataset_size={n}")
     if (epochs is None) == (steps is None):

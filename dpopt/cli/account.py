@@ -591,12 +591,9 @@ def safe_sigma(sensitivity: float, bound: float) -> float:
     Rounding in ``Δ / sqrt(q)`` may land one ulp low, which would under-noise; the result is
     nudged up until the inequality holds in exact arithmetic.
     """
-    from fractions import Fraction
+    from certificates.rounding import div_sqrt_up
 
-    sigma = sensitivity / math.sqrt(bound)
-    while Fraction(sensitivity) ** 2 > Fraction(bound) * Fraction(sigma) ** 2:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma
+    return div_sqrt_up(sensitivity, bound)
 
 
 def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
