@@ -76,7 +76,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
-from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
+from certificates.errors import InvalidTypeError, SolverError
 from certificates.problem import (
     ArrayVectors,
     CovarianceProgram,
@@ -84,7 +84,7 @@ from certificates.problem import (
     VectorSource,
     check_norm_range,
 )
-from certificates.validate import as_scalar
+from certificates.validate import as_int, as_scalar
 from solvers._types import Solution, SolverStats
 from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
@@ -348,14 +348,6 @@ def _not_in(values: IntArray, pool: IntArray) -> NDArray[np.bool_]:
                        count=values.size)
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise InvalidTypeError(name, value, "an integer")
-    if int(value) < low:
-        raise InvalidParameterError(name, value, f"must be >= {low}")
-    return int(value)
-
-
 def _sym(mat: FloatArray) -> FloatArray:
     return 0.5 * mat + 0.5 * mat.T
 
@@ -462,7 +454,7 @@ def solve_structured(
                executor or IN_PROCESS, warm_start)
     if blas_threads is None:
         return _solve(problem, *options)
-    threads = _check_int("blas_threads", blas_threads, 1)
+    threads = as_int("blas_threads", blas_threads, low=1)
     with blas_limits(threads):
         return _solve(problem, *options)
 
@@ -498,7 +490,7 @@ def _solve(
         return _floored(run, gram)
     _seed_working_set(run, gram)
     _column_generation(run)
-    return _finish(run, problem)
+    return _finish(run)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -605,7 +597,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
                 f"ws={point.scores.size} newton={iterations} (in memory)")
         if gap <= 0.9 * run.tol:
             run.status = "optimal"
-            return _finish(run, problem)
+            return _finish(run)
         if _add_violated_atoms(run, point, pricing):
             tighten = False
         elif inner_tol > tight:
@@ -633,15 +625,15 @@ def _setup(
     if not isinstance(problem, CovarianceProgram):
         raise InvalidTypeError("problem", problem, "a CovarianceProgram")
     tol = as_scalar("tol", tol, low=1e-11, high=1.0, low_open=False)
-    max_passes = _check_int("max_passes", max_passes, 3)
-    memory_budget_bytes = _check_int("memory_budget_bytes", memory_budget_bytes, 2**16)
+    max_passes = as_int("max_passes", max_passes, low=3)
+    memory_budget_bytes = as_int("memory_budget_bytes", memory_budget_bytes, low=2**16)
     d = problem.dim
     if chunk_size is None:
         chunk = int(max(256, min(262144, memory_budget_bytes // (8 * 3 * (2 * d + 1)))))
     else:
-        chunk = _check_int("chunk_size", chunk_size, 1)
+        chunk = as_int("chunk_size", chunk_size, low=1)
     if working_set is not None:
-        _check_int("working_set", working_set, 1)
+        as_int("working_set", working_set, low=1)
     warm_idx, warm_mu = (warm_start.usable(problem.count) if warm_start is not None
                          else (np.zeros(0, dtype=np.intp), np.zeros(0)))
     run = _Run(
@@ -1308,7 +1300,7 @@ def _psd_factor(mat: FloatArray) -> FloatArray:
 # ------------------------------------------------------------------------------------------------
 # phase 4: the covariance, verified by its own pass, and its dual certificate
 # ------------------------------------------------------------------------------------------------
-def _finish(run: _Run, problem: CovarianceProgram) -> Solution:
+def _finish(run: _Run) -> Solution:
     cand = run.best
     if cand is None:
         raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")

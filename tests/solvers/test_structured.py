@@ -1,6 +1,6 @@
-"""Tests of the structure-exploiting covariance solver (MATH.md §6.3-§6.4, §11, §12).
+"""Tests of the structure-exploiting covariance solver (docs/theory.md).
 
-References are independent of the solver: the MATH.md F1-F4 optima (``tests/canonical.py``),
+References are independent of the solver: the closed-form F1-F4 optima (``tests/canonical.py``),
 cvxpy + Clarabel at tight tolerance, the closed form of the cube with diagonal W, and the
 certificate checker ``certificates.covariance.check`` (self-bounding dual bound + a scaled primal).
 """
@@ -83,7 +83,7 @@ def test_canonical_optima(canonical_case: CanonicalCase) -> None:
 
 
 def test_f1_reduced_dual_weights() -> None:
-    """MATH.md F1: mu* = (0.40909903, 0.26767767, 0.09090097, 0.23232233), all q_j = 1."""
+    """F1: mu* = (0.40909903, 0.26767767, 0.09090097, 0.23232233), all q_j = 1."""
     s = np.array([[1.0, 1, 1], [1, 1, -1], [1, -1, 1], [1, -1, -1]])
     w = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.5]])
     sol = solve_structured(CovarianceProgram(s, w, 1.0))
@@ -97,7 +97,7 @@ def test_f1_reduced_dual_weights() -> None:
 
 @pytest.mark.parametrize("d", [2, 3, 4])
 def test_cube_diagonal_weight_closed_form(d: int) -> None:
-    """Uniform-query cube {-1,1}^d with diagonal W: v = (sum_i sqrt W_ii)^2 / q (MATH.md §6)."""
+    """Uniform-query cube {-1,1}^d with diagonal W: v = (sum_i sqrt W_ii)^2 / q."""
     signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * d)).reshape(d, -1).T
     w = np.diag(np.linspace(0.5, 3.0, d))
     q = 0.7
@@ -207,7 +207,7 @@ def test_certified_by_checker(m: int, d: int, w_kind: str, eta: float) -> None:
 
 def test_floor_block_stays_near_the_clamped_eigenspace() -> None:
     # a low floor clamps a few eigenvalues; directions that are not clamped are dropped from
-    # the floor block (MATH.md §11.5), and the result stays certified
+    # the floor block, and the result stays certified
     rng = np.random.default_rng(2)
     d = 20
     s = _two_record(80, d, rng)
