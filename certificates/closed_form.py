@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates.rigorous import round_down
+from certificates.rounding import round_down
 
 __all__ = ["EXACT_MAX_DIM", "closed_form_lower_bound"]
 
