@@ -40,9 +40,12 @@ class CovarianceProgram(_Program):
         warn_moved("CovarianceProgram.problem", "the program itself")
         return self
 
-    def solve(self, method: str = "auto", form: str = "primal", *, tol: float = 1e-8,
+    def solve(self, method: str = "auto", form: str | None = None, *, tol: float = 1e-6,
               **options: object) -> Solution:
-        """Deprecated: :func:`solvers.api.solve` ``(program, method=..., form=..., tol=...)``."""
+        """Deprecated: :func:`solvers.api.solve` ``(program, method=..., form=..., tol=...)``.
+
+        ``form`` and ``tol`` take :func:`solvers.api.solve`'s defaults and meanings (``form``
+        applies to the cvxpy backends only; ``tol`` is the gap the answer is meant to certify)."""
         from solvers.api import solve
 
         warn_moved("CovarianceProgram.solve", "solvers.api.solve(program, ...)")

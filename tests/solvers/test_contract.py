@@ -64,8 +64,6 @@ class CovarianceSolverContract:
         with pytest.raises(DpoptError):
             self.solve(bad)
 
-    @pytest.mark.xfail(strict=True, reason="solvers.api.solve does not validate tol yet: the "
-                       "plan and tol mapping belong in solvers.api (issue 24, item 2)")
     def test_refuses_a_bad_tolerance_by_name(self) -> None:
         with pytest.raises(InvalidParameterError, match="tol"):
             self.solve(F1.problem(), tol=-1.0)
