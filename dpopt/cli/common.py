@@ -19,13 +19,16 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from certificates.validate import as_float_array
 from dpopt.errors import DpoptError, InvalidParameterError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpopt.progress import Progress
 
 __all__ = [
     "COMMON",
@@ -382,6 +385,17 @@ class Context:
         """Whether progress may be shown: stderr is a terminal and ``--quiet`` is off."""
         isatty = getattr(self.err, "isatty", None)
         return not self.quiet and bool(isatty and isatty())
+
+    def steps(self, desc: str, *, unit: str, total: float | None = None,
+              expected: tuple[float, float] | None = None,
+              tail: tuple[float, float] | None = None) -> Progress:
+        """A :class:`dpopt.progress.Progress` line on stderr (a terminal only, not with
+        ``--quiet``) with the steps done and the time left from the measured step times; use it
+        as a context manager, library code inside reports with :func:`dpopt.progress.tick`."""
+        from dpopt.progress import Progress
+
+        return Progress(desc, unit=unit, total=total, expected=expected, tail=tail,
+                        stream=self.err, enabled=self.interactive)
 
     @contextmanager
     def stage(self, desc: str) -> Iterator[None]:

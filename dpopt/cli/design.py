@@ -29,6 +29,8 @@ from dpopt.cli.common import (
     read_points,
 )
 from dpopt.cli.options import (
+    CHECK_PASS_COST,
+    PASSES_EXPECTED,
     add_dask_option,
     add_renamed_option,
     announce_large_design,
@@ -421,7 +423,8 @@ def run_design(
         vectors: Any = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
     else:
         vectors = sensitivity
-    with ctx.stage(f"solving ({count} sensitivity vectors, d = {dim})"):
+    with ctx.steps(f"design ({count:,} vectors, d = {dim})", unit="pass",
+                   expected=PASSES_EXPECTED, tail=CHECK_PASS_COST):
         design = design_covariance(
             vectors,
             budget,

@@ -138,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         if not debug:
             warnings.showwarning = _show_warning
         try:
-            return int(handler(args, ctx))
+            from dpopt import progress
+
+            with progress.displays(err if ctx.interactive else None):
+                return int(handler(args, ctx))
         except KeyboardInterrupt:
             print("dpopt: interrupted", file=err)
             return EXIT_INTERRUPTED

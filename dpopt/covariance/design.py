@@ -42,6 +42,7 @@ from certificates.covariance import CovarianceCertificate, check
 from certificates.io import write_certificate
 from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
 from certificates.validate import as_scalar
+from dpopt import progress
 from dpopt.covariance.mahalanobis_sup import MahalanobisSup
 from dpopt.covariance.privacy import CovariancePrivacy, privacy_from_sup
 from dpopt.covariance.program import isotropic_baseline
@@ -52,6 +53,7 @@ from dpopt.errors import (
     InvalidTypeError,
     SolverError,
 )
+from dpopt.progress import watch_passes
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
@@ -397,7 +399,7 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
         started = time.perf_counter()
         try:
             sol = solve(problem, method=method, form=form, tol=solve_tol,
-                        **options, **_executor_option(executor, method))
+                        **options, **_executor_option(watch_passes(executor), method))
         except SolverError as exc:
             if isinstance(exc, PassFailedError):
                 raise  # a distributed pass could not complete: no fallback on a partial pass
@@ -411,6 +413,7 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
             if auto and budget is None:  # the first (structured) attempt sets the budget
                 budget = min(FALLBACK_MAX_SECONDS, max(
                     FALLBACK_MIN_SECONDS, FALLBACK_TIME_FACTOR * (time.perf_counter() - started)))
+        progress.phase("certificate", total=1)  # the check's own pass over the vectors
         cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
         if _better(cert, best[0] if best is not None else None):
             best = (cert, sol)

@@ -44,6 +44,7 @@ from dpopt.errors import (
     InvalidParameterError,
     InvalidTypeError,
 )
+from dpopt.progress import tick_rows
 
 __all__ = [
     "BoxVertexDifferences",
@@ -146,7 +147,9 @@ class _PairVectors:
         size = chunk_size_of(size)
         count = self.count
         for start in range(0, count, size):
-            yield start, self.block(start, min(count, start + size))
+            stop = min(count, start + size)
+            yield start, self.block(start, stop)
+            tick_rows(stop - start, count)  # the consumer is done with the block
 
     def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
         """The vectors with the given indices, shape (len(indices), d)."""
@@ -307,7 +310,9 @@ class BoxVertexDifferences:
         """Yield ``(start, block)`` in index order."""
         size = chunk_size_of(size)
         for start in range(0, self.count, size):
-            yield start, self.block(start, min(self.count, start + size))
+            stop = min(self.count, start + size)
+            yield start, self.block(start, stop)
+            tick_rows(stop - start, self.count)
 
     def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
         """The vectors with the given indices."""
