@@ -395,7 +395,15 @@ def parse_budgets(specs: list[str], command: str) -> Budget:
     ``AllOf``."""
     from dpopt.accounting.budgets import AllOf, parse_budget
 
-    parsed = [parse_budget(s) for s in specs]
+    parsed = []
+    for spec in specs:
+        try:
+            parsed.append(parse_budget(spec))
+        except InvalidParameterError as exc:  # name the option the user typed
+            if exc.name != "spec":
+                raise
+            option = "budget" if command == "account" else "--budget"
+            raise InvalidParameterError(option, spec, exc.requirement) from None
     return parsed[0] if len(parsed) == 1 else AllOf(*parsed)
 
 

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from certificates.validate import as_float_array
 from dpopt.errors import DpoptError, InvalidParameterError
+from dpopt.spec import parse_spec  # the one spec grammar (re-exported: its old home)
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpopt.progress import Progress
@@ -76,30 +77,6 @@ COMMON = _common_parent()
 
 class UsageError(DpoptError):
     """A command-line input is unusable (missing file, file exists, bad spec ...)."""
-
-
-def parse_spec(text: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
-    """Split ``KIND:KEY=VALUE,...`` into ``(kind, {key: value})`` (kind lower-cased).
-
-    A bare ``KIND`` (no colon) gives an empty mapping. Keys must be unique and non-empty.
-    """
-    kind, sep, rest = text.strip().partition(":")
-    kind = kind.strip().lower()
-    if not kind:
-        raise InvalidParameterError(what, text, "must look like KIND:KEY=VALUE,... (empty kind)")
-    params: dict[str, str] = {}
-    if sep and rest.strip():
-        for item in rest.split(","):
-            key, eq, val = item.partition("=")
-            key, val = key.strip().lower(), val.strip()
-            if not eq or not key or not val:
-                raise InvalidParameterError(
-                    what, text, f"item {item.strip()!r} must look like KEY=VALUE"
-                )
-            if key in params:
-                raise InvalidParameterError(what, text, f"key {key!r} is given twice")
-            params[key] = val
-    return kind, params
 
 
 def spec_float(

@@ -316,10 +316,20 @@ def sensitivity_from_description(desc: DesignDescription) -> VectorSource:
     return sensitivity.add_remove_set(domain, desc.query, desc.sigma)
 
 
+def _legacy_spec(spec: str) -> str:
+    """A budget spec as files written before the one spec grammar may hold it: empty items
+    (``epsilon=1,,delta=1e-6``, a trailing comma) were skipped then, so they are dropped here
+    and such a file still verifies; new specs with empty items are refused when written."""
+    kind, sep, rest = spec.partition(":")
+    if not sep:
+        return spec
+    return kind + sep + ",".join(item for item in rest.split(",") if item.strip())
+
+
 def _budget_of(specs: tuple[str, ...]) -> Budget:
     from dpopt.accounting.budgets import AllOf, parse_budget
 
-    parsed = [parse_budget(s) for s in specs]
+    parsed = [parse_budget("&".join(_legacy_spec(p) for p in s.split("&"))) for s in specs]
     return parsed[0] if len(parsed) == 1 else AllOf(*parsed)
 
 

@@ -682,8 +682,10 @@ def test_design_unstored_vectors_regenerated_by_verify(
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "gdp:mu"], "spec"),
-        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "foo:x=1"], "spec"),
+        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "gdp:mu"],
+         "--budget"),
+        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "foo:x=1"],
+         "--budget"),
         (["--domain", "grid:lo=0,hi=1,n=1,d=2", "--uniform-query", "--budget", "gdp:mu=1"], "n"),
         (["--domain", "grid:lo=1,hi=0,d=2", "--uniform-query", "--budget", "gdp:mu=1"], "hi > lo"),
         (["--domain", "ball:r=1", "--uniform-query", "--budget", "gdp:mu=1"], "domain"),
