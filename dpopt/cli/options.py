@@ -83,7 +83,7 @@ DASK_HELP = (
     "'local' starts a LocalCluster on this machine (one single-threaded "
     "worker process per core) for this command and stops it afterwards; an address such as "
     "tcp://10.0.0.5:8786 connects to a running scheduler (the cluster is left running). The "
-    "answer is the same as without --dask. Needs 'pip install dpopt[distributed]'"
+    "answer is the same as without --dask. Needs pip install -e '.[distributed]' from a clone"
 )
 
 

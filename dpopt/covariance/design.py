@@ -343,8 +343,8 @@ def design_covariance(
         (:class:`solvers.dask_passes.DaskPasses`): ``"local"`` starts a ``LocalCluster`` for this
         call and closes it, a scheduler address (``"tcp://host:8786"``) or a ``Client`` uses that
         cluster. The answer is the same as in process. The certificate check and the privacy
-        re-check run in this process. Needs ``pip install dpopt[distributed]``; ``None``
-        (default) never imports Dask.
+        re-check run in this process. Needs Dask (from a clone:
+        ``pip install -e '.[distributed]'``); ``None`` (default) never imports Dask.
 
     Returns
     -------
