@@ -34,6 +34,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 import types
 import warnings
 from dataclasses import dataclass
@@ -43,8 +44,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-_FENCE = re.compile(r"(?:<!--\s*(no-test|slow)(?::\s*(.*?))?\s*-->\s*\n)?```(\w*)\n(.*?)```",
-                    flags=re.S)
+_FENCE = re.compile(r"(?:^[ \t]*<!--\s*(no-test|slow)(?::\s*(.*?))?\s*-->[ \t]*\n)?"
+                    r"^([ \t]*)```(\w*)\n(.*?)^[ \t]*```", flags=re.S | re.M)
 #: the prose allowed between a python block and its output block
 _OUTPUT_WORDS = {"", "prints", "It prints", "which prints", "Output", "output"}
 _OUTPUT_LEAD = re.compile(r"^(?:It |which )?prints\b.{0,300}$", re.S)
@@ -73,16 +74,17 @@ def blocks(path: pathlib.Path) -> list[Block]:
         if skip_next:
             skip_next = False
             continue
-        marker, reason, lang, code = m.group(1), m.group(2) or "", m.group(3), m.group(4)
+        marker, reason, lang = m.group(1), m.group(2) or "", m.group(4)
+        code = textwrap.dedent(m.group(5))  # a block inside a list item is indented
         expected = None
         if lang == "python" and n + 1 < len(found):
             nxt = found[n + 1]
             between = text[m.end():nxt.start()]
-            words = between.strip().rstrip(":")
-            if nxt.group(3) == "" and (words in _OUTPUT_WORDS or _OUTPUT_LEAD.match(words)) \
-                    and nxt.group(1) is None \
-                    and not nxt.group(4).startswith("$ "):
-                expected, skip_next = nxt.group(4), True
+            words = " ".join(between.split()).rstrip(":")
+            nxt_code = textwrap.dedent(nxt.group(5))
+            if nxt.group(4) == "" and (words in _OUTPUT_WORDS or _OUTPUT_LEAD.match(words)) \
+                    and nxt.group(1) is None and not nxt_code.startswith("$ "):
+                expected, skip_next = nxt_code, True
         if marker == "no-test" and not reason:
             reason = "marked no-test"
         out.append(Block(lang, code, marker, reason, text.count("\n", 0, m.start()) + 1,
