@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "COMMON",
+    "SCHEMA_VERSION",
+    "VOCABULARY",
     "Context",
     "Subparsers",
     "UsageError",
@@ -45,6 +47,7 @@ __all__ = [
     "read_table",
     "spec_float",
     "spec_int",
+    "to_vocabulary",
     "write_text_safely",
 ]
 
@@ -306,16 +309,65 @@ def _jsonable(obj: object) -> object:
         return int(obj)
     if isinstance(obj, float | np.floating):
         x = float(obj)
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
+        return x if math.isfinite(x) else None  # JSON has no inf or NaN: null, documented
     return obj
 
 
+#: Version of the JSON vocabulary of every ``--json`` output (``schema_version`` in each
+#: output; the schema is ``dpopt/schemas/cli-output.schema.json``, documented in the JSON guide).
+SCHEMA_VERSION = 1
+
+#: One name per quantity. Keys the commands build -> the key of the vocabulary, for every command
+#: (``"*"``) or for one (its ``command`` value). Applied at every depth of an output except inside
+#: the privacy report, which has a schema of its own.
+VOCABULARY: dict[str, dict[str, str]] = {
+    "*": {"interval": "certified_interval", "rate": "sampling_rate", "report": "privacy"},
+    "design": {"sigma": "denoiser_sigma"},
+    "demo": {"sigma": "denoiser_sigma"},
+    "verify": {"sigma": "denoiser_sigma"},
+    "design-run": {"sigma": "denoiser_sigma"},
+    "account subsample": {"sigma": "noise_multiplier"},
+    "calibrate gaussian": {"sigma": "noise_std"},
+}
+
+
+def _renamed(obj: object, names: Mapping[str, str]) -> object:
+    if isinstance(obj, dict):
+        if obj.get("schema") == "dpopt.privacy-report/1":
+            return obj
+        return {names.get(k, k): _renamed(v, names) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_renamed(v, names) for v in obj]
+    return obj
+
+
+def to_vocabulary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A command's result in the one JSON vocabulary: keys renamed by :data:`VOCABULARY`,
+    numpy values converted, inf and NaN as null, ``schema_version`` first."""
+    plain = _jsonable(dict(result))
+    assert isinstance(plain, dict)
+    names = {**VOCABULARY["*"], **VOCABULARY.get(str(plain.get("command")), {})}
+    renamed = _renamed(plain, names)
+    assert isinstance(renamed, dict)
+    return {"schema_version": SCHEMA_VERSION, **renamed}
+
+
+def output_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of every ``--json`` output, version
+    :data:`SCHEMA_VERSION` (``dpopt/schemas/cli-output.schema.json``)."""
+    from importlib import resources
+
+    text = resources.files("dpopt").joinpath("schemas/cli-output.schema.json").read_text(
+        encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
 def dump_json(obj: object) -> str:
-    """Serialize to strict JSON (numpy types converted; NaN -> null, inf -> "inf")."""
+    """Serialize to strict JSON: numpy types converted, inf and NaN as null; a command's result
+    (a mapping with a ``command`` key) goes through :func:`to_vocabulary` first."""
+    if isinstance(obj, Mapping) and "command" in obj:
+        return json.dumps(to_vocabulary(obj), indent=2, allow_nan=False)
     return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
 
 

@@ -642,7 +642,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"{path} is a directory, not a design file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path} is not readable")
-    result: dict[str, Any] = {"file": str(path), "holds": False}
+    result: dict[str, Any] = {"command": "verify", "file": str(path), "holds": False}
     try:
         with ctx.stage("re-checking"):
             vf = df.verify_design_file(path, rigorous=True if args.rigorous else None,
@@ -719,16 +719,14 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
-    import json
 
     from dpopt.figures import __main__ as registry
 
     figures: dict[str, tuple[str, str]] = registry.FIGURES
     if args.list or not args.names:
         if args.json:
-            ctx.print(json.dumps(
-                {"figures": [{"name": n, "description": d} for n, (_, d) in figures.items()]},
-                indent=2, ensure_ascii=False))
+            ctx.print(dump_json({"command": "figures", "figures": [
+                {"name": n, "description": d} for n, (_, d) in figures.items()]}))
             return 0
         width = max((len(n) for n in figures), default=4) + 2
         for name, (_, desc) in figures.items():
@@ -757,7 +755,8 @@ def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
             if paths is not None:
                 written[name] = paths
     if args.json:
-        ctx.print(json.dumps({"written": written, "kept": kept, "failed": failed}, indent=2))
+        ctx.print(dump_json({"command": "figures", "written": written, "kept": kept,
+                             "failed": failed}))
     if failed:
         ctx.warn(f"{len(failed)} figure(s) failed: {', '.join(failed)}")
         return 1
