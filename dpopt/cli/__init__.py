@@ -12,11 +12,18 @@ from typing import Any
 
 from dpopt.cli.main import build_parser, main
 
-__all__ = ["build_parser", "main", "output_schema"]
+__all__ = ["build_parser", "files_schema", "main", "output_schema"]
 
 
 def output_schema() -> dict[str, Any]:
     """The JSON Schema of every ``dpopt ... --json`` output (see the JSON guide)."""
     from dpopt.cli.common import output_schema as schema
+
+    return schema()
+
+
+def files_schema() -> dict[str, Any]:
+    """The JSON Schema of the files dpopt writes (see the JSON guide)."""
+    from dpopt.cli.common import files_schema as schema
 
     return schema()

@@ -352,15 +352,24 @@ def to_vocabulary(result: Mapping[str, Any]) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, **renamed}
 
 
+def _schema(name: str) -> dict[str, Any]:
+    from importlib import resources
+
+    text = resources.files("dpopt").joinpath(f"schemas/{name}").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
 def output_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of every ``--json`` output, version
     :data:`SCHEMA_VERSION` (``dpopt/schemas/cli-output.schema.json``)."""
-    from importlib import resources
+    return _schema("cli-output.schema.json")
 
-    text = resources.files("dpopt").joinpath("schemas/cli-output.schema.json").read_text(
-        encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+
+def files_schema() -> dict[str, Any]:
+    """The JSON Schema of the files dpopt writes (design/certificate files and tight Pufferfish
+    certificates, each naming its ``format``; ``dpopt/schemas/files.schema.json``)."""
+    return _schema("files.schema.json")
 
 
 def dump_json(obj: object) -> str:

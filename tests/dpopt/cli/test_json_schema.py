@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 from dpopt.cli import build_parser, main
-from dpopt.cli.common import SCHEMA_VERSION, VOCABULARY, dump_json, output_schema
+from dpopt.cli.common import (
+    SCHEMA_VERSION,
+    VOCABULARY,
+    dump_json,
+    files_schema,
+    output_schema,
+)
 
 #: names a quantity had before the vocabulary (outside the privacy report: never a key)
 RETIRED = {"sigma", "rate", "interval", "report"}
@@ -248,3 +254,32 @@ def test_dump_json_writes_no_infinity_and_renames_in_one_place() -> None:
                     "noise_multiplier": 2.0, "sampling_rate": 0.5, "x": None, "y": [None],
                     "privacy": {"mu": 1}}
     assert set(VOCABULARY["*"]) | {"sigma"} == RETIRED
+
+
+def _no_constants(text: str) -> Any:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"non-finite number {name} in a file")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_every_file_dpopt_writes_validates(outputs: dict[str, list[dict[str, Any]]]) -> None:
+    """The files the commands above wrote: a design file with a description, a demo file with
+    stored vectors, a uniform-query design and a tight Pufferfish certificate."""
+    schema = files_schema()
+    paths = [Path(outputs[c][i]["output"]) for c, i in (("design", 0), ("design", 1),
+                                                         ("demo", 0))]
+    paths.append(Path(outputs["calibrate pufferfish"][1]["tight_certificate"]))
+    formats = set()
+    for path in paths:
+        data = _no_constants(path.read_text(encoding="utf-8"))
+        assert validate(data, schema) == [], path.name
+        formats.add(data["format"])
+        text = data.get("problem", {}).get("vectors_description")
+        if text is not None:
+            description = {**schema["$defs"]["design_description"], "$defs": schema["$defs"]}
+            assert validate(json.loads(text), description) == [], path.name
+    assert formats == {"dpopt-covariance-certificate/1", "dpopt-renyi-mixture-certificate/1"}
+    broken = _no_constants(paths[0].read_text(encoding="utf-8"))
+    del broken["claim"]
+    assert validate(broken, schema)
