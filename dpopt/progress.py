@@ -2,13 +2,14 @@
 
 Long computations in dpopt are sequences of similar steps: the structured solver's full passes
 over the sensitivity vectors, the evaluations of an accountant inside a calibration search, the
-batches of a sampler. :class:`Progress` times every step as it completes and estimates the time
-left as (steps left) × (mean time of the recent steps), so the estimate is a measurement of this
-run on this machine, not an extrapolation from a benchmark.
+batches of a sampler. :class:`Progress` times the steps as they complete and estimates the time
+left as (steps left) × (measured time per step; the first step, which carries one-time start-up
+costs, is left out once a second one is done), so the estimate is a measurement of this run on
+this machine, not an extrapolation from a benchmark.
 
 Usage, from code that owns the terminal (the command line)::
 
-    with Progress("design", unit="pass", expected=(14, 18), enabled=True) as bar:
+    with Progress("design", unit="pass", expected=(4, 6), tail=(4, 14), enabled=True):
         ...                      # code below calls progress.tick() once per step
 
 and from library code that does the steps (it costs nothing when no display is active)::
@@ -32,8 +33,8 @@ solver's pass executor so that each full pass ticks.
 
 How many steps remain is known exactly for a fixed number of steps (``total``), and is a range
 for searches and iterative solvers (``expected=(low, high)``); the ETA then reads
-"about 20–30 s left". Once more steps ran than ``high``, the display says so and estimates one
-more step.
+"about 20–30 s left". While the computation runs at least one more step is counted, also once
+more steps ran than ``high``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ _ACTIVE: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
 #: where library code may draw its own displays (set by the command line); None: nowhere
 _ALLOWED: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar(
     "dpopt_progress_stream", default=None)
+
 
 def human_seconds(seconds: float) -> str:
     """``42 s``, ``3.5 min``, ``2.1 h``, ``1.5 days`` (for display only)."""
