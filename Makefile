@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_covariance.py --timeout 30
 	$(PY) scripts/bench_transport.py --sizes 30 100 10000 100000 --repeat 1
 	$(PY) scripts/bench_accounting.py
+	$(PY) scripts/bench_box.py
 
 bench-scale: $(STAMP)
 	$(PY) scripts/bench_scale.py --solve-max 2e7   # J = 1e8: one pass per path, solve extrapolated

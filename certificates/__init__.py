@@ -7,6 +7,8 @@ Imports nothing from ``dpopt`` or ``solvers`` and never trusts a solver's status
   feasibility; ``rigorous=True`` accounts for every rounding error.
 - :func:`write_certificate` / :func:`read_certificate` / :func:`verify_file`: JSON certificate
   files, re-checked from scratch on load (:func:`parse_certificate`: the unverified parse).
+- :func:`certified_box_sup` proves an upper bound (and an attained lower bound) on the sup of
+  the two-record form :math:`t_g(x, y)^\\top A\\, t_g(x, y)` over every pair of records in a box.
 - :func:`check_coupling` certifies an optimal-transport coupling used by Rényi Pufferfish
   calibration (exact marginals, log-domain average cost).
 - :func:`divergence_bounds` proves two-sided bounds on the Rényi divergence of two noisy discrete
@@ -22,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 #: public name -> module that defines it; imported on first use (PEP 562), so that
 #: ``import certificates.errors`` (which every dpopt import needs) does not load scipy
 _EXPORTS: dict[str, str] = {
+    **{n: "certificates.box_sup" for n in (
+        "BoxSup", "certified_box_sup", "two_record_form_bounds")},
     **{n: "certificates.coupling" for n in (
         "CouplingCertificate", "check_coupling", "log_average", "round_to_marginals")},
     **{n: "certificates.covariance" for n in (
@@ -37,6 +41,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from certificates.box_sup import BoxSup, certified_box_sup, two_record_form_bounds
     from certificates.coupling import (
         CouplingCertificate,
         check_coupling,
@@ -77,6 +82,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ArrayVectors",
+    "BoxSup",
     "CertificateFile",
     "CouplingCertificate",
     "CovarianceCertificate",
@@ -85,6 +91,7 @@ __all__ = [
     "FactoredDual",
     "MixtureCertificate",
     "VectorSource",
+    "certified_box_sup",
     "check",
     "check_calibration",
     "check_coupling",
@@ -94,6 +101,7 @@ __all__ = [
     "primal_ratio",
     "read_certificate",
     "round_to_marginals",
+    "two_record_form_bounds",
     "verify_file",
     "verify_mixture_file",
     "write_certificate",

@@ -190,7 +190,7 @@ class CovarianceProgram:
         self.__post_init__()
 
     def __post_init__(self) -> None:
-        if isinstance(self.vectors, VectorSource) and not isinstance(self.vectors, np.ndarray):
+        if not isinstance(self.vectors, np.ndarray) and isinstance(self.vectors, VectorSource):
             src: VectorSource = self.vectors
             if src.count < 1 or src.dim < 1:
                 raise InvalidParameterError("vectors", src, "must hold at least one vector")

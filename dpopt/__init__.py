@@ -33,18 +33,23 @@ _EXPORTS: dict[str, str] = {
     )},
     # the optimal covariance
     **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
+    "design_covariance_batch": "dpopt.covariance.batch",
     **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     # sensitivity geometry
-    **{n: "dpopt.covariance.domains" for n in ("Box", "FinitePoints", "Grid")},
+    **{n: "dpopt.covariance.domains" for n in (
+        "Ball", "Box", "Ellipsoid", "FinitePoints", "Grid", "SnapReport",
+    )},
     **{n: "dpopt.covariance.sensitivity" for n in (
-        "TwoRecordVectors", "UniformQueryVectors", "add_remove_set",
+        "BoxTwoRecordSet", "TwoRecordVectors", "UniformQueryVectors", "add_remove_set",
         "uniform_query_set",
     )},
     "sup_mahalanobis": "dpopt.covariance.mahalanobis_sup",
     "prune": "dpopt.covariance.pruning",
     **{n: "dpopt.covariance.privacy" for n in ("CovariancePrivacy", "privacy_of")},
     # releasing noise
-    **{n: "dpopt.covariance.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
+    **{n: "dpopt.covariance.mechanisms" for n in (
+        "DenoiserMechanism", "GaussianMechanism", "LaplaceMechanism",
+    )},
 }
 
 __all__ = [

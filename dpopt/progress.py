@@ -1,11 +1,10 @@
 """Progress you can trust: a one-line display with an ETA from *measured* step times.
 
 Long computations in dpopt are sequences of similar steps: the structured solver's full passes
-over the sensitivity vectors, the evaluations of an accountant inside a calibration search, the
-batches of a sampler. :class:`Progress` times the steps as they complete and estimates the time
-left as (steps left) × (measured time per step; the first step, which carries one-time start-up
-costs, is left out once a second one is done), so the estimate is a measurement of this run on
-this machine, not an extrapolation from a benchmark.
+over the sensitivity vectors, the batches of a sampler. :class:`Progress` times the steps as
+they complete and estimates the time left as (steps left) × (measured time per step; the first
+step, which carries one-time start-up costs, is left out once a second one is done), so the
+estimate is a measurement of this run on this machine, not an extrapolation from a benchmark.
 
 Usage, from code that owns the terminal (the command line)::
 
@@ -48,7 +47,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, TextIO
 
-__all__ = ["Progress", "auto", "current", "displays", "human_seconds", "phase", "tick",
+__all__ = ["Progress", "allowed", "auto", "current", "displays", "human_seconds", "phase", "tick",
            "tick_rows", "watch_passes"]
 
 _ACTIVE: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
@@ -149,11 +148,25 @@ class Progress:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.history.append((self.phase_desc, self.done, self.clock() - self._started))
         if self._token is not None:
             _ACTIVE.reset(self._token)
             self._token = None
+        self.finish()
+
+    def finish(self) -> None:
+        """Record the current phase and erase the line (for a display used without ``with``,
+        driven by :meth:`advance` alone)."""
+        self.history.append((self.phase_desc, self.done, self.clock() - self._started))
         self._erase()
+
+    # tqdm's names, so code written for a tqdm bar can drive this one
+    def update(self, steps: float = 1.0) -> None:
+        """The same as :meth:`advance`."""
+        self.advance(steps)
+
+    def close(self) -> None:
+        """The same as :meth:`finish`."""
+        self.finish()
 
     def phase(self, desc: str, *, total: float | None = None,
               expected: tuple[float, float] | None = None) -> None:
@@ -264,6 +277,11 @@ def displays(stream: TextIO | None) -> Iterator[None]:
         yield
     finally:
         _ALLOWED.reset(token)
+
+
+def allowed() -> bool:
+    """Whether the command line allows displays here (inside :func:`displays` with a stream)."""
+    return _ALLOWED.get() is not None
 
 
 def auto(desc: str, *, total: float | None = None, expected: tuple[float, float] | None = None,

@@ -316,6 +316,108 @@ def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------
+# many designs at once: design_covariance_batch against a loop and the N-form peer
+# ------------------------------------------------------------------------------------------------
+#: (d, m, n): trajectories of n releases over the m points of a cell (J = m(m - 1)/2 vectors).
+BATCHES = ((2, 46, 500), (10, 46, 100))
+
+
+def _trajectory(cell: Cell, n: int) -> list[NDArray[np.float64]]:
+    """The cell's points with a slowly drifting query g_t (g_0 = (1/2, ..., 1/2), the cell's own
+    instance): consecutive releases are close, as in a private sampler."""
+    rng = np.random.default_rng(1000 * cell.seed + 7 * cell.d + cell.m)
+    points = rng.random((cell.m, cell.d))
+    sigma = math.sqrt(cell.d / 12.0)
+    phase = np.arange(cell.d)
+    out = []
+    for t in range(n):
+        query = 0.5 + 0.05 * np.sin(0.05 * t) * np.cos(phase)
+        src = TwoRecordVectors(points, query=query, sigma=sigma)
+        out.append(np.concatenate([b for _, b in src.chunks(65536)], axis=0))
+    return out
+
+
+def _cpu(fn: Any) -> tuple[Any, float]:
+    t0 = time.process_time()
+    out = fn()
+    return out, time.process_time() - t0
+
+
+def _bench_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per-design CPU time of ``design_covariance_batch`` (warm and cold) and of a Python loop
+    over ``design_covariance``, side by side in this process; the N-form Clarabel peer on the
+    trajectory's first program (a subprocess, as in the grid). Every design is certified."""
+    from dpopt.accounting.budgets import ZCDP
+    from dpopt.covariance.batch import design_covariance_batch
+    from dpopt.covariance.design import design_covariance
+
+    budget = ZCDP(rho=0.5)  # q = 1, the grid's bound
+    rows: list[dict[str, Any]] = []
+    for d, m, n in BATCHES:
+        cell = Cell(d, m, "I", "0")
+        sets = _trajectory(cell, n)
+        n_loop = min(n, 100)
+        design_covariance_batch(sets[:2], budget)  # imports and first-call costs
+        batch, t_batch = _cpu(lambda s=sets: design_covariance_batch(s, budget))
+        _, t_cold = _cpu(lambda s=sets: design_covariance_batch(s, budget, warm_start=False))
+        loop, t_loop = _cpu(lambda s=sets[:n_loop]: [design_covariance(v, budget) for v in s])
+        certified = all(x.certified for x in batch) and all(x.certified for x in loop)
+        dev = max(abs(a.value / b.value - 1.0) for a, b in zip(batch, loop, strict=False))
+        # one small design on its own (the first program, cold): the solver and the full
+        # certified design_covariance, CPU time per call over repeated calls
+        first = CovarianceProgram(sets[0], None, 1.0)
+        _, t_solve = _cpu(lambda f=first: [solve_structured(f, tol=1e-8) for _ in range(20)])
+        _, t_design = _cpu(lambda v=sets[0]: [design_covariance(v, budget) for _ in range(20)])
+        per = {"dpopt-batch": t_batch / n, "dpopt-batch-cold": t_cold / n,
+               "dpopt-loop": t_loop / n_loop, "solve_structured-1": t_solve / 20,
+               "design_covariance-1": t_design / 20}
+        peer = (_run_peer(cell, "inverse/clarabel", 0.0, args.timeout, args.peer_tol)
+                if args.peers else {"status": "skip"})
+        label = f"batch d={d} J={cell.count} n={n} W=I eta=0 (trajectory)"
+        print(label, flush=True)
+        print(f"  every design certified: {certified}; largest relative deviation of a batch "
+              f"value from the loop's {dev:.1e}", flush=True)
+        for method, t in per.items():
+            print(f"  {method:<20} cpu/design={1e3 * t:8.3f} ms designs/s={1 / t:7.0f} "
+                  f"x{t_loop / n_loop / t:.1f} the loop's throughput", flush=True)
+        t_peer = float(peer.get("time", math.nan))
+        print(f"  {'inverse/clarabel':<17} {str(peer.get('status'))[:22]:<22} "
+              f"wall/design={_fmt(t_peer, '8.3f')} s (first program only)", flush=True)
+        for method, t in [*per.items(), ("inverse/clarabel", t_peer)]:
+            rows.append({
+                "cell": label, "d": d, "J": cell.count, "W": "I", "eta": 0.0,
+                "rank_deficient": False, "method": method,
+                "status": "certified" if certified else "NOT certified",
+                "time_s": t, "gap": math.nan, "violation": math.nan, "floor_violation": math.nan,
+                "speedup_vs_peer": t_peer / t if math.isfinite(t_peer) else math.nan,
+                "passes": "", "pass_equivalents": "", "one_pass_s": "", "support": "",
+                "input": "array", "peak_mib": math.nan, "newton_s": math.nan, "pass_s": math.nan,
+            })
+    return rows
+
+
+def _print_batch_targets(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        if r["method"] != "dpopt-batch":
+            continue
+        loop = [x for x in rows if x["cell"] == r["cell"] and x["method"] == "dpopt-loop"]
+        ratio = loop[0]["time_s"] / r["time_s"] if loop else math.nan
+        rate = 1.0 / r["time_s"]
+        single = {x["method"]: x["time_s"] for x in rows if x["cell"] == r["cell"]}
+        print(f"  {r['cell']}: one small design (cold, CPU): solve_structured "
+              f"{1e3 * single['solve_structured-1']:.2f} ms, design_covariance "
+              f"{1e3 * single['design_covariance-1']:.2f} ms (target < 2 ms: "
+              f"{'met' if single['design_covariance-1'] < 2e-3 else 'MISSED'})")
+        if r["d"] == 2:
+            print(f"  {r['cell']}: {rate:.0f} certified designs/s (target >= 1000: "
+                  f"{'met' if rate >= 1000 else 'MISSED'}); x{ratio:.1f} a loop over "
+                  "design_covariance")
+        else:
+            print(f"  {r['cell']}: x{ratio:.1f} the throughput of a loop over design_covariance "
+                  f"(target >= 10: {'met' if ratio >= 10 else 'MISSED'}); {rate:.0f} designs/s")
+
+
+# ------------------------------------------------------------------------------------------------
 # grids and output
 # ------------------------------------------------------------------------------------------------
 def _m_for(count: int) -> int:
@@ -456,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="CSV path (default results/...)")
     parser.add_argument("--only", action="append", default=None, metavar="TEXT",
                         help="run only the cells whose label contains TEXT (repeatable)")
+    parser.add_argument("--no-batches", dest="batches", action="store_false",
+                        help="skip the many-designs rows (design_covariance_batch)")
     parser.add_argument("--peer-json", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.peer_json is not None:
@@ -483,8 +587,12 @@ def main(argv: list[str] | None = None) -> int:
             _print_rows(rows)
             writer.writerows(rows)
             fh.flush()
+        run_batches = args.batches and (not args.only or any("batch" in t for t in args.only))
+        batch_rows = _bench_batches(args) if run_batches else []
+        writer.writerows(batch_rows)
     print(f"done in {time.perf_counter() - t_all:.0f} s; CSV written to {out}")
     _print_targets(all_rows)
+    _print_batch_targets(batch_rows)
     return 0
 
 

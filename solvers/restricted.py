@@ -13,6 +13,7 @@ zero. Used by :mod:`solvers.structured`, which grows the working set from full p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -69,6 +70,43 @@ def _triu(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], FloatArray]:
     return i0, i1, scale
 
 
+@lru_cache(maxsize=64)
+def _pair_weights(n: int) -> FloatArray:
+    """sqrt(1/2) on the diagonal pairs (a, a) of :func:`_triu`, 1 off it (the Daleckii-Krein
+    factor rows count each off-diagonal pair once for both orders)."""
+    i0, i1, _ = _triu(n)
+    out = np.where(i0 == i1, np.sqrt(0.5), 1.0)
+    out.setflags(write=False)
+    return out
+
+
+def _vector_spectrum(atoms: FloatArray, mu: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Eigen-decomposition of A = sum_i mu_i y_i y_i^T (no floor block): ``eigh`` of the
+    assembled matrix when it resolves the spectrum, else from the SVD of the factor."""
+    amat = (atoms.T * mu) @ atoms
+    a, v = np.linalg.eigh(0.5 * (amat + amat.T))
+    if a[0] > _EIGH_RESOLVED * a[-1]:
+        return a, v
+    _, sv, vt = np.linalg.svd(atoms * np.sqrt(np.clip(mu, 0.0, None))[:, None],
+                              full_matrices=True)
+    a = np.zeros(atoms.shape[1])
+    a[: sv.size] = sv * sv
+    order = np.argsort(a)
+    return a[order], vt.T[:, order]
+
+
+def _vector_point(atoms: FloatArray, a: FloatArray, v: FloatArray) -> RestrictedPoint:
+    """:func:`evaluate` without a floor block, from the spectrum of A."""
+    if not a[0] > _RANK_RTOL * a[-1]:
+        raise SolverError(
+            f"{SOLVER_NAME}: the working set lost full rank (cond > {1 / _RANK_RTOL:.0e}); "
+            "remedy: pass a larger working_set or use solver='clarabel'"
+        )
+    zs = (atoms @ v) * a**-0.25
+    return RestrictedPoint(a, v, float(np.sum(np.sqrt(a))), np.einsum("ij,ij->i", zs, zs),
+                           np.zeros((a.size, 0)), np.zeros((0, 0)))
+
+
 def _assemble(state: Restricted, mu: FloatArray, pi: FloatArray) -> FloatArray:
     amat = (state.atoms.T * mu) @ state.atoms
     if pi.shape[0]:
@@ -122,6 +160,9 @@ def evaluate(state: Restricted) -> RestrictedPoint:
     a4 = a**-0.25
     zs = (state.atoms @ v) * a4
     q = np.einsum("ij,ij->i", zs, zs)
+    if not state.floor_atoms.shape[1]:
+        return RestrictedPoint(a, v, float(np.sum(np.sqrt(a))), q, np.zeros((a.size, 0)),
+                               np.zeros((0, 0)))
     gf = v.T @ state.floor_atoms
     gs = gf * a4[:, None]
     qf = gs.T @ gs
@@ -209,7 +250,7 @@ def _syrk(rows: FloatArray) -> FloatArray:
     # rows.T is Fortran-ordered (no copy); C starts at zero, so the strict upper part stays 0
     low = np.asarray(blas.dsyrk(1.0, rows.T, trans=1, lower=1))
     full = low + low.T
-    full[np.diag_indices_from(full)] *= 0.5
+    full.flat[:: full.shape[0] + 1] *= 0.5
     return full
 
 
@@ -228,10 +269,23 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
     system is formed and factored (:func:`_syrk`, Cholesky) while that is cheap, else solved by
     conjugate gradients on Hessian-vector products (:func:`_newton_cg`).
     """
-    point = evaluate(state)
+    atoms = state.atoms
+    exact = _closed_form(atoms)
+    if exact is not None:
+        mu_before = state.mu
+        state.mu = exact
+        try:
+            point = evaluate(state)
+        except SolverError:
+            state.mu = mu_before
+            point = evaluate(state)
+        else:
+            if float(point.scores.max()) / point.root_trace - 1.0 <= tol:
+                return point, 1  # certified below by the same KKT test as Newton's
+    else:
+        point = evaluate(state)
     it = 0
     stall = 0
-    empty = np.zeros((0, 0))
     while it < max_iter:
         it += 1
         t = point.root_trace
@@ -243,33 +297,46 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         mu = scale * state.mu
         k = mu.size
         # epsilon-active set: weights (nearly) at zero that the gradient pushes out
-        residual = float(np.max(np.where(mu > 0, np.abs(grad), np.maximum(grad, 0.0))))
+        positive = mu > 0
+        residual = float(np.max(np.where(positive, np.abs(grad), np.maximum(grad, 0.0))))
         eps = min(1e-4, residual) * scale / k
         active = (mu <= eps) & (grad <= 0)
         idx = np.flatnonzero(~active)
-        z = state.atoms[idx] @ point.eigvecs
+        z = atoms[idx] @ point.eigvecs
         p = z.shape[1]
         step = np.zeros(k)
         if idx.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
             step[idx] = _newton_cg(z, scale * point.eigvals, grad[idx], min(0.1, np.sqrt(kkt)))
         else:
-            rows, _ = _hessian_factor(z, np.zeros((p, 0)), scale * point.eigvals)
-            hess = 2.0 * _syrk(rows)
-            tau = 1e-12 * max(float(np.max(np.diag(hess))), 1e-300) + 1e-300
-            hess[np.diag_indices_from(hess)] += tau
+            i0, i1, _ = _triu(p)
+            rt = np.sqrt(scale * point.eigvals)
+            # Daleckii-Krein factor rows (as _hessian_factor), 2x: the Hessian of 2T
+            w = _pair_weights(p) * np.sqrt(2.0 / (rt[i0] * rt[i1] * (rt[i0] + rt[i1])))
+            rows = z[:, i0] * z[:, i1] * w
+            hess = rows @ rows.T if idx.size <= 256 else 2.0 * _syrk(rows / np.sqrt(2.0))
+            tau = 1e-12 * max(float(np.max(hess.diagonal())), 1e-300) + 1e-300
+            hess.flat[:: hess.shape[0] + 1] += tau
             step[idx] = _cho_solve(_cho(hess, tau), grad[idx])
         step[active] = -mu[active]
         # a step may not collapse the conditioning of A by more than 1e6 (near a singular A the
         # gradient is unbounded: the optimum has full rank, and the next step would come back)
         cond_floor = max(_RANK_RTOL * 10, 1e-6 * float(point.eigvals[0] / point.eigvals[-1]))
         f0 = scale  # f = 2T - sum mu = T(nu)^2 at the rescaled point
-        alpha = 1.0
+        # with more free weights than p(p+1)/2 the Hessian is singular and the (ridged) Newton
+        # step is huge along its null space; no weight can usefully move by more than the total
+        # mass sum mu = T^2, so the search starts there instead of halving down from 1 (a
+        # Newton step near the optimum is far smaller and starts at 1 as before)
+        longest = float(np.max(np.abs(step))) if k else 0.0
+        alpha = min(1.0, scale / longest) if longest > 0 else 1.0
         accepted = False
         for _ in range(60):
             mu_new = np.maximum(mu + alpha * step, 0.0)
             predicted = float(grad @ (mu_new - mu))
             total = float(mu_new.sum())
-            t_new, cond = _trace_sqrt(state, mu_new, empty)
+            # the spectrum of the trial point is the next iterate's (A scales with 1 / total)
+            a_new, v_new = _vector_spectrum(atoms, mu_new)
+            t_new = float(np.sum(np.sqrt(np.clip(a_new, 0.0, None))))
+            cond = float(a_new[0] / max(a_new[-1], 1e-300))
             f_new = 2.0 * t_new - total
             tiny = 0 <= predicted <= 1e-11 * abs(f0)
             armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
@@ -280,7 +347,7 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         if not accepted:
             break
         state.mu = mu_new / total
-        point = evaluate(state)
+        point = _vector_point(atoms, a_new / total, v_new)
         if point.root_trace <= t * (1 + 1e-15):
             stall += 1
             if stall > 8:
@@ -288,6 +355,68 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
         else:
             stall = 0
     return point, it
+
+
+def _closed_form(atoms: FloatArray) -> FloatArray | None:
+    """The restricted optimum in closed form where one exists for small dimensions (p <= 3):
+    two atoms in the plane, or exactly p(p+1)/2 atoms all active; ``None`` otherwise (the
+    caller checks the KKT conditions of whatever is returned, and runs Newton from it if they
+    do not hold)."""
+    k, p = atoms.shape
+    if p == 2 and k == 2:
+        return _two_atoms_in_the_plane(atoms)
+    if p <= 3 and k == p * (p + 1) // 2:
+        return _all_atoms_active(atoms)
+    return None
+
+
+def _all_atoms_active(atoms: FloatArray) -> FloatArray | None:
+    r"""The restricted optimum of exactly :math:`p(p+1)/2` atoms when every one is active.
+
+    Active atoms all have :math:`q_i = y_i^\top A^{-1/2} y_i = T`, so :math:`N = A^{-1/2}/T`
+    solves the :math:`p(p+1)/2` linear equations :math:`y_i^\top N y_i = 1`; then
+    :math:`T^2 = \operatorname{tr}N^{-1}`, :math:`A = N^{-2}/\operatorname{tr}N^{-1}`, and the
+    weights solve :math:`\sum_i \mu_i y_iy_i^\top = A` (they sum to 1 since
+    :math:`\sum_i\mu_iq_i = T`). Valid when :math:`N \succ 0` and every :math:`\mu_i > 0`
+    (then the KKT conditions hold); ``None`` otherwise."""
+    p = atoms.shape[1]
+    i0, i1, scale = _triu(p)
+    rows = atoms[:, i0] * atoms[:, i1] * scale  # svec(y_i y_i^T)
+    try:
+        n_mat = _smat(np.asarray(np.linalg.solve(rows, np.ones(rows.shape[0])),
+                                 dtype=np.float64), p)
+        w, v = np.linalg.eigh(n_mat)
+        if not w[0] > 1e-12 * w[-1]:
+            return None
+        a_mat = (v / (w * w)) @ v.T / float(np.sum(1.0 / w))
+        mu = np.linalg.solve(rows.T, _svec(0.5 * (a_mat + a_mat.T)))
+    except np.linalg.LinAlgError:
+        return None
+    if not (np.all(np.isfinite(mu)) and np.all(mu > 0)):
+        return None
+    return np.asarray(mu / float(mu.sum()), dtype=np.float64)
+
+
+def _two_atoms_in_the_plane(atoms: FloatArray) -> FloatArray | None:
+    r"""The exact maximiser of :math:`T` over two atoms in dimension 2.
+
+    With :math:`\mu_1 = \cos^2\theta`, :math:`T^2 = \operatorname{tr}A + 2\sqrt{\det A} =
+    a\cos^2\theta + b\sin^2\theta + |c|\sin 2\theta` for :math:`a = |y_1|^2`,
+    :math:`b = |y_2|^2`, :math:`c = y_1 \times y_2`, i.e. :math:`(a + b)/2 + h\cos 2\theta +
+    |c|\sin 2\theta` with :math:`h = (a - b)/2`, largest at :math:`\cos 2\theta = h/R`,
+    :math:`R = \sqrt{h^2 + c^2}`: :math:`\mu = ((1 + h/R)/2, (1 - h/R)/2)`, the smaller weight
+    computed as :math:`c^2/(2R(R + |h|))` (no cancellation). ``None`` when the atoms are
+    (nearly) parallel (the optimum would be singular)."""
+    y1, y2 = atoms[0], atoms[1]
+    a = float(y1 @ y1)
+    b = float(y2 @ y2)
+    c = float(y1[0] * y2[1] - y1[1] * y2[0])
+    h = 0.5 * (a - b)
+    r = math.hypot(h, c)
+    if not abs(c) > 1e-6 * max(a, b):
+        return None
+    small = c * c / (2.0 * r * (r + abs(h)))  # the smaller weight, without cancellation
+    return np.array([1.0 - small, small] if h >= 0 else [small, 1.0 - small])
 
 
 def _newton_cg(z: FloatArray, a: FloatArray, grad: FloatArray, rtol: float) -> FloatArray:
@@ -421,7 +550,7 @@ def inner_solve(state: Restricted, tol: float, max_iter: int) -> tuple[Restricte
         neg_hessian = rows @ rows.T
         n_cand = cand.size
         tau = 1e-13 * max(float(np.max(np.diag(neg_hessian))), 1e-300) + 1e-300
-        neg_hessian[np.diag_indices_from(neg_hessian)] += tau
+        neg_hessian.flat[:: neg_hessian.shape[0] + 1] += tau
         grad_floor = grad[state.mu.size :]
         # block elimination of the floor block (shared by every active-set re-solve): the Schur
         # complement of a subset of vector atoms is the principal submatrix of the full one

@@ -50,6 +50,12 @@ re-verified by its own pass (a factor :math:`B` of :math:`\Sigma^{-1}` checked b
 
 Every full pass goes through a :class:`~solvers.passes.PassExecutor`.
 
+*Small in-memory programs* (an array with :math:`Jd \le 2^{18}`, :math:`\eta = 0`) skip the
+pass machinery: the vectors are normalised and whitened once and every pricing is one product
+with :math:`A^{-1/4}` (:func:`_small`; the general path takes over for rank-deficient data).
+*Warm starts* (:class:`WarmStart`: a neighbouring problem's support and weights) seed the first
+working set; a vector parallel to a working-set atom and longer replaces it.
+
 **Dual certificate**: :math:`\lambda_j = (T/q)^2\mu_j`, :math:`u_j = S^{-1}s_j` with
 :math:`S = (T/q)\Sigma_\mu`, floor factor :math:`G = \sqrt{q\eta}\,\Sigma_\mu^{-1}E\Pi^{1/2}` (so
 :math:`H = GG^\top` and :math:`W - H - \sum_j\lambda_j u_ju_j^\top = 0` exactly); rank-deficient
@@ -66,10 +72,12 @@ import numpy as np
 import scipy
 from numpy.typing import NDArray
 from scipy import linalg
-from threadpoolctl import threadpool_limits
+from scipy.linalg import lapack
+from threadpoolctl import ThreadpoolController
 
 from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
 from certificates.problem import (
+    ArrayVectors,
     CovarianceProgram,
     FactoredDual,
     VectorSource,
@@ -82,7 +90,7 @@ from solvers.passes import IN_PROCESS, PassExecutor, PassResult
 from solvers.restricted import Restricted, RestrictedPoint, inner_solve
 from solvers.scaling import Normalisation
 
-__all__ = ["solve_structured"]
+__all__ = ["WarmStart", "blas_limits", "solve_structured"]
 
 SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
@@ -115,6 +123,62 @@ _POOL_MIN = 4096
 #: eigenvalues of M, and the floor block path handles the floor.
 _FLOORED_MIN = 1e-5
 _POOL_BYTES = 64 * 2**20
+#: Machine epsilon of float64.
+_EPS = float(np.finfo(np.float64).eps)
+#: The in-memory path (:func:`_small`) serves array inputs with J d at most this and no noise
+#: floor: every pricing is one GEMM on the whitened array, with no executor, pool or chunks.
+_SMALL_MAX = 2**18
+
+
+# ------------------------------------------------------------------------------------------------
+# warm start
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WarmStart:
+    r"""A starting point for the reduced dual: vector indices and their weights :math:`\mu`.
+
+    Typically the support of a neighbouring problem's solution (:meth:`from_solution`): a
+    trajectory of close queries keeps most of its active constraints. The warm start only
+    chooses where column generation begins (the first working set and the covariance of the
+    first pricing pass); every answer is priced and verified over all vectors as without it,
+    so a poor warm start costs time, never accuracy.
+
+    Attributes
+    ----------
+    indices : ndarray of int, shape (k,)
+        Rows of the next problem's vectors (must index ``0 .. J - 1``; others are ignored).
+    weights : ndarray, shape (k,)
+        Positive weights (any scale: they are renormalised).
+    """
+
+    indices: IntArray
+    weights: FloatArray
+
+    @classmethod
+    def from_solution(cls, solution: Solution) -> WarmStart | None:
+        """The support and dual multipliers of a structured solution (``None`` without a
+        vector support, e.g. a closed form ``eta I``)."""
+        dual = solution.dual
+        if dual is None or not dual.support.size:
+            return None
+        return cls(np.asarray(dual.support, dtype=np.intp),
+                   np.asarray(dual.multipliers, dtype=np.float64))
+
+    def usable(self, count: int) -> tuple[IntArray, FloatArray]:
+        """The entries that index ``count`` vectors with a positive finite weight, normalised
+        to sum 1 (empty when none do)."""
+        idx = np.asarray(self.indices, dtype=np.intp).ravel()
+        w = np.asarray(self.weights, dtype=np.float64).ravel()
+        if idx.shape != w.shape:
+            return np.zeros(0, dtype=np.intp), np.zeros(0)
+        ok = (idx >= 0) & (idx < count) & np.isfinite(w) & (w > 0)
+        idx, w = idx[ok], w[ok]
+        idx, first = np.unique(idx, return_index=True)
+        w = w[first]
+        total = float(w.sum())
+        if not idx.size or not total > 0:
+            return np.zeros(0, dtype=np.intp), np.zeros(0)
+        return idx, w / total
 
 
 # ------------------------------------------------------------------------------------------------
@@ -136,8 +200,8 @@ class _Geometry:
     @classmethod
     def of(cls, weight: FloatArray, basis: FloatArray) -> _Geometry:
         wr = basis.T @ weight @ basis
-        lr = linalg.cholesky(0.5 * (wr + wr.T), lower=True)
-        unwhiten = linalg.solve_triangular(lr, basis.T, lower=True).T  # basis @ L^{-T}
+        lr = np.asarray(np.linalg.cholesky(0.5 * (wr + wr.T)), dtype=np.float64)
+        unwhiten = basis @ _lower_inverse(lr).T  # basis @ L^{-T}
         return cls(whiten=basis @ lr, unwhiten=unwhiten)
 
 
@@ -174,6 +238,8 @@ class _Run:
     max_passes: int
     atoms_per_pass: int | None  # user's working_set option
     verbose: bool
+    warm_idx: IntArray  # warm-start indices (empty: cold start)
+    warm_mu: FloatArray  # their weights, summing to 1
     data_scale: float  # normalised vectors = original vectors / data_scale
     value_scale: float  # original Sigma = value_scale * normalised Sigma
     weight_scale: float  # normalised W = W / weight_scale
@@ -250,16 +316,25 @@ class _Run:
 # ------------------------------------------------------------------------------------------------
 def _dedupe(new: FloatArray, old: FloatArray) -> NDArray[np.bool_]:
     """Mask of rows of ``new`` not parallel/antiparallel to a row of ``old`` or an earlier row."""
-    nn = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-300)
-    keep = np.ones(new.shape[0], dtype=bool)
-    if old.shape[0]:
-        no = old / np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-300)
-        keep &= np.max(np.abs(nn @ no.T), axis=1) < 1.0 - _PARALLEL_RTOL
-    cos = np.abs(nn @ nn.T)
-    for i in range(1, new.shape[0]):
-        if keep[i] and np.any(cos[i, :i][keep[:i]] >= 1.0 - _PARALLEL_RTOL):
-            keep[i] = False
-    return keep
+    n_old = old.shape[0]
+    rows = np.concatenate([old, new]) if n_old else new
+    unit = rows / np.maximum(np.sqrt(np.einsum("ij,ij->i", rows, rows)), 1e-300)[:, None]
+    # a row parallel to ANY earlier row goes (one Gram matrix of old and new rows; comparing
+    # with the kept rows only would keep a row whose parallel predecessor was itself dropped,
+    # but such a row is within twice the tolerance angle, about 3e-6 rad, of a kept one: the
+    # same direction)
+    cos = np.tril(np.abs(unit[n_old:] @ unit.T), n_old - 1)
+    return np.asarray(~np.any(cos >= 1.0 - _PARALLEL_RTOL, axis=1))
+
+
+def _not_in(values: IntArray, pool: IntArray) -> NDArray[np.bool_]:
+    """``~np.isin(values, pool)`` for the short index arrays of the working set (a set lookup
+    costs less than isin's sorting at these sizes)."""
+    if values.size * pool.size > 1 << 16:
+        return ~np.isin(values, pool)
+    members = set(pool.tolist())
+    return np.fromiter((v not in members for v in values.tolist()), dtype=bool,
+                       count=values.size)
 
 
 def _check_int(name: str, value: Any, low: int) -> int:
@@ -272,6 +347,29 @@ def _check_int(name: str, value: Any, low: int) -> int:
 
 def _sym(mat: FloatArray) -> FloatArray:
     return 0.5 * mat + 0.5 * mat.T
+
+
+def _lower_inverse(chol: FloatArray) -> FloatArray:
+    """The inverse of a lower-triangular factor (LAPACK trtri: the small matrices of the solver
+    pay scipy's per-call overhead of ``solve_triangular`` many times over)."""
+    inv, info = lapack.dtrtri(chol, lower=1)
+    if info != 0:
+        raise linalg.LinAlgError(f"singular triangular factor (trtri info {info})")
+    return np.asarray(inv, dtype=np.float64)
+
+
+_CONTROLLER: list[ThreadpoolController] = []
+
+
+def blas_limits(threads: int) -> Any:
+    """A context limiting the BLAS thread pools to ``threads`` (``threadpoolctl``).
+
+    The loaded BLAS libraries are found once per process (reading the process's memory map costs
+    about 0.7 ms, more than a whole small solve) and the controller is reused; entering the
+    context then costs microseconds. Batches enter it once for all their solves."""
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=threads, user_api="blas")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -288,6 +386,7 @@ def solve_structured(
     verbose: bool = False,
     blas_threads: int | None = 1,
     executor: PassExecutor | None = None,
+    warm_start: WarmStart | None = None,
 ) -> Solution:
     r"""Solve :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j\le q`,
     :math:`\Sigma\succeq\eta I` by column generation on the reduced dual.
@@ -316,6 +415,13 @@ def solve_structured(
     executor : PassExecutor, optional
         Runs the full passes over the vectors (:mod:`solvers.passes`); in this process by
         default.
+    warm_start : WarmStart, optional
+        Start column generation from these vectors and weights (e.g.
+        ``WarmStart.from_solution`` of a neighbouring problem): the first working set holds
+        them with their weights (and, unless they span by themselves, the vectors scoring
+        highest at their covariance), and the first restricted solve is tight. The answer is
+        certified the same way (every vector priced and verified), so it equals the
+        cold-started one to ``tol``.
 
     Returns
     -------
@@ -336,12 +442,14 @@ def solve_structured(
     >>> round(sol.value, 8)  # (sqrt 2 + 1 + sqrt .5)^2
     9.74264069
     """
+    if warm_start is not None and not isinstance(warm_start, WarmStart):
+        raise InvalidTypeError("warm_start", warm_start, "a solvers.structured.WarmStart")
     options = (tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
-               executor or IN_PROCESS)
+               executor or IN_PROCESS, warm_start)
     if blas_threads is None:
         return _solve(problem, *options)
     threads = _check_int("blas_threads", blas_threads, 1)
-    with threadpool_limits(limits=threads, user_api="blas"):
+    with blas_limits(threads):
         return _solve(problem, *options)
 
 
@@ -354,10 +462,18 @@ def _solve(
     working_set: int | None,
     verbose: bool,
     executor: PassExecutor,
+    warm_start: WarmStart | None = None,
 ) -> Solution:
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
-                 executor)
+                 executor, warm_start)
+    if (run.eta == 0 and run.dim > 1 and executor is IN_PROCESS
+            and isinstance(run.source, ArrayVectors) and run.source.count * run.dim <= _SMALL_MAX):
+        small = _small(run, problem)
+        if small is not None:
+            return small
+        run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
+                     verbose, executor, warm_start)
     gram = _span_pass(run)
     exact = _trivial_solution(run)
     if exact is not None:
@@ -367,6 +483,120 @@ def _solve(
     _seed_working_set(run, gram)
     _column_generation(run)
     return _finish(run, problem)
+
+
+# ------------------------------------------------------------------------------------------------
+# small in-memory programs: the same column generation without the pass machinery
+# ------------------------------------------------------------------------------------------------
+def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
+    r"""Column generation for a small in-memory program with :math:`\eta = 0` (the regime of
+    single small designs and of batches): the vectors are normalised and whitened once, and
+    every pricing is one product of the whitened array with :math:`A^{-1/4}` -- the same
+    restricted Newton solves, candidates, working-set growth and verified finish as the general
+    path, without its per-pass bookkeeping (Gram eigen-decomposition, span analysis, executor
+    calls, candidate pool). Returns ``None`` when the data need the general path (rank-deficient
+    or degenerate working sets, a stalled growth), which then solves from scratch."""
+    raw = run.source.array  # type: ignore[attr-defined]
+    count, d = raw.shape
+    started = time.perf_counter()
+    mean_sq = float(np.einsum("ij,ij->", raw, raw)) / count
+    if not mean_sq > 0.0:
+        check_norm_range(0.0)  # raises: all vectors are zero, no noise is needed
+    norm = Normalisation.of(mean_sq, run.bound, run.weight, run.eta)
+    run.data_scale, run.value_scale, run.weight_scale = (norm.data, norm.covariance_scale,
+                                                         norm.weight)
+    run.weight = _sym(run.weight / norm.weight)
+    run.span, run.complement = np.eye(d), np.zeros((d, 0))
+    try:
+        run.geometry = geo = _Geometry.of(run.weight, run.span)
+    except linalg.LinAlgError:
+        return None
+    whitened = raw @ (geo.whiten / norm.data)  # the normalised vectors, whitened
+    run.passes += 1
+    run.pass_seconds.append(time.perf_counter() - started)
+
+    def priced(q: FloatArray, keep: int, threshold: float) -> PassResult:
+        """The maximum of q and the keep largest entries above threshold, with their
+        normalised vectors (only the selected rows are scaled)."""
+        arg = int(np.argmax(q))
+        if threshold == -np.inf and keep < q.size:
+            sel = np.argpartition(-q, keep - 1)[:keep]
+        else:
+            sel = np.flatnonzero(q > threshold)
+            if sel.size > keep:
+                sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
+        sel = sel[np.argsort(-q[sel])]
+        return PassResult(float(q[arg]), arg, sel, q[sel], raw[sel] / norm.data, 0.0)
+
+    run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * d, 16)
+    # first working set: the top scores at the warm start's dual point (or at uniform weights)
+    a0 = whitened.T @ whitened / count
+    a0w, a0v = np.linalg.eigh(_sym(a0))
+    if not a0w[0] > 1e-12 * a0w[-1]:
+        return None  # (nearly) rank-deficient data: the general path finds the span
+    warm_vecs = _warm_vectors(run)
+    yw = warm_vecs @ geo.whiten
+    sw = np.linalg.svd(yw, compute_uv=False) if yw.shape[0] >= d else np.zeros(1)
+    if sw.size >= d and sw[d - 1] > 1e-6 * sw[0]:
+        # the neighbour's support spans: it is the first working set, and the first pricing
+        # (after a restricted solve from its weights) brings whatever the new program adds
+        run.indices, run.vectors = run.warm_idx.copy(), warm_vecs
+    else:
+        if warm_vecs.shape[0]:
+            aw = (yw.T * run.warm_mu) @ yw
+            a0w, a0v = np.linalg.eigh(_sym(0.9 * aw / max(float(np.trace(aw)), 1e-300)
+                                           + 0.1 * a0 / float(np.trace(a0))))
+            a0w = np.maximum(a0w, 1e-15 * a0w[-1])
+        zs = whitened @ (a0v * a0w**-0.25)
+        q0 = np.einsum("ij,ij->i", zs, zs)
+        first = min(count, max(run.atoms_added, d))
+        top = priced(q0, first, -np.inf)
+        fresh = _not_in(top.top_idx, run.warm_idx)
+        new = _dedupe(top.top_vecs[fresh], warm_vecs)
+        run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
+        run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
+    atoms = run.vectors @ geo.whiten
+    sv = np.linalg.svd(atoms, compute_uv=False)
+    if atoms.shape[0] < d or not sv[d - 1] > 1e-10 * sv[0]:
+        return None
+    run.restricted = Restricted(atoms=atoms, mu=_initial_weights(run),
+                                floor_atoms=np.zeros((d, 0)), floor_weights=np.zeros((0, 0)),
+                                floor_rotation=np.zeros((0, 0)))
+    run.floor_basis = np.zeros((d, 0))
+    tight = max(0.1 * run.tol, 1e-13)
+    gap = 0.0 if run.warm_idx.size else np.inf
+    tighten = False
+    while run.passes < run.max_passes - 1:
+        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
+        t0 = time.perf_counter()
+        try:
+            point, iterations = inner_solve(run.state(), inner_tol, 200)
+        except SolverError:
+            return None
+        run.newton_seconds += time.perf_counter() - t0
+        run.newton_iterations += iterations
+        t0 = time.perf_counter()
+        zs = whitened @ (point.eigvecs * point.eigvals**-0.25)
+        q = np.einsum("ij,ij->i", zs, zs)
+        t = point.root_trace
+        pricing = priced(q, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+        run.passes += 1
+        run.pass_seconds.append(time.perf_counter() - t0)
+        cand = _candidate(run, point, pricing.qmax)
+        run.best = cand
+        gap = cand.max_score / t - 1.0
+        run.say(f"pass {run.passes:3d}: T={t:.12g} r={cand.max_score:.12g} gap={gap:.3e} "
+                f"ws={point.scores.size} newton={iterations} (in memory)")
+        if gap <= 0.9 * run.tol:
+            run.status = "optimal"
+            return _finish(run, problem)
+        if _add_violated_atoms(run, point, pricing):
+            tighten = False
+        elif inner_tol > tight:
+            tighten = True
+        else:
+            return None  # nothing to add before the gap closed: the general path decides
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -381,6 +611,7 @@ def _setup(
     working_set: int | None,
     verbose: bool,
     executor: PassExecutor,
+    warm_start: WarmStart | None = None,
 ) -> _Run:
     started = time.perf_counter()
     if not isinstance(problem, CovarianceProgram):
@@ -395,11 +626,14 @@ def _setup(
         chunk = _check_int("chunk_size", chunk_size, 1)
     if working_set is not None:
         _check_int("working_set", working_set, 1)
+    warm_idx, warm_mu = (warm_start.usable(problem.count) if warm_start is not None
+                         else (np.zeros(0, dtype=np.intp), np.zeros(0)))
     run = _Run(
         source=problem.source, executor=executor, chunk=chunk,
         weight=np.asarray(problem.weight, dtype=np.float64), bound=float(problem.bound),
         eta=float(problem.noise_floor),
-        tol=tol, max_passes=max_passes, atoms_per_pass=working_set, verbose=verbose, data_scale=1.0,
+        tol=tol, max_passes=max_passes, atoms_per_pass=working_set, verbose=verbose,
+        warm_idx=warm_idx, warm_mu=warm_mu, data_scale=1.0,
         value_scale=1.0, weight_scale=1.0, started=started,
     )
     return run
@@ -419,7 +653,7 @@ def _span_pass(run: _Run) -> FloatArray:
     run.weight = _sym(run.weight / norm.weight)
     run.eta = run.eta / norm.covariance_scale
     gram = _sym(gram_raw / mean_sq)
-    gw, gv = linalg.eigh(gram)
+    gw, gv = np.linalg.eigh(gram)
     in_span = gw > _SPAN_RTOL * gw[-1]
     run.span, run.complement = gv[:, in_span], gv[:, ~in_span]
     if np.all(in_span):
@@ -475,14 +709,64 @@ def _seed_pass(run: _Run, gram: FloatArray, low: float) -> None:
     uniform-weight covariance (whitened eigenvalues kept above ``low``); with a pool, the pass
     also fills the pool."""
     geo = run.whitening()
-    a0w, a0v = linalg.eigh(_sym(geo.whiten.T @ gram @ geo.whiten / run.source.count))
+    a0 = _sym(geo.whiten.T @ gram @ geo.whiten / run.source.count)
+    warm_vecs = _warm_vectors(run)
+    if warm_vecs.shape[0]:
+        # warm start: price at (mostly) the neighbouring problem's dual point, mixed with the
+        # uniform weights so that A stays positive definite on the span
+        yw = warm_vecs @ geo.whiten
+        aw = (yw.T * run.warm_mu) @ yw
+        a0 = _sym(0.9 * aw / max(float(np.trace(aw)), 1e-300)
+                  + 0.1 * a0 / max(float(np.trace(a0)), 1e-300))
+    a0w, a0v = np.linalg.eigh(a0)
     a0w = np.maximum(a0w, max(low, 1e-300 + 1e-15 * float(a0w[-1])))
     first = max(run.atoms_added, geo.dim)
     res = run.score(geo.whiten @ (a0v * a0w**-0.25), max(first, run.pool_keep), -np.inf)
     if run.pool_keep:
         run.pool_idx, run.pool_vecs = res.top_idx, res.top_vecs
-    keep = _dedupe(res.top_vecs[:first], np.empty((0, run.dim)))
-    run.indices, run.vectors = res.top_idx[:first][keep], res.top_vecs[:first][keep]
+    top_idx, top_vecs = res.top_idx[:first], res.top_vecs[:first]
+    if warm_vecs.shape[0]:
+        fresh = ~np.isin(top_idx, run.warm_idx)
+        top_idx, top_vecs = top_idx[fresh], top_vecs[fresh]
+        new = _dedupe(top_vecs, warm_vecs) if top_idx.size else np.zeros(0, dtype=bool)
+        run.indices = np.concatenate([run.warm_idx, top_idx[new]])
+        run.vectors = np.concatenate([warm_vecs, top_vecs[new]])
+        return
+    keep = _dedupe(top_vecs, np.empty((0, run.dim)))
+    run.indices, run.vectors = top_idx[keep], top_vecs[keep]
+
+
+def _warm_vectors(run: _Run) -> FloatArray:
+    """The warm-start vectors (normalised), pairwise non-parallel; ``run.warm_idx`` and
+    ``run.warm_mu`` are reduced to them (empty on a cold start)."""
+    if not run.warm_idx.size:
+        return np.zeros((0, run.dim))
+    vecs = np.asarray(run.source.take(run.warm_idx), dtype=np.float64) / run.data_scale
+    keep = _dedupe(vecs, np.empty((0, run.dim)))
+    keep &= np.einsum("ij,ij->i", vecs, vecs) > 0
+    run.warm_idx, vecs = run.warm_idx[keep], vecs[keep]
+    mu = run.warm_mu[keep]
+    run.warm_mu = mu / float(mu.sum()) if mu.size else mu
+    return vecs
+
+
+def _initial_weights(run: _Run) -> FloatArray:
+    """Weights of the first working set on the simplex: uniform on a cold start; 0.9 on the
+    warm-start vectors (their own proportions) and 0.1 spread over the others on a warm one."""
+    k = run.indices.size
+    n_warm = run.warm_idx.size
+    if not n_warm or n_warm > k or not np.array_equal(run.indices[:n_warm], run.warm_idx):
+        return np.full(k, 1.0 / k)
+    if n_warm == k:
+        return run.warm_mu.copy()
+    # when the warm vectors span by themselves, the others start at zero weight (the projected
+    # Newton step frees those whose score exceeds T): with at most p(p+1)/2 free weights its
+    # Hessian is nonsingular and it converges quadratically from the neighbour's optimum
+    whitened = run.vectors[:n_warm] @ run.whitening().whiten
+    sv = np.linalg.svd(whitened, compute_uv=False)
+    if sv.size >= whitened.shape[1] and sv[-1] > 1e-6 * sv[0]:
+        return np.concatenate([run.warm_mu, np.zeros(k - n_warm)])
+    return np.concatenate([0.9 * run.warm_mu, np.full(k - n_warm, 0.1 / (k - n_warm))])
 
 
 def _seed_working_set(run: _Run, gram: FloatArray) -> None:
@@ -493,7 +777,7 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
     _seed_pass(run, gram, 0.0)
     while True:
         whitened = run.vectors @ geo.whiten
-        sv = linalg.svdvals(whitened) if whitened.shape[0] else np.zeros(1)
+        sv = np.linalg.svd(whitened, compute_uv=False) if whitened.shape[0] else np.zeros(1)
         if whitened.shape[0] >= p and sv[min(p, sv.size) - 1] > 1e-10 * sv[0]:
             break
         if run.passes >= run.max_passes:
@@ -517,7 +801,7 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
         run.vectors = np.concatenate([run.vectors, res.top_vecs[fresh][new]])
     run.restricted = Restricted(
         atoms=run.vectors @ geo.whiten,
-        mu=np.full(run.indices.size, 1.0 / run.indices.size),
+        mu=_initial_weights(run),
         floor_atoms=np.zeros((p, 0)),
         floor_weights=np.zeros((0, 0)),
         floor_rotation=np.zeros((0, 0)),
@@ -531,7 +815,9 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
 def _column_generation(run: _Run) -> None:
     """Restricted Newton solve, pricing pass, working-set growth, until the gap closes."""
     tight = max(0.1 * run.tol, 1e-13)
-    gap = np.inf
+    # a warm start is expected near the optimum: solve the first working set tightly (a loose
+    # first solve would cost a second pricing pass and a second restricted solve)
+    gap = 0.0 if run.warm_idx.size else np.inf
     tighten = False
     # with a pool, the working set grows from the pool until it holds no violated vector; only
     # then does a full (certifying) pass run, which also refreshes the pool
@@ -714,13 +1000,16 @@ def _enter_floor_mode(run: _Run, cand: _Candidate) -> None:
 
 def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) -> bool:
     """The pricing pass's most violated vectors join the working set (clearly inactive atoms
-    leave it when it has grown large)."""
-    fresh = ~np.isin(pricing.top_idx, run.indices)
+    leave it when it has grown large). A violated vector parallel to a working-set atom but
+    longer replaces it (its constraint implies the atom's): a warm start may bring the shorter
+    of two parallel vectors."""
+    fresh = _not_in(pricing.top_idx, run.indices)
     if not np.any(fresh):
         return False
     new = _dedupe(pricing.top_vecs[fresh], run.vectors)
+    replaced = _replace_dominated(run, pricing.top_idx[fresh][~new], pricing.top_vecs[fresh][~new])
     if not np.any(new):
-        return False
+        return replaced
     geo = run.whitening()
     state = run.state()
     new_idx = pricing.top_idx[fresh][new]
@@ -735,6 +1024,28 @@ def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) 
     state.atoms = np.concatenate([state.atoms, new_vec @ geo.whiten])
     state.mu = np.concatenate([state.mu, np.zeros(new_idx.size)])
     return True
+
+
+def _replace_dominated(run: _Run, idx: IntArray, vecs: FloatArray) -> bool:
+    """Working-set atoms parallel to a longer vector of ``vecs`` are replaced by it (same
+    weight): ``s_j = c s_i`` with ``|c| > 1`` makes the constraint of ``i`` redundant."""
+    if not idx.size or not run.vectors.shape[0]:
+        return False
+    norms = np.linalg.norm(run.vectors, axis=1)
+    lengths = np.linalg.norm(vecs, axis=1)
+    cos = np.abs(vecs @ run.vectors.T) / np.maximum(np.outer(lengths, norms), 1e-300)
+    replaced = False
+    state = run.restricted  # None on the W = I floor path, which keeps no whitened atoms
+    geo = run.whitening()
+    for i in np.argsort(-lengths):
+        j = int(np.argmax(cos[i]))
+        if cos[i, j] >= 1.0 - _PARALLEL_RTOL and lengths[i] > norms[j] * (1.0 + 1e-12):
+            run.indices[j], run.vectors[j] = idx[i], vecs[i]
+            if state is not None:
+                state.atoms[j] = vecs[i] @ geo.whiten
+            norms[j] = lengths[i]
+            replaced = True
+    return replaced
 
 
 def _drop_slack_floor_directions(run: _Run, point: RestrictedPoint) -> bool:
@@ -809,11 +1120,12 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
     if run.atoms_per_pass is None:
         run.atoms_added = max(2 * d, 16)
     _seed_pass(run, gram, eta * eta)
-    mmat = run.vectors.T @ run.vectors / run.indices.size
+    mu = _initial_weights(run)
+    mmat = (run.vectors.T * mu) @ run.vectors
     scale = float(np.sum(np.sqrt(np.clip(linalg.eigvalsh(_sym(mmat)), 0.0, None)))) ** 2
-    mu = np.full(run.indices.size, max(scale, eta * eta) / run.indices.size)
+    mu = max(scale, eta * eta) * mu
     tight = max(0.1 * run.tol, 1e-13)
-    gap, tighten = np.inf, False
+    gap, tighten = (0.0 if run.warm_idx.size else np.inf), False
     full_next = not run.pool_keep
     best: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
     while run.passes < run.max_passes - 1:
@@ -843,7 +1155,9 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
                 continue
         fresh = ~np.isin(pricing.top_idx, run.indices)
         new = _dedupe(pricing.top_vecs[fresh], run.vectors) if np.any(fresh) else np.zeros(0, bool)
-        if not np.any(new):
+        replaced = _replace_dominated(run, pricing.top_idx[fresh][~new],
+                                      pricing.top_vecs[fresh][~new]) if np.any(fresh) else False
+        if not np.any(new) and not replaced:
             if inner_tol > tight:
                 tighten = True
                 continue
@@ -981,22 +1295,22 @@ def _inverse_factor(run: _Run, sigma: FloatArray, ridged: bool) -> tuple[FloatAr
     factors, cond = [], 1.0
     for basis, block in blocks:
         try:
-            chol = linalg.cholesky(block, lower=True)
+            chol = np.asarray(np.linalg.cholesky(block), dtype=np.float64)
         except linalg.LinAlgError:
             raise SolverError(
                 f"{SOLVER_NAME}: the candidate covariance is not positive definite; remedy: "
                 "try solver='clarabel'"
             ) from None
-        ev = linalg.eigvalsh(block)
+        ev = np.linalg.eigvalsh(block)
         cond = max(cond, float(ev[-1] / max(float(ev[0]), 1e-300)))
-        factors.append(basis @ linalg.solve_triangular(chol, np.eye(block.shape[0]), lower=True).T)
+        factors.append(basis @ _lower_inverse(chol).T)
     return np.concatenate(factors, axis=1), cond
 
 
 def _trace_upper(weight: FloatArray, sigma: FloatArray) -> float:
     """An upper bound on tr(W Sigma) from its float sum (error <= gamma_n sum |W_ik S_ik|)."""
     n = weight.size
-    unit = np.finfo(float).eps / 2
+    unit = _EPS / 2
     gamma = n * unit / (1 - n * unit)
     total = float(np.sum(weight * sigma))
     return float(np.nextafter(total + gamma * float(np.sum(np.abs(weight * sigma))) * 1.01, np.inf))
@@ -1007,11 +1321,11 @@ def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> floa
     a matrix known to be >= eta I (a closed form), so Weyl's inequality with the rounding error
     (at most one unit in the last place per entry) gives ``eta - u ||sigma||_F``; otherwise the
     computed lambda_min less the eigensolver's backward error ``4 d u lambda_max``."""
-    unit = float(np.finfo(float).eps) / 2
+    unit = _EPS / 2
     if exact_floor:
         top = float(np.max(np.abs(sigma)))
         return eta - 2.0 * unit * top * float(np.linalg.norm(sigma / top))
-    ev = linalg.eigvalsh(sigma)
+    ev = np.linalg.eigvalsh(sigma)
     return float(ev[0]) - 4.0 * sigma.shape[0] * unit * float(ev[-1])
 
 
@@ -1033,7 +1347,7 @@ def _verified_solution(
     run.pass_seconds.append(check.seconds)
     # floating-point margins (err on the side of more noise): the float q_j carry a relative
     # error of order d eps sqrt(cond) (triangular solve), lambda_min one of d eps lambda_max
-    unit = float(np.finfo(float).eps) * (d + 2)
+    unit = _EPS * (d + 2)
     margin = max(_SAFETY, 16.0 * unit * float(np.sqrt(cond)))
     scale = float(max(1.0, check.qmax / bound)) * (1.0 + margin)
     if eta > 0:
@@ -1060,7 +1374,7 @@ def _verified_solution(
         "lower": lower, "upper": value, "gap": gap, "tol": run.tol,
         "support": 0, "working_set": 0, "floor_block": 0, "ridge": 0.0,
         **details,
-        "floor_rank": int(np.sum(linalg.eigvalsh(sigma) <= eta * (1 + 1e-6))) if eta > 0 else 0,
+        "floor_rank": int(np.sum(np.linalg.eigvalsh(sigma) <= eta * (1 + 1e-6))) if eta > 0 else 0,
         "rank": run.rank,
         "newton_seconds": run.newton_seconds,
         "pass_seconds": float(np.sum(run.pass_seconds)),
@@ -1115,7 +1429,7 @@ def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
         half = pv * np.sqrt(np.clip(pw, 0.0, None))
         rows.append((np.sqrt(run.eta) * ((whiten.T @ basis) @ half)).T)
     stacked = np.concatenate(rows)
-    left, _, right = linalg.svd(stacked, full_matrices=False)
+    left, _, right = np.linalg.svd(stacked, full_matrices=False)
     polar = left @ right  # rows: A^{-1/2} applied to each stacked row
     n_on = int(np.sum(on))
     u = (polar[:n_on] / root_mu[:, None]) @ whiten.T / t

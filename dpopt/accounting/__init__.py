@@ -14,7 +14,9 @@ the
   tighter of exact GDP composition, a pessimistic PLD and RDP, and the inverse;
 - :mod:`~dpopt.accounting.subsampled_rdp` — RDP of the subsampled Gaussian;
 - :mod:`~dpopt.accounting.schedule` — ``Schedule``: a total budget over T releases as a budget;
-- :mod:`~dpopt.accounting.dpsgd` — DP-SGD noise-multiplier calibration.
+- :mod:`~dpopt.accounting.dpsgd` — DP-SGD noise-multiplier calibration (two-sided);
+- :mod:`~dpopt.accounting.events` — dp-accounting ``DpEvent`` runs and the stateful
+  ``PrivacyAccountant``.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ _EXPORTS: dict[str, str] = {
         "mu_for_log_delta", "rdp_to_dp_improved", "rdp_to_dp_mironov", "tradeoff",
     )},
     **{n: "dpopt.accounting.composition" for n in (
-        "AccountingResult", "GaussianSteps", "composed_delta", "composed_epsilon",
-        "largest_bound", "smallest_noise_multiplier",
+        "AccountingResult", "GaussianSteps", "NoiseCalibration", "calibrate_noise",
+        "composed_delta", "composed_epsilon", "largest_bound", "lower_delta", "lower_epsilon",
+        "smallest_noise_multiplier",
+    )},
+    **{n: "dpopt.accounting.events" for n in (
+        "PrivacyAccountant", "event_delta", "event_epsilon", "event_relation", "event_to_steps",
     )},
     "Schedule": "dpopt.accounting.schedule",
     "subsampled_gaussian_rdp": "dpopt.accounting.subsampled_rdp",

@@ -36,6 +36,8 @@ PLD_MIN_DELTA = 1e-12
 #: Largest number of loss-grid points one PLD may need; beyond it (tiny noise multipliers) the PLD
 #: is not built and the other accountants answer.
 PLD_MAX_POINTS = 4e6
+#: Most steps one PLD composes; beyond it the RDP curve answers (it composes by multiplication).
+PLD_MAX_STEPS = 1_000_000
 #: Relative and absolute slack on δ covering round-off in the library's FFT convolutions.
 _PLD_REL = 1e-6
 _PLD_ABS = 1e-14
@@ -105,9 +107,22 @@ def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: fl
     return _call("a privacy loss distribution", build)
 
 
+def pld_points(groups: Sequence[tuple[float, float, int]], discretization: float) -> int:
+    """Grid points of the (cached) composed PLD, both directions: its cost is about linear in
+    them, and they scale like 1/discretisation."""
+    pld = _pld(groups, discretization)
+    total = 0
+    for pmf in (getattr(pld, "_pmf_remove", None), getattr(pld, "_pmf_add", None)):
+        probs = getattr(pmf, "_probs", None)
+        total += int(np.size(probs)) if probs is not None else 0
+    return total
+
+
 def pld_feasible(groups: Sequence[tuple[float, float, int]], discretization: float) -> bool:
     """Whether every group's PLD fits in :data:`PLD_MAX_POINTS` grid points (the privacy loss of
     a Gaussian with noise multiplier σ spans about (1 + 20σ)/σ² before truncation)."""
+    if sum(count for _, _, count in groups) > PLD_MAX_STEPS:
+        return False
     for q, p, count in groups:
         sigma = 1.0 / math.sqrt(q)
         if p == 1.0:

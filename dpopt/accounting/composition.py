@@ -35,12 +35,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import optimize
 
 from certificates.validate import as_scalar
-from dpopt import progress
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting.subsampled_rdp import (
     DEFAULT_ORDERS,
@@ -49,21 +49,32 @@ from dpopt.accounting.subsampled_rdp import (
     subsampled_gaussian_rdp,
 )
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError
+from dpopt.relation import (
+    NeighbouringRelation,
+    SamplingScheme,
+    as_sampling,
+    replacement_sup,
+    sensitivity_factor,
+)
 
 __all__ = [
     "ACCOUNTANTS",
     "AccountingResult",
     "GaussianSteps",
+    "NoiseCalibration",
     "as_steps",
+    "calibrate_noise",
     "composed_delta",
     "composed_epsilon",
     "largest_bound",
+    "lower_delta",
+    "lower_epsilon",
     "smallest_noise_multiplier",
     "uniform_epsilon",
 ]
 
 ACCOUNTANTS = ("gdp-exact", "pld", "rdp")
-SAMPLINGS = ("poisson", "without_replacement")
+SAMPLINGS = tuple(s.value for s in SamplingScheme)
 #: Largest per-release bound the inverse searches (noise multiplier 0.01).
 MAX_BOUND = 1e4
 #: Smallest per-release bound the inverse searches before declaring the target unreachable.
@@ -103,10 +114,11 @@ class GaussianSteps:
         Number of releases, a whole number >= 1.
     sampling_rate : float
         p in (0, 1]: each release sees a subsample of rate p (1: the whole dataset).
-    sampling : {"poisson", "without_replacement"}
-        Poisson sampling (add/remove neighbours) or a fixed-size batch of p·N records drawn without
+    sampling : {"poisson", "without_replacement", "full_batch"} or SamplingScheme
+        Poisson sampling (add/remove neighbours), a fixed-size batch of p·N records drawn without
         replacement (replace-one neighbours: q is then the bound over the replacement relation —
-        with :func:`~dpopt.covariance.design.design_covariance` pass ``relation="replacement"``).
+        with :func:`~dpopt.covariance.design.design_covariance` pass ``relation="replacement"``),
+        or the full batch (rate 1, add/remove). ``"shuffling"`` is refused (no tight analysis).
     """
 
     bound: float
@@ -118,23 +130,49 @@ class GaussianSteps:
         object.__setattr__(self, "bound", as_scalar("bound", self.bound, low=0.0))
         object.__setattr__(self, "steps", as_steps("steps", self.steps))
         object.__setattr__(self, "sampling_rate", _rate(self.sampling_rate))
-        if not isinstance(self.sampling, str) or self.sampling not in SAMPLINGS:
-            raise InvalidParameterError("sampling", self.sampling, f"must be one of {SAMPLINGS}")
+        scheme = as_sampling(self.sampling)
+        if scheme is SamplingScheme.FULL_BATCH and self.sampling_rate != 1.0:
+            raise InvalidParameterError(
+                "sampling_rate", self.sampling_rate, "must be 1 with sampling='full_batch'"
+            )
+        object.__setattr__(self, "sampling", scheme)
 
     @classmethod
     def from_noise_multiplier(cls, noise_multiplier: float, steps: int = 1,
                               sampling_rate: float = 1.0, sampling: str = "poisson"
                               ) -> GaussianSteps:
-        """Steps with noise multiplier σ (noise std / ℓ2 sensitivity): q = 1/σ², rounded up."""
+        r"""Steps adding noise of std σ·C to a sum of records clipped to norm C (DP-SGD's noise
+        multiplier σ, as in Opacus).
+
+        The bound is over the scheme's relation: :math:`q = 1/\sigma^2` under add/remove
+        (Poisson, full batch) and :math:`q = 4/\sigma^2` under replace-one (fixed-size batches:
+        replacing a record moves the clipped sum by up to 2C), rounded up.
+        """
         sigma = as_scalar("noise_multiplier", noise_multiplier, low=0.0)
         q = 1.0 / (sigma * sigma)
+        if not math.isfinite(q):
+            raise InvalidParameterError("noise_multiplier", noise_multiplier,
+                                        "is too small: 1/σ² overflows double precision")
         while Fraction(q) * Fraction(sigma) ** 2 < 1:
             q = math.nextafter(q, math.inf)
-        return cls(q, steps, sampling_rate, sampling)
+        scheme = as_sampling(sampling)
+        return cls(replacement_sup(q, scheme.relation), steps, sampling_rate, scheme)
+
+    @property
+    def relation(self) -> NeighbouringRelation:
+        """The neighbouring relation of the sampling scheme."""
+        return as_sampling(self.sampling).relation
 
     @property
     def noise_multiplier(self) -> float:
-        """1/√q (the noise std in units of the ℓ2 sensitivity)."""
+        """σ = (noise std) / C for records clipped to norm C: 1/√q under add/remove, 2/√q under
+        replace-one (the inverse of :meth:`from_noise_multiplier`)."""
+        return sensitivity_factor(self.relation) / math.sqrt(self.bound)
+
+    @property
+    def sensitivity_noise_multiplier(self) -> float:
+        """1/√q: the noise std in units of the relation's ℓ2 sensitivity (dp-accounting's
+        convention for ``GaussianDpEvent`` and ``SampledWithoutReplacementDpEvent``)."""
         return 1.0 / math.sqrt(self.bound)
 
     @property
@@ -144,7 +182,7 @@ class GaussianSteps:
 
 @dataclass(frozen=True)
 class AccountingResult:
-    """A certified ε (or δ) and the accountant that gave it.
+    """A certified ε (or δ), the accountant that gave it, and a certified lower bound.
 
     Attributes
     ----------
@@ -156,15 +194,40 @@ class AccountingResult:
         Every accountant's bound (``inf``: not applicable at these parameters).
     order : float or None
         The RDP order that gave the RDP bound.
+    lower : float
+        A proven lower bound on the true value (the mechanism's ε at δ, or δ at ε): the exact
+        value rounded down without subsampling, else the lower end of the privacy-random-variable
+        accountant's interval (see :func:`lower_epsilon`); 0 when none was computed.
+    lower_accountant : str
+        What gave ``lower`` (``"gdp-exact"``, ``"prv"`` or ``"none"``).
+    sampling : SamplingScheme or None
+        The run's sampling scheme (its relation: ``sampling.relation``).
     """
 
     value: float
     accountant: str
     candidates: dict[str, float] = field(default_factory=dict)
     order: float | None = None
+    lower: float = 0.0
+    lower_accountant: str = "none"
+    sampling: SamplingScheme | None = None
 
     def __float__(self) -> float:
         return float(self.value)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """``(lower, value)``: the true value lies in it."""
+        return (self.lower, self.value)
+
+    @property
+    def width(self) -> float:
+        """``value - lower`` (``inf`` when the upper bound is infinite)."""
+        return self.value - self.lower if math.isfinite(self.value) else math.inf
+
+    def certified_interval(self) -> list[float] | None:
+        """``[lower, upper]`` for JSON output, or ``None`` when the upper bound is infinite."""
+        return [self.lower, self.value] if math.isfinite(self.value) else None
 
 
 def _as_run(releases: GaussianSteps | Sequence[GaussianSteps]) -> tuple[GaussianSteps, ...]:
@@ -179,13 +242,22 @@ def _as_run(releases: GaussianSteps | Sequence[GaussianSteps]) -> tuple[Gaussian
     for i, r in enumerate(run):
         if not isinstance(r, GaussianSteps):
             raise InvalidTypeError(f"releases[{i}]", r, "GaussianSteps")
-    kinds = {r.sampling for r in run if r.subsampled}
+    kinds = {r.relation for r in run}
     if len(kinds) > 1:
         raise InvalidParameterError(
-            "releases", releases, "mixes Poisson (add/remove neighbours) and without-replacement "
-            "(replace-one neighbours) steps: one run has one neighbouring relation"
+            "releases", releases, "mixes add/remove steps (Poisson, full batch) and replace-one "
+            "steps (without replacement): one run has one neighbouring relation"
         )
     return run
+
+
+def _scheme(run: tuple[GaussianSteps, ...]) -> SamplingScheme:
+    sub = [r for r in run if r.subsampled]
+    if sub:
+        return as_sampling(sub[0].sampling)
+    if run[0].relation is NeighbouringRelation.REPLACEMENT:
+        return SamplingScheme.WITHOUT_REPLACEMENT
+    return SamplingScheme.FULL_BATCH
 
 
 def _total_bound(run: tuple[GaussianSteps, ...]) -> float:
@@ -232,16 +304,87 @@ def _pick(cands: dict[str, float]) -> str:
     return min(cands, key=lambda k: (cands[k], ACCOUNTANTS.index(k)))
 
 
-def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
-                     accountants: str | Sequence[str] = ACCOUNTANTS,
+def _events_or_run(releases: object) -> bool:
+    """Whether ``releases`` is a dp-accounting ``DpEvent`` (handled by :mod:`.events`)."""
+    try:
+        from dp_accounting import DpEvent
+    except ImportError:  # pragma: no cover - a core dependency
+        return False
+    return isinstance(releases, DpEvent)
+
+
+def _eps_error(upper: float, eps_error: float | None) -> float:
+    if eps_error is not None:
+        return as_scalar("eps_error", eps_error, low=0.0)
+    return min(max(0.02 * upper, 0.01), 1.0) if math.isfinite(upper) else 1.0
+
+
+def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
+                  upper: float = math.inf, eps_error: float | None = None) -> tuple[float, str]:
+    r"""A proven lower bound on the run's true ε at δ, and what gave it.
+
+    Without subsampling the run is exactly one Gaussian with :math:`\mu^2 = \sum_t q_t` (Dong,
+    Roth & Su), so the lower bound is the exact Balle–Wang ε, rounded down (``"gdp-exact"``).
+    With subsampling it is the lower end of Gopi, Lee & Wutschitz's privacy-random-variable
+    accountant ("Numerical Composition of Differential Privacy", Thm. 5.5) for the remove pair
+    :math:`((1-p)N(0,\sigma^2)+pN(1,\sigma^2),\ N(0,\sigma^2))` — a pair every scheme
+    realises (see :mod:`dpopt.accounting._prv`) — with error ``eps_error`` (default 2 % of
+    ``upper``, within [0.01, 1]) (``"prv"``). ``(0, "none")`` when neither applies.
+    """
+    run = _as_run(releases)
+    d = _delta(delta)
+    if not any(r.subsampled for r in run):
+        total = _total_bound(run)
+        ld = math.log(d)
+        e = bw.min_epsilon(total, ld)
+        shave = 1e-9
+        for _ in range(30):
+            lo = max(e * (1.0 - shave) - 1e-12, 0.0)
+            if lo == 0.0:
+                return 0.0, "gdp-exact"
+            got = float(bw.log_delta(np.asarray(lo), np.asarray(total)))
+            if got > ld + abs(float(bw.safety_margin(ld))):
+                return lo, "gdp-exact"
+            shave *= 10.0
+        return 0.0, "none"
+    from dpopt.accounting import _prv
+
+    prv = _prv.prv_epsilon_lower(_groups(run), d, _eps_error(upper, eps_error))
+    if prv is None:
+        return 0.0, "none"
+    return (min(prv, upper), "prv")
+
+
+def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, *,
+                upper: float = 1.0, eps_error: float = 0.01) -> tuple[float, str]:
+    """A proven lower bound on the run's true δ at ε (the counterpart of :func:`lower_epsilon`;
+    the PRV accountant's δ error is set to 1e-3 of ``upper``)."""
+    run = _as_run(releases)
+    e = as_scalar("epsilon", epsilon, low=0.0, low_open=False)
+    if not any(r.subsampled for r in run):
+        ld = float(bw.log_delta(np.asarray(e), np.asarray(_total_bound(run))))
+        lo = math.exp(ld - abs(float(bw.safety_margin(ld)))) * (1.0 - 1e-9)
+        return (min(lo, upper), "gdp-exact")
+    from dpopt.accounting import _prv
+
+    got = _prv.prv_delta_lower(_groups(run), e, eps_error, max(upper * 1e-3, 1e-300))
+    if got is None:
+        return 0.0, "none"
+    return (min(got, upper), "prv")
+
+
+def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object, delta: float,
+                     *, accountants: str | Sequence[str] = ACCOUNTANTS,
                      discretization: float = 1e-4,
-                     orders: Sequence[float] = DEFAULT_ORDERS) -> AccountingResult:
+                     orders: Sequence[float] = DEFAULT_ORDERS,
+                     two_sided: bool = True) -> AccountingResult:
     r"""Certified ε at δ for a run of Gaussian releases: the tightest of the accountants.
 
     Parameters
     ----------
-    releases : GaussianSteps or sequence of GaussianSteps
-        The run (heterogeneous sequences allowed).
+    releases : GaussianSteps, sequence of GaussianSteps, or a dp-accounting DpEvent
+        The run (heterogeneous sequences allowed; a ``DpEvent`` goes to
+        :func:`dpopt.accounting.events.event_epsilon`).
     delta : float
         δ in (0, 1).
     accountants : sequence of str
@@ -250,14 +393,21 @@ def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: f
         PLD loss-discretisation interval (smaller: tighter and slower).
     orders : sequence of float
         RDP orders.
+    two_sided : bool
+        Also compute the certified lower bound :attr:`AccountingResult.lower`
+        (:func:`lower_epsilon`).
 
     Examples
     --------
     >>> r = composed_epsilon(GaussianSteps(bound=0.01, steps=100), 1e-5)   # μ = 1 exactly
-    >>> r.accountant, round(r.value, 6)
-    ('gdp-exact', 4.377178)
+    >>> r.accountant, round(r.value, 6), round(r.lower, 6)
+    ('gdp-exact', 4.377178, 4.377178)
     """
-    run = _as_run(releases)
+    if _events_or_run(releases):
+        from dpopt.accounting.events import event_epsilon
+
+        return event_epsilon(releases, delta, discretization=discretization, two_sided=two_sided)
+    run = _as_run(releases)  # type: ignore[arg-type]
     d = _delta(delta)
     acc = _check_accountants(accountants)
     disc = _discretization(discretization)
@@ -269,29 +419,43 @@ def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: f
             math.inf if subsampled else bw.min_epsilon(_total_bound(run), math.log(d))
         )
     if "pld" in acc:
-        wor = any(r.subsampled and r.sampling == "without_replacement" for r in run)
-        if wor:
-            cands["pld"] = math.inf
-        else:
+        if _pld_applies(run):
             from dpopt.accounting import _dp_accounting as lib
 
             cands["pld"] = lib.pld_epsilon(_groups(run), d, disc)
+        else:
+            cands["pld"] = math.inf
     if "rdp" in acc:
         eps, order = rdp_epsilon_from_curve(orders, _rdp_curve(run, orders), d)
         cands["rdp"] = eps
     best = _pick(cands)
-    return AccountingResult(cands[best], best, cands, order if best == "rdp" else None)
+    lower, how = (lower_epsilon(run, d, upper=cands[best]) if two_sided else (0.0, "none"))
+    return AccountingResult(cands[best], best, cands, order if best == "rdp" else None,
+                            lower, how, _scheme(run))
 
 
-def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, *,
-                   accountants: str | Sequence[str] = ACCOUNTANTS,
+def _pld_applies(run: tuple[GaussianSteps, ...]) -> bool:
+    """dp-accounting's PLD covers Poisson subsampling (add/remove) and unsubsampled steps; it has
+    no PLD for fixed-size batches without replacement (its PLD accountant refuses
+    ``SampledWithoutReplacementDpEvent``), so those runs are certified by RDP alone."""
+    return not any(r.subsampled and r.relation is NeighbouringRelation.REPLACEMENT for r in run)
+
+
+def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps] | object, epsilon: float,
+                   *, accountants: str | Sequence[str] = ACCOUNTANTS,
                    discretization: float = 1e-4,
-                   orders: Sequence[float] = DEFAULT_ORDERS) -> AccountingResult:
+                   orders: Sequence[float] = DEFAULT_ORDERS,
+                   two_sided: bool = True) -> AccountingResult:
     r"""Certified δ at ε for a run of Gaussian releases: the tightest of the accountants.
 
-    Parameters as in :func:`composed_epsilon`, with ``epsilon`` >= 0 instead of δ.
+    Parameters as in :func:`composed_epsilon`, with ``epsilon`` >= 0 instead of δ; the lower
+    bound is :func:`lower_delta`.
     """
-    run = _as_run(releases)
+    if _events_or_run(releases):
+        from dpopt.accounting.events import event_delta
+
+        return event_delta(releases, epsilon, discretization=discretization, two_sided=two_sided)
+    run = _as_run(releases)  # type: ignore[arg-type]
     e = as_scalar("epsilon", epsilon, low=0.0, low_open=False)
     acc = _check_accountants(accountants)
     disc = _discretization(discretization)
@@ -305,18 +469,20 @@ def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: f
             ld = float(bw.log_delta(np.asarray(e), np.asarray(_total_bound(run))))
             cands["gdp-exact"] = min(math.exp(ld + bw.safety_margin(ld)), 1.0)
     if "pld" in acc:
-        wor = any(r.subsampled and r.sampling == "without_replacement" for r in run)
-        if wor:
-            cands["pld"] = math.inf
-        else:
+        if _pld_applies(run):
             from dpopt.accounting import _dp_accounting as lib
 
             cands["pld"] = lib.pld_delta(_groups(run), e, disc)
+        else:
+            cands["pld"] = math.inf
     if "rdp" in acc:
         ld, order = rdp_log_delta_from_curve(orders, _rdp_curve(run, orders), e)
         cands["rdp"] = math.exp(ld)
     best = _pick(cands)
-    return AccountingResult(cands[best], best, cands, order if best == "rdp" else None)
+    upper = min(cands[best], 1.0)
+    lower, how = lower_delta(run, e, upper=upper) if two_sided else (0.0, "none")
+    return AccountingResult(upper, best, cands, order if best == "rdp" else None, lower, how,
+                            _scheme(run))
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,23 +500,26 @@ def certifies(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float,
     for name in order:
         if name == "gdp-exact" and any(r.subsampled for r in run):
             continue
-        if composed_epsilon(run, delta, accountants=(name,),
-                            discretization=discretization).value <= epsilon:
+        if composed_epsilon(run, delta, accountants=(name,), discretization=discretization,
+                            two_sided=False).value <= epsilon:
             return True, name
     return False, ""
 
 
-#: evaluations of the full accountants in the subsampled noise search (measured 6-7: DP-SGD on
-#: N = 60 000, B = 256 for 15 and 60 epochs, a schedule of 1000 releases at rate 0.01)
-SEARCH_EVALUATIONS = (6, 9)
-
 @lru_cache(maxsize=4096)
 def uniform_epsilon(bound: float, steps: int, sampling_rate: float, sampling: str, delta: float,
-                    accountants: tuple[str, ...] = ACCOUNTANTS, discretization: float = 1e-4
-                    ) -> AccountingResult:
+                    accountants: tuple[str, ...] = ACCOUNTANTS, discretization: float = 1e-4,
+                    orders: tuple[float, ...] = DEFAULT_ORDERS) -> AccountingResult:
     """:func:`composed_epsilon` of ``steps`` identical releases (memoised)."""
     return composed_epsilon(GaussianSteps(bound, steps, sampling_rate, sampling), delta,
-                            accountants=accountants, discretization=discretization)
+                            accountants=accountants, discretization=discretization,
+                            orders=orders, two_sided=False)
+
+
+#: RDP orders of the searches for fixed-size batches: the replace-one bound of Wang, Balle &
+#: Kasiviswanathan costs O(α) per order, and orders above 128 are rarely the best ones (any
+#: subset of orders gives a valid bound).
+WOR_SEARCH_ORDERS: tuple[float, ...] = tuple(a for a in DEFAULT_ORDERS if a <= 128.0)
 
 
 def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: float,
@@ -392,22 +561,178 @@ def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: flo
     return math.exp(lo)
 
 
+#: Seconds of CPU after which one coarse PLD stops the PLD phase (a safety valve).
+FINE_SECONDS = 0.4
+#: Largest grid (points, both directions) of a finishing PLD: about 0.3 s of CPU on one core.
+FINE_POINTS = 6e5
+#: The calibration builds no PLD when the RDP answer's noise multiplier (per sensitivity) is
+#: below this: such PLDs take seconds to minutes to build, and RDP is close to tight there.
+PLD_MIN_SIGMA = 0.25
+
+
+class _OutOfTime(Exception):
+    """The time budget ran out (internal: the search returns its best certified answer)."""
+
+
+def _log_clt_guess(epsilon: float, delta: float, steps: int, rate: float) -> float:
+    r"""log of the CLT's per-step bound :math:`\log(1 + \mu^2/(p^2T))`, in log form (no
+    underflow of :math:`p^2` or overflow of :math:`\mu^2/(p^2 T)`), clamped to the search range."""
+    from dpopt.accounting.gdp import mu_for
+
+    try:
+        mu = float(mu_for(epsilon, delta))
+    except Exception:  # any failure only costs the starting guess
+        mu = 0.0
+    if not (mu > 0.0 and math.isfinite(mu)):
+        return 0.0
+    x = 2.0 * math.log(mu) - 2.0 * math.log(rate) - math.log(steps)
+    q0 = float(np.logaddexp(0.0, x))  # log1p(e^x) without overflow
+    q0 = min(max(q0, 1e-12), MAX_BOUND)
+    return math.log(q0)
+
+
+@dataclass(frozen=True)
+class NoiseCalibration:
+    r"""The largest certified per-step bound for a target, with a refuted one beside it.
+
+    The true largest bound :math:`q^*` (the one the exact accounting of the mechanism would
+    allow) satisfies ``bound <= q* < refuted_bound``: ``bound`` is certified by a never-optimistic
+    accountant, ``refuted_bound`` has a proven lower bound on its ε above the target.
+
+    Attributes
+    ----------
+    bound : float
+        Certified q (over the sampling scheme's neighbouring relation).
+    accountant : str
+        What certified it (``"gdp-exact"``, ``"pld"``, ``"rdp"``).
+    refuted_bound : float or None
+        A q proven NOT to meet the target (``None``: no lower bound could refute one).
+    lower_accountant : str
+        What refuted it (``"gdp-exact"``, ``"prv"``, ``"none"``).
+    epsilon, delta, steps, sampling_rate, sampling
+        The target and the schedule.
+    note : str
+        Why the search stopped early or hit a limit (empty otherwise).
+    seconds : float
+        Wall time of the search.
+    """
+
+    bound: float
+    accountant: str
+    refuted_bound: float | None
+    lower_accountant: str
+    epsilon: float
+    delta: float
+    steps: int
+    sampling_rate: float
+    sampling: SamplingScheme
+    note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def relation(self) -> NeighbouringRelation:
+        return self.sampling.relation
+
+    @property
+    def noise_multiplier(self) -> float:
+        """Certified σ = noise std / C for records clipped to C (factor/√q, rounded up)."""
+        f = Fraction(sensitivity_factor(self.relation))
+        sigma = float(f) / math.sqrt(self.bound)
+        while Fraction(sigma) ** 2 * Fraction(self.bound) < f * f:
+            sigma = math.nextafter(sigma, math.inf)
+        return sigma
+
+    @property
+    def noise_multiplier_lower(self) -> float:
+        """σ below which the target is proven unreachable (factor/√refuted, rounded down; 0 when
+        nothing was refuted)."""
+        if self.refuted_bound is None:
+            return 0.0
+        f = Fraction(sensitivity_factor(self.relation))
+        sigma = float(f) / math.sqrt(self.refuted_bound)
+        while Fraction(sigma) ** 2 * Fraction(self.refuted_bound) > f * f:
+            sigma = math.nextafter(sigma, 0.0)
+        return sigma
+
+    @property
+    def noise_multiplier_interval(self) -> tuple[float, float]:
+        """``(lower, upper)``: the smallest σ the exact accounting would accept lies in it."""
+        return (self.noise_multiplier_lower, self.noise_multiplier)
+
+    @property
+    def relative_width(self) -> float:
+        """(upper − lower) / upper of the σ interval (1 when nothing was refuted)."""
+        lo, hi = self.noise_multiplier_interval
+        return (hi - lo) / hi
+
+
+def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, slope: float,
+            deadline: float, rel_gap: float, tries: int = 6) -> float | None:
+    """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
+    ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
+    (the lower bound's own error, relative) along the slope d log ε / d log q."""
+    import time
+
+    step = max(1.25 * math.log1p(rel_gap) / max(slope, 0.05), 1e-6)
+    for _ in range(tries):
+        if time.perf_counter() > deadline:
+            return None
+        cand = min(q * math.exp(step), MAX_BOUND * 1e3)
+        if eps_lower_of(cand) > epsilon:
+            return cand
+        step *= 3.0
+    return None
+
+
 @lru_cache(maxsize=256)
-def _largest_bound(epsilon: float, delta: float, steps: int, rate: float, sampling: str,
-                   rtol: float, discretization: float, accountants: tuple[str, ...]
-                   ) -> tuple[float, str]:
-    def ok(q: float) -> tuple[bool, str]:
-        return certifies(GaussianSteps(q, steps, rate, sampling), epsilon, delta,
-                         discretization=discretization, accountants=accountants)
+def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: SamplingScheme,
+               rtol: float, discretization: float, accountants: tuple[str, ...],
+               time_budget: float, two_sided: bool, progress: bool | None) -> NoiseCalibration:
+    import time
+
+    from dpopt.accounting import _dp_accounting as lib
+
+    t0 = time.perf_counter()
+    deadline = t0 + time_budget
+    bar = _progress_bar(progress, steps)
+    notes: list[str] = []
+
+    def done(q: float, how: str, refuted: float | None, lhow: str) -> NoiseCalibration:
+        bar.close()
+        if q >= MAX_BOUND:
+            notes.append(f"the search stops at the per-step bound q = {MAX_BOUND:g} (noise "
+                         "multiplier 0.01 per sensitivity): the target allows at least that")
+        return NoiseCalibration(q, how, refuted if two_sided else None,
+                                lhow if two_sided and refuted is not None else "none",
+                                epsilon, delta, steps, rate, sampling, "; ".join(notes),
+                                time.perf_counter() - t0)
+
+    def run_of(q: float) -> GaussianSteps:
+        return GaussianSteps(q, steps, rate, sampling)
+
+    lower_error = min(max(0.012 * epsilon, 0.01), 1.0)
+
+    def lower_of(q: float) -> float:
+        bar.update(1)
+        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error)[0]
 
     if rate == 1.0 and "gdp-exact" in accountants:
         from dpopt.accounting.budgets import ApproxDP
 
+        def ok(v: float) -> bool:
+            return certifies(run_of(v), epsilon, delta, discretization=discretization,
+                             accountants=accountants)[0]
+
         total = ApproxDP(epsilon, delta).mahalanobis_bound()
-        q = float(Fraction(total) / steps)
-        q = bw.shrink_until(q, lambda v: ok(v)[0])
-        return q, "gdp-exact"
-    from dpopt.accounting.gdp import mu_for
+        q = bw.shrink_until(float(Fraction(total) / steps), ok)
+        refuted = None
+        if two_sided:
+            for r in (1e-9, 1e-7, 1e-5, 1e-3):
+                cand = q * (1.0 + r)
+                if lower_of(cand) > epsilon:
+                    refuted = cand
+                    break
+        return done(q, "gdp-exact", refuted, "gdp-exact")
 
     what = (
         f"epsilon={epsilon!r}: no noise level certifies ({epsilon}, {delta})-DP over {steps} "
@@ -415,32 +740,207 @@ def _largest_bound(epsilon: float, delta: float, steps: int, rate: float, sampli
         "certified to reach in double precision); relax epsilon or delta"
     )
 
-    def eps_with(names: tuple[str, ...]) -> Callable[[float], float]:
+    def timed(names: tuple[str, ...], disc: float, slow: float = math.inf,
+              budgeted: bool = True, orders: tuple[float, ...] = DEFAULT_ORDERS
+              ) -> Callable[[float], float]:
         def eps_of(q: float) -> float:
-            return uniform_epsilon(q, steps, rate, sampling, delta, names, discretization).value
+            if budgeted and time.perf_counter() > deadline:
+                raise _OutOfTime
+            bar.update(1)
+            c0 = time.process_time()
+            out = uniform_epsilon(q, steps, rate, sampling, delta, names, disc, orders).value
+            if time.process_time() - c0 > slow:
+                notes.append(f"one PLD at discretisation {disc:g} took "
+                             f"{time.process_time() - c0:.2g} s: stopped refining")
+                raise _OutOfTime
+            return out
         return eps_of
 
-    mu = float(mu_for(epsilon, delta))
-    q0 = math.log1p(mu * mu / (rate * rate * steps))  # the CLT's guess
-    q0 = min(max(q0, 1e-12), MAX_BOUND)
-    names = accountants  # gdp-exact answers inf at once when subsampled
-    if "rdp" in names:  # the cheap RDP answer is a valid start for the PLD's search
-        q0 = _solve(eps_with(("rdp",)), epsilon, q0, rtol, what)
-    accounting = eps_with(names)
+    orders = (WOR_SEARCH_ORDERS if sampling is SamplingScheme.WITHOUT_REPLACEMENT
+              else DEFAULT_ORDERS)
+    x0 = _log_clt_guess(epsilon, delta, steps, rate)
+    # the RDP search runs on the orders around the best one at the starting point (any subset
+    # of orders gives a valid bound; the best order moves little near the root)
+    start = uniform_epsilon(math.exp(x0), steps, rate, sampling, delta, ("rdp",),
+                            discretization, orders)
+    if start.order is not None and epsilon / 4.0 <= start.value <= 4.0 * epsilon:
+        near = tuple(a for a in orders if start.order / 3.0 <= a <= 3.0 * start.order)
+        orders = near or orders
+    best_q, best_how = 0.0, ""
+    slope = 0.5
+    if "rdp" in accountants:
+        # the RDP search is never cut short: it is what guarantees an answer
+        best_q = _solve(timed(("rdp",), discretization, budgeted=False, orders=orders),
+                        epsilon, math.exp(x0), rtol, what)
+        best_how = "rdp"
+        x0 = math.log(best_q)
+    pld_ok = ("pld" in accountants and sampling.relation is NeighbouringRelation.ADD_REMOVE
+              and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS
+              and not best_q >= MAX_BOUND)
+    if pld_ok and best_q > 0.0 and 1.0 / math.sqrt(best_q) < PLD_MIN_SIGMA:
+        pld_ok = False
+        notes.append(f"no PLD below a noise multiplier of {PLD_MIN_SIGMA:g} per sensitivity (its "
+                     "grid would take long to build): certified by RDP")
+    if pld_ok:
+        # coarse grid scaled to the target: the pessimistic PLD's excess in ε grows with the grid
+        coarse = min(max(discretization, 7e-4 * epsilon), 0.1)
+        try:
+            fine = discretization
+            g_start = 0.0
+            if lib.pld_feasible(((math.exp(x0) * 4.0, rate, steps),), coarse):
+                eps_c = timed(("pld",), coarse, slow=2.5 * FINE_SECONDS)
+                q_c = _solve(eps_c, epsilon, math.exp(x0), rtol, what)
+                if q_c > best_q:
+                    best_q, best_how = q_c, "pld"
+                e1, e2 = eps_c(best_q), eps_c(best_q * 1.01)
+                # the pessimistic PLD's excess shrinks like the square of the discretisation:
+                # one PLD at twice the coarse grid extrapolates the fine value (a guess only;
+                # every accepted point is checked by the fine PLD)
+                e4 = timed(("pld",), min(2.0 * coarse, 0.1))(best_q)
+                guess = e1 - (e4 - e1) / 3.0 if 0.0 < e1 < e4 < 1.5 * e1 else e1
+                g_start = math.log(max(guess, 1e-300)) - math.log(epsilon)
+                if e1 > 0.0 and e2 > e1:
+                    slope = math.log(e2 / e1) / math.log(1.01)
+                # a PLD's grid (and cost) grows like 1/discretisation: finish on the finest grid
+                # of at most FINE_POINTS points (the requested one when it fits) — decided from
+                # the coarse PLD's size, so the answer does not depend on the machine's load
+                size = lib.pld_points(((best_q, rate, steps),), coarse)
+                fine = max(discretization, min(coarse * size / FINE_POINTS, coarse / 2.0))
+                if fine > discretization:
+                    notes.append(f"finished with the PLD at discretisation {fine:.2g} (the one at "
+                                 f"{discretization:g} would have about "
+                                 f"{size * coarse / discretization:.2g} grid points)")
+            if coarse > fine and best_q > 0.0 and lib.pld_feasible(
+                    ((best_q * 1.1, rate, steps),), fine):
+                best_q, best_how, slope = _finish(
+                    timed(("pld",), fine), epsilon, best_q, best_how, slope, rtol, g_start)
+        except _OutOfTime:
+            if time.perf_counter() > deadline:
+                notes.append(f"time budget of {time_budget:g} s reached: the answer is "
+                             "certified but may be looser than the fine PLD's (raise "
+                             "time_budget)")
+        except InfeasibleError:
+            if best_q <= 0.0:
+                raise
+    if best_q <= 0.0:
+        if "pld" in accountants and not pld_ok and "rdp" not in accountants:
+            raise InvalidParameterError(
+                "accountants", accountants,
+                "the PLD does not apply here (fixed-size batches without replacement, "
+                f"delta < {lib.PLD_MIN_DELTA:g}, or more than {lib.PLD_MAX_STEPS:g} steps): "
+                "add 'rdp'")
+        raise InfeasibleError(what)
+    refuted = None
+    if two_sided:
+        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget,
+                          lower_error / epsilon + 0.005)
+    return done(best_q, best_how, refuted, "prv")
 
-    def full(q: float) -> float:  # each new evaluation of the accountants is one step shown
-        misses = uniform_epsilon.cache_info().misses
-        value = accounting(q)
-        if uniform_epsilon.cache_info().misses > misses:
-            progress.tick()
-        return value
 
-    with progress.auto(f"noise search ({'+'.join(names)}, {steps} steps)", unit="evaluation",
-                       expected=SEARCH_EVALUATIONS):
-        q = _solve(full, epsilon, q0, rtol, what)
-        if full(q) > epsilon:  # final re-check of the value returned
-            q = bw.shrink_until(q, lambda v: full(v) <= epsilon)
-    return q, uniform_epsilon(q, steps, rate, sampling, delta, names, discretization).accountant
+def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str, slope: float,
+            rtol: float, g_start: float) -> tuple[float, str, float]:
+    """Refine a certified ``q`` with the fine PLD: a Newton step on log ε(log q) from the coarse
+    value ``g_start`` = log(ε_coarse(q)/target) and slope, then Newton / regula falsi on the fine
+    values, at most eight fine evaluations, stopping once a passing point is predicted to be within
+    the tolerance of the root. Every accepted point was checked by the fine PLD; if none passes,
+    the coarse (certified) ``q`` stands."""
+    tol = math.log1p(rtol) / 2.0
+    s = max(slope, 0.05)
+    floor_x = math.log(q)
+    lo_x, hi_x = -math.inf, math.inf
+    g_lo = g_hi = 0.0
+    best = (q, how)
+    x = floor_x - g_start / s - tol / 2.0
+    for _ in range(8):
+        g = math.log(max(eps_of(math.exp(x)), 1e-300)) - math.log(epsilon)
+        if g <= 0.0:
+            if x > math.log(best[0]):
+                best = (math.exp(x), "pld")
+            lo_x, g_lo = x, g
+        else:
+            hi_x, g_hi = x, g
+        if math.isfinite(lo_x) and math.isfinite(hi_x):
+            local = (g_hi - g_lo) / (hi_x - lo_x) if hi_x > lo_x else s
+            if hi_x - lo_x <= tol or -g_lo / max(local, 1e-12) <= tol:
+                break
+            x = lo_x + (hi_x - lo_x) * (-g_lo) / (g_hi - g_lo) if g_hi > g_lo else (
+                0.5 * (lo_x + hi_x))
+            x = min(max(x - tol / 4.0, lo_x + tol / 8.0), hi_x - tol / 8.0)
+        elif math.isfinite(lo_x):
+            if -g_lo / s <= tol:  # predicted root within the tolerance above a passing point
+                break
+            x = lo_x - g_lo / s - tol / 4.0
+        else:
+            x = hi_x - g_hi / s - tol / 2.0
+            if x <= floor_x:  # below the coarse answer: keep that one
+                break
+    return best[0], best[1], slope
+
+
+def _progress_bar(progress: bool | None, steps: int) -> Any:
+    """A tqdm bar on stderr that appears only if the search takes longer than 2 s
+    (``progress=None``), always (``True``) or never (``False``)."""
+    from tqdm import tqdm
+
+    return tqdm(desc="calibrating (PLD/RDP evaluations)", unit=" eval", leave=False,
+                disable=progress is False, delay=0.0 if progress else 2.0)
+
+
+def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,
+                    sampling: str | SamplingScheme = "poisson", *, rtol: float = 1e-3,
+                    discretization: float = 1e-4,
+                    accountants: str | Sequence[str] = ACCOUNTANTS,
+                    time_budget: float = 10.0, two_sided: bool = True,
+                    progress: bool | None = None) -> NoiseCalibration:
+    r"""The largest certified per-step bound (smallest noise) for a total (ε, δ), two-sided.
+
+    Coarse to fine: the RDP curve (cheap, valid at every δ) gives a certified start; a
+    pessimistic PLD at 20× the discretisation brackets the answer; the PLD at ``discretization``
+    only finishes it (Newton steps from the coarse slope, then regula falsi: two to five fine
+    PLDs). Every PLD is cached, every accepted point is certified by the accountant named. Then a
+    proven lower bound (:func:`lower_epsilon`) refutes a slightly larger bound, which brackets the
+    exact answer from the other side.
+
+    Parameters
+    ----------
+    epsilon, delta, steps, sampling_rate, sampling
+        The target and the schedule (see :class:`GaussianSteps`).
+    rtol : float
+        Relative tolerance on q of the finishing search (σ: about ``rtol/2``).
+    discretization : float
+        The fine PLD's discretisation interval.
+    accountants : sequence of str
+        Among ``"gdp-exact"``, ``"pld"``, ``"rdp"``.
+    time_budget : float
+        Seconds after which the search stops refining and returns its best certified answer
+        (with :attr:`NoiseCalibration.note` saying so); the lower-bound step gets as long again.
+    two_sided : bool
+        Also compute the refuted bound (lower end of σ).
+    progress : bool or None
+        Show a progress bar: always, never, or (None) when the call takes longer than 2 s.
+
+    Raises
+    ------
+    InvalidParameterError
+        A bad parameter (named, with its value).
+    InfeasibleError
+        No noise level is certified (the target is below what double precision can certify).
+    """
+    e = as_scalar("epsilon", epsilon, low=0.0, low_open=False)
+    d = _delta(delta)
+    t = as_steps("steps", steps)
+    p = _rate(sampling_rate)
+    scheme = as_sampling(sampling)
+    if scheme is SamplingScheme.FULL_BATCH and p != 1.0:
+        raise InvalidParameterError("sampling_rate", sampling_rate,
+                                    "must be 1 with sampling='full_batch'")
+    r = as_scalar("rtol", rtol, low=1e-9, high=1.0)
+    acc = _check_accountants(accountants)
+    budget = as_scalar("time_budget", time_budget, low=0.0)
+    if progress is not None and not isinstance(progress, bool):
+        raise InvalidTypeError("progress", progress, "True, False or None")
+    return _calibrate(e, d, t, p, scheme, r, _discretization(discretization), acc, budget,
+                      bool(two_sided), progress)
 
 
 def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,
@@ -450,9 +950,10 @@ def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float
     r"""Largest per-release bound q such that ``steps`` releases are certified (ε, δ)-DP.
 
     Without subsampling this is exact (μ² = T q on the Balle–Wang curve, rounded down). With
-    subsampling, a bisection on log q with the never-optimistic accountants (RDP, then the
-    pessimistic PLD) stops when the bracket is within ``rtol``; the returned q is the lower end,
-    re-checked. The search is capped at q = 1e4 (noise multiplier 0.01).
+    subsampling, the coarse-to-fine search of :func:`calibrate_noise` (RDP, a coarse pessimistic
+    PLD, then the fine one to finish within ``rtol``); every returned q was checked by the
+    accountant named. The search is capped at q = 1e4 (noise multiplier 0.01). q is stated for
+    the sampling scheme's relation (replacement for ``"without_replacement"``).
 
     Returns
     -------
@@ -466,26 +967,25 @@ def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float
     InfeasibleError
         No q >= 1e-30 is certified (a target ε below what any noise can reach).
     """
-    e = as_scalar("epsilon", epsilon, low=0.0, low_open=False)
-    d = _delta(delta)
-    t = as_steps("steps", steps)
-    p = _rate(sampling_rate)
-    if not isinstance(sampling, str) or sampling not in SAMPLINGS:
-        raise InvalidParameterError("sampling", sampling, f"must be one of {SAMPLINGS}")
-    r = as_scalar("rtol", rtol, low=1e-9, high=1.0)
-    acc = _check_accountants(accountants)
-    return _largest_bound(e, d, t, p, sampling, r, _discretization(discretization), acc)
+    cal = calibrate_noise(epsilon, delta, steps, sampling_rate, sampling, rtol=rtol,
+                          discretization=discretization, accountants=accountants,
+                          two_sided=False, progress=False)
+    return cal.bound, cal.accountant
 
 
 def smallest_noise_multiplier(epsilon: float, delta: float, steps: int,
                               sampling_rate: float = 1.0, sampling: str = "poisson", *,
                               rtol: float = 1e-3, discretization: float = 1e-4,
                               accountants: str | Sequence[str] = ACCOUNTANTS) -> tuple[float, str]:
-    r"""Smallest noise multiplier σ (noise std / ℓ2 sensitivity) certified for (ε, δ) over the
-    schedule: :math:`\sigma = 1/\sqrt q` for q of :func:`largest_bound`, rounded up."""
-    q, how = largest_bound(epsilon, delta, steps, sampling_rate, sampling, rtol=rtol,
-                           discretization=discretization, accountants=accountants)
-    sigma = 1.0 / math.sqrt(q)
-    while Fraction(sigma) ** 2 * Fraction(q) < 1:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma, how
+    r"""Smallest noise multiplier σ = (noise std) / C, for records clipped to ℓ2 norm C, certified
+    for (ε, δ) over the schedule, rounded up.
+
+    :math:`\sigma = 1/\sqrt q` for Poisson sampling and full batches (add/remove: sensitivity
+    C) and :math:`\sigma = 2/\sqrt q` for fixed-size batches without replacement (replace-one:
+    sensitivity 2C), with q of :func:`largest_bound`. Two-sided and with a time budget:
+    :func:`calibrate_noise`.
+    """
+    cal = calibrate_noise(epsilon, delta, steps, sampling_rate, sampling, rtol=rtol,
+                          discretization=discretization, accountants=accountants,
+                          two_sided=False, progress=False)
+    return cal.noise_multiplier, cal.accountant

@@ -2,9 +2,17 @@ r"""DP-SGD calibration: the smallest certified noise multiplier for an (ε, δ) 
 
 DP-SGD (Abadi et al., "Deep Learning with Differential Privacy") runs T steps, each adding
 Gaussian noise of std σ·C to a sum of per-example gradients clipped to norm C, on a batch drawn
-by Poisson sampling with rate p = B/N (add/remove neighbours) or a fixed batch of B records drawn
-without replacement (replace-one neighbours). Each step is a release with Mahalanobis bound
-q = 1/σ², so the answer is :func:`dpopt.accounting.composition.smallest_noise_multiplier`.
+by one of the sampling schemes of :class:`dpopt.relation.SamplingScheme`:
+
+- ``"poisson"`` — every record joins with probability p = B/N (Opacus' Poisson sampling):
+  add/remove neighbours, sensitivity C, so each step is a release with bound q = 1/σ²;
+- ``"without_replacement"`` — a batch of exactly B records drawn afresh at every step:
+  replace-one neighbours, under which the clipped sum moves by up to **2C**, so q = 4/σ² (the
+  noise multiplier handed to the replace-one accountants is σ/2);
+- ``"full_batch"`` — B = N, every record every step (add/remove).
+
+Shuffling once per epoch is refused (no tight analysis exists). The answer is
+:func:`dpopt.accounting.composition.calibrate_noise`: a certified σ and a proven lower end.
 
 The step count is a whole number: :math:`T = \lceil E\cdot N/B\rceil` for E epochs (computed in
 exact rational arithmetic), or exactly ``steps`` when given.
@@ -23,19 +31,39 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 from scipy import optimize
 
 from certificates.validate import as_scalar
 from dpopt.accounting.composition import (
-    SAMPLINGS,
+    ACCOUNTANTS,
     GaussianSteps,
     as_steps,
+    calibrate_noise,
     composed_epsilon,
-    smallest_noise_multiplier,
 )
 from dpopt.errors import ApproximationWarning, InvalidParameterError, InvalidTypeError
+from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling
 
-__all__ = ["DpsgdCalibration", "dpsgd_noise_multiplier", "dpsgd_steps"]
+#: Accountant names accepted by the DP-SGD entry points and ``--accountant``.
+ACCOUNTANT_CHOICES = ("auto", "pld", "rdp", "gdp")
+
+
+def accountants_for(name: str) -> tuple[str, ...]:
+    """The accountants behind an ``--accountant`` choice: ``auto`` = all (the tightest wins),
+    ``gdp`` = the exact GDP composition (no subsampling only)."""
+    if name not in ACCOUNTANT_CHOICES:
+        raise InvalidParameterError("accountant", name, f"must be one of {ACCOUNTANT_CHOICES}")
+    return {"auto": ACCOUNTANTS, "pld": ("pld",), "rdp": ("rdp",),
+            "gdp": ("gdp-exact",)}[name]
+
+__all__ = [
+    "ACCOUNTANT_CHOICES",
+    "DpsgdCalibration",
+    "accountants_for",
+    "dpsgd_noise_multiplier",
+    "dpsgd_steps",
+]
 
 
 def _count(name: str, value: Any) -> int:
@@ -71,12 +99,17 @@ def dpsgd_steps(dataset_size: int, batch_size: int, epochs: float) -> int:
 
 
 def _clt_mu(rate: float, sigma: float, steps: int, sampling: str) -> float:
+    """The CLT's μ for noise multiplier σ per C; under replace-one the sensitivity is 2C, so the
+    uniform-sampling CLT sees σ/2."""
     from dpopt.accounting import gdp
 
-    fn = gdp.clt_mu_poisson if sampling == "poisson" else gdp.clt_mu_uniform
+    if sampling == "without_replacement":
+        fn, s = gdp.clt_mu_uniform, sigma / 2.0
+    else:
+        fn, s = gdp.clt_mu_poisson, sigma
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ApproximationWarning)
-        return float(fn(rate, sigma, steps))
+        return float(fn(rate, s, steps))
 
 
 def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: str) -> float:
@@ -84,15 +117,17 @@ def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: 
     from dpopt.accounting.gdp import mu_for
 
     mu = float(mu_for(epsilon, delta))
-    if sampling == "poisson":
-        return 1.0 / math.sqrt(math.log1p(mu * mu / (rate * rate * steps)))
+    if sampling != "without_replacement":
+        x = 2.0 * math.log(mu) - 2.0 * math.log(rate) - math.log(steps) if mu > 0 else -math.inf
+        q = float(np.logaddexp(0.0, x))
+        return 1.0 / math.sqrt(q) if q > 0.0 else math.inf
     lo, hi = 1e-2, 1e4
 
     def f(s: float) -> float:
         return _clt_mu(rate, s, steps, sampling) - mu
 
-    if f(lo) < 0 or f(hi) > 0:
-        return math.nan
+    if not (f(lo) >= 0 and f(hi) <= 0):
+        return math.inf
     return float(optimize.brentq(f, lo, hi, rtol=1e-12))
 
 
@@ -109,7 +144,17 @@ class DpsgdCalibration:
     certified_epsilon : float
         The certified ε at δ for that σ (<= the target).
     steps, sampling_rate, sampling, epsilon, delta
-        The schedule and the target.
+        The schedule and the target; ``sampling`` is a :class:`~dpopt.relation.SamplingScheme`
+        (``relation`` gives its neighbouring relation).
+    noise_multiplier_lower : float
+        Proven lower end: every σ below it misses the target under exact accounting (0 when no
+        lower bound applied).
+    lower_accountant : str
+        What proved the lower end (``"gdp-exact"``, ``"prv"`` or ``"none"``).
+    epsilon_lower : float
+        Proven lower bound on the true ε of the certified σ (``certified_epsilon`` is the upper).
+    note : str
+        Why the search stopped early or hit a limit (empty otherwise).
     clt_noise_multiplier : float
         APPROXIMATE: σ from the central-limit approximation (smaller: it under-noises).
     clt_epsilon_at_certified : float
@@ -129,6 +174,24 @@ class DpsgdCalibration:
     clt_noise_multiplier: float
     clt_epsilon_at_certified: float
     epsilon_at_clt_sigma: float
+    noise_multiplier_lower: float = 0.0
+    lower_accountant: str = "none"
+    epsilon_lower: float = 0.0
+    note: str = ""
+
+    @property
+    def relation(self) -> NeighbouringRelation:
+        return as_sampling(self.sampling).relation
+
+    @property
+    def certified_interval(self) -> tuple[float, float]:
+        """``(noise_multiplier_lower, noise_multiplier)``: the exact smallest σ lies in it."""
+        return (self.noise_multiplier_lower, self.noise_multiplier)
+
+    @property
+    def relative_width(self) -> float:
+        """Width of the σ interval relative to the certified σ."""
+        return (self.noise_multiplier - self.noise_multiplier_lower) / self.noise_multiplier
 
     @property
     def clt_understatement(self) -> float:
@@ -137,9 +200,11 @@ class DpsgdCalibration:
 
     def describe(self) -> str:
         return (
-            f"DP-SGD, {self.steps} steps, {self.sampling.replace('_', ' ')} rate "
+            f"DP-SGD, {self.steps} steps, {as_sampling(self.sampling).describe()}, rate "
             f"{self.sampling_rate:.6g}: noise multiplier {self.noise_multiplier:.6g} certifies "
-            f"({self.certified_epsilon:.4g}, {self.delta:g})-DP [{self.accountant}]; "
+            f"({self.certified_epsilon:.4g}, {self.delta:g})-DP [{self.accountant}]; the exact "
+            f"smallest σ is in [{self.noise_multiplier_lower:.6g}, {self.noise_multiplier:.6g}] "
+            f"[{self.lower_accountant}]; "
             f"CLT (APPROXIMATE) would give {self.clt_noise_multiplier:.6g}, whose certified ε is "
             f"{self.epsilon_at_clt_sigma:.4g} (> {self.epsilon:g}: the CLT understates the loss "
             f"by {100 * self.clt_understatement:.1f}%)"
@@ -148,9 +213,11 @@ class DpsgdCalibration:
 
 def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float,
                            delta: float, epochs: float | None = None, steps: int | None = None,
-                           sampling: str = "poisson", rtol: float = 1e-3,
-                           discretization: float = 1e-4) -> DpsgdCalibration:
-    r"""Smallest noise multiplier σ such that DP-SGD is certified (ε, δ)-DP.
+                           sampling: str | SamplingScheme | None = None, rtol: float = 1e-3,
+                           discretization: float = 1e-4, accountant: str = "auto",
+                           time_budget: float = 10.0, two_sided: bool = True,
+                           progress: bool | None = None) -> DpsgdCalibration:
+    r"""Smallest noise multiplier σ such that DP-SGD is certified (ε, δ)-DP, two-sided.
 
     Parameters
     ----------
@@ -164,16 +231,25 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
         E > 0: T = ⌈E N / B⌉ steps. Exactly one of ``epochs`` / ``steps``.
     steps : int, optional
         The exact whole number of steps T >= 1.
-    sampling : {"poisson", "without_replacement"}
-        Batch sampling (Poisson: add/remove neighbours; without replacement: replace-one).
+    sampling : {"poisson", "without_replacement", "full_batch"} or SamplingScheme
+        How batches are drawn (see the module docstring); state it: omitting it assumes Poisson
+        sampling with a ``DeprecationWarning``. ``"shuffling"`` is refused.
     rtol, discretization
-        Search tolerance on q and PLD discretisation, see
-        :func:`~dpopt.accounting.composition.largest_bound`.
+        Search tolerance on q and the fine PLD discretisation, see
+        :func:`~dpopt.accounting.composition.calibrate_noise`.
+    accountant : {"auto", "pld", "rdp", "gdp"}
+        Which accountant may certify (``auto``: the tightest of all that apply).
+    time_budget : float
+        Seconds after which the search returns its best certified answer (``note`` says so).
+    two_sided : bool
+        Also prove the lower end of σ (``noise_multiplier_lower``).
+    progress : bool or None
+        Progress bar: always, never, or (None) only when the search takes longer than 2 s.
 
     Examples
     --------
     >>> cal = dpsgd_noise_multiplier(dataset_size=1000, batch_size=1000, steps=4, epsilon=2.0,
-    ...                              delta=1e-5)
+    ...                              delta=1e-5, sampling="full_batch")
     >>> cal.accountant      # no subsampling: exact composition
     'gdp-exact'
     """
@@ -186,26 +262,43 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     t = dpsgd_steps(n, b, epochs) if epochs is not None else as_steps("steps", steps)
     e = as_scalar("epsilon", epsilon, low=0.0)
     d = as_scalar("delta", delta, low=0.0, high=1.0)
-    if not isinstance(sampling, str) or sampling not in SAMPLINGS:
-        raise InvalidParameterError("sampling", sampling, f"must be one of {SAMPLINGS}")
+    if sampling is None:
+        warnings.warn(
+            "sampling not given: Poisson sampling (add/remove neighbours) assumed; pass "
+            "sampling='poisson', 'without_replacement' or 'full_batch' (it will be required)",
+            DeprecationWarning, stacklevel=2,
+        )
+        sampling = SamplingScheme.POISSON
+    scheme = as_sampling(sampling)
     rate = float(Fraction(b, n))
-    sigma, how = smallest_noise_multiplier(e, d, t, rate, sampling, rtol=rtol,
-                                           discretization=discretization)
-    cert = composed_epsilon(GaussianSteps.from_noise_multiplier(sigma, t, rate, sampling), d,
-                            discretization=discretization).value
-    clt_sigma = _clt_sigma(rate, t, e, d, sampling) if rate < 1.0 else sigma
+    if scheme is SamplingScheme.FULL_BATCH and b != n:
+        raise InvalidParameterError("batch_size", batch_size,
+                                    f"must equal dataset_size={n} with sampling='full_batch'")
+    accs = accountants_for(accountant)
+    cal = calibrate_noise(e, d, t, rate, scheme, rtol=rtol, discretization=discretization,
+                          accountants=accs, time_budget=time_budget, two_sided=two_sided,
+                          progress=progress)
+    sigma = cal.noise_multiplier
+    # the certified bound itself (its PLD is cached); σ rounded up only adds noise
+    run = GaussianSteps(cal.bound, t, rate, scheme)
+    cert = composed_epsilon(run, d, discretization=discretization, accountants=accs,
+                            two_sided=two_sided)
+    clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
+        # at the same discretisation as the answer, so the CLT's excess is not overstated
         at_clt = composed_epsilon(GaussianSteps.from_noise_multiplier(clt_sigma, t, rate,
-                                                                      sampling), d,
-                                  discretization=discretization).value
+                                                                      scheme), d,
+                                  discretization=discretization, accountants=accs,
+                                  two_sided=False).value
         from dpopt.accounting.gdp import epsilon_for_delta
 
-        clt_eps = float(epsilon_for_delta(d, _clt_mu(rate, sigma, t, sampling)))
+        clt_eps = float(epsilon_for_delta(d, _clt_mu(rate, sigma, t, scheme)))
     else:
-        at_clt, clt_eps = cert, cert
+        at_clt, clt_eps = cert.value, cert.value
     return DpsgdCalibration(
-        noise_multiplier=sigma, accountant=how, certified_epsilon=cert, steps=t,
-        sampling_rate=rate, sampling=sampling, epsilon=e, delta=d,
+        noise_multiplier=sigma, accountant=cal.accountant, certified_epsilon=cert.value,
+        steps=t, sampling_rate=rate, sampling=scheme, epsilon=e, delta=d,
         clt_noise_multiplier=clt_sigma, clt_epsilon_at_certified=clt_eps,
-        epsilon_at_clt_sigma=at_clt,
+        epsilon_at_clt_sigma=at_clt, noise_multiplier_lower=cal.noise_multiplier_lower,
+        lower_accountant=cal.lower_accountant, epsilon_lower=cert.lower, note=cal.note,
     )

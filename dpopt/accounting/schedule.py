@@ -38,6 +38,7 @@ from dpopt.accounting.composition import (
 )
 from dpopt.accounting.subsampled_rdp import subsampled_gaussian_rdp
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError
+from dpopt.relation import as_sampling, sensitivity_factor
 
 __all__ = ["Schedule"]
 
@@ -62,10 +63,11 @@ class Schedule(Budget):
         Number of releases T (a whole number >= 1).
     sampling_rate : float
         p in (0, 1] (1: every release sees the whole dataset).
-    sampling : {"poisson", "without_replacement"}
-        Poisson subsampling (add/remove neighbours) or fixed-size batches without replacement
+    sampling : {"poisson", "without_replacement", "full_batch"}
+        Poisson subsampling (add/remove neighbours), fixed-size batches without replacement
         (replace-one neighbours: the bound is for the replacement relation, so call
-        ``design_covariance(..., relation="replacement")``).
+        ``design_covariance(..., relation="replacement")``), or the full batch (rate 1).
+        ``"shuffling"`` is refused (no tight analysis).
     rtol : float
         Relative tolerance of the search on q (the answer is within ``rtol`` below the largest q
         the accountants certify).
@@ -96,7 +98,11 @@ class Schedule(Budget):
             as_scalar("sampling_rate", self.sampling_rate, low=0.0, high=1.0, high_open=False),
         )
         if not isinstance(self.sampling, str) or self.sampling not in SAMPLINGS:
+            as_sampling(self.sampling)  # names shuffling's refusal and the accepted schemes
             raise InvalidParameterError("sampling", self.sampling, f"must be one of {SAMPLINGS}")
+        if self.sampling == "full_batch" and self.sampling_rate != 1.0:
+            raise InvalidParameterError("sampling_rate", self.sampling_rate,
+                                        "must be 1 with sampling='full_batch'")
         object.__setattr__(self, "rtol", as_scalar("rtol", self.rtol, low=1e-9, high=1.0))
         object.__setattr__(
             self, "discretization",
@@ -199,10 +205,14 @@ class Schedule(Budget):
         return all(self._admits_part(p, q) for p in self._parts(self.target))
 
     def noise_multiplier(self) -> float:
-        """The per-release noise multiplier 1/√q (rounded up)."""
+        """The per-release noise multiplier σ = (noise std) / C for records clipped to norm C,
+        rounded up: 1/√q under add/remove (Poisson, full batch), 2/√q under replace-one (fixed-size
+        batches, whose clipped sum moves by 2C), as :meth:`GaussianSteps.noise_multiplier
+        <dpopt.accounting.composition.GaussianSteps.noise_multiplier>`."""
         q = self.mahalanobis_bound()
-        sigma = 1.0 / math.sqrt(q)
-        while Fraction(sigma) ** 2 * Fraction(q) < 1:
+        f = Fraction(sensitivity_factor(as_sampling(self.sampling).relation))
+        sigma = float(f) / math.sqrt(q)
+        while Fraction(sigma) ** 2 * Fraction(q) < f * f:
             sigma = math.nextafter(sigma, math.inf)
         return sigma
 

@@ -158,12 +158,15 @@ def subsampled_gaussian_rdp(
     al = np.asarray(orders, dtype=np.float64)
     if al.ndim != 1 or al.size == 0 or not np.all(np.isfinite(al)) or np.any(al <= 1.0):
         raise InvalidParameterError("orders", orders, "must be a non-empty list of finite α > 1")
-    if sampling not in ("poisson", "without_replacement"):
+    if sampling not in ("poisson", "without_replacement", "full_batch"):
         raise InvalidParameterError(
-            "sampling", sampling, "must be 'poisson' or 'without_replacement'"
+            "sampling", sampling, "must be 'poisson', 'without_replacement' or 'full_batch'"
         )
+    if sampling == "full_batch" and p != 1.0:
+        raise InvalidParameterError("sampling_rate", sampling_rate,
+                                    "must be 1 with sampling='full_batch'")
     with np.errstate(over="ignore", invalid="ignore"):
-        if sampling == "poisson" or p == 1.0:
+        if sampling != "without_replacement" or p == 1.0:
             out = np.array([_rdp_poisson(p, q, float(a)) for a in al], dtype=np.float64)
         else:
             out = _rdp_without_replacement(p, q, [float(a) for a in al])

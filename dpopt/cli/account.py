@@ -98,6 +98,54 @@ def _nonneg(text: str) -> float:
     return x
 
 
+SAMPLING_HELP = (
+    "how batches are drawn: poisson (every record independently with probability p, as "
+    "Opacus' Poisson sampling; add/remove neighbours), without_replacement (exactly B records "
+    "drawn afresh each step; replace-one neighbours, sensitivity 2C), full_batch (all records "
+    "every step). 'shuffling' (one shuffle per epoch) is refused: it has no tight analysis. "
+    "Default poisson"
+)
+
+
+def _sampling(text: str) -> str:
+    """A ``--sampling`` value checked by :func:`dpopt.relation.as_sampling` (so the refusal of
+    shuffling names the safe schemes); ``uniform`` is the old spelling of without_replacement."""
+    import warnings
+
+    from dpopt.relation import as_sampling
+
+    if text == "uniform":
+        warnings.warn("--sampling uniform is renamed --sampling without_replacement",
+                      DeprecationWarning, stacklevel=2)
+        text = "without_replacement"
+    from dpopt.errors import DpoptError
+
+    try:
+        return as_sampling(text, "sampling").value
+    except DpoptError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_sampling(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sampling", type=_sampling, default="poisson",
+                   metavar="{poisson,without_replacement,full_batch}", help=SAMPLING_HELP)
+
+
+def _add_accountant(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--accountant", choices=("auto", "pld", "rdp", "gdp"), default="auto",
+        help="which accountant may certify: auto (the tightest that applies), pld (pessimistic "
+        "privacy loss distribution), rdp (Rényi DP), gdp (exact, no subsampling only)",
+    )
+    p.add_argument("--time-budget", type=_positive, default=10.0, metavar="SECONDS",
+                   help="stop refining after this long and report the best certified answer "
+                   "(default 10)")
+
+
+def _interval(lo: float, hi: float) -> list[float] | None:
+    return [lo, hi] if math.isfinite(lo) and math.isfinite(hi) else None
+
+
 def _report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--delta",
@@ -188,10 +236,13 @@ def add_account_parser(sub: Subparsers) -> None:
         formatter_class=_F,
         description=(
             "T steps of a Gaussian mechanism with noise multiplier σ on a subsample of rate p:\n"
-            "  poisson: μ ≈ p sqrt(T (e^{1/σ²} - 1))\n"
-            "  uniform: μ ≈ sqrt(2) p sqrt(T) sqrt(e^{1/σ²} Φ(1.5/σ) + 3 Φ(-0.5/σ) - 2)\n"
+            "  poisson:             μ ≈ p sqrt(T (e^{1/σ²} - 1))\n"
+            "  without_replacement:\n"
+            "    μ ≈ sqrt(2) p sqrt(T) sqrt(e^{1/s²} Φ(1.5/s) + 3 Φ(-0.5/s) - 2)\n"
+            "    with s = σ/2 (replace-one: the clipped sum moves by 2C)\n"
             "This is a central-limit APPROXIMATION, not a guarantee: it understates the privacy\n"
-            "loss in the tails. The certified ε (pessimistic PLD / RDP) is printed beside it."
+            "loss in the tails. Beside it: the certified ε(δ) and δ(ε) (pessimistic PLD / RDP,\n"
+            "with a proven lower bound) and the subsampled mechanism's own RDP curve."
         ),
         epilog=(
             "examples:\n"
@@ -200,12 +251,8 @@ def add_account_parser(sub: Subparsers) -> None:
             "--noise-multiplier 1.1 --epochs 60\n"
         ),
     )
-    subs.add_argument(
-        "--sampling",
-        choices=("poisson", "uniform"),
-        default="poisson",
-        help="Poisson sampling or uniform sampling without replacement (default poisson)",
-    )
+    _add_sampling(subs)
+    _add_accountant(subs)
     subs.add_argument("--rate", type=_probability, help="sampling rate p in (0, 1)")
     subs.add_argument("--batch-size", type=int, help="batch size B (with --dataset-size: p = B/N)")
     subs.add_argument("--dataset-size", type=int, help="dataset size N")
@@ -424,6 +471,10 @@ def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
     mu = float(gdp.compose(*args.mus))
     if mu == 0.0:
         raise InvalidParameterError("mus", args.mus, "at least one μ must be > 0")
+    if not math.isfinite(mu * mu):
+        raise InvalidParameterError(
+            "mus", args.mus, f"compose to μ = {mu:.3g}, whose square overflows double precision: "
+            "the guarantee is vacuous (no finite ε at any δ < 1)")
     result = {
         "command": "account compose",
         "mus": list(args.mus),
@@ -434,8 +485,6 @@ def _cmd_compose(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
-    from dpopt.accounting import gdp
-
     if args.rate is not None:
         if args.batch_size is not None or args.dataset_size is not None:
             raise UsageError("give either --rate or --batch-size with --dataset-size, not both")
@@ -462,50 +511,85 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
 
             size, batch = int(args.dataset_size or 0), int(args.batch_size or 0)
             steps = dpsgd.dpsgd_steps(size, batch, args.epochs)
-    fn = gdp.clt_mu_poisson if args.sampling == "poisson" else gdp.clt_mu_uniform
-    import warnings
+    from dpopt.accounting import composition as comp
+    from dpopt.accounting.dpsgd import _clt_mu, accountants_for
+    from dpopt.relation import as_sampling
 
-    from dpopt.errors import ApproximationWarning
-
-    with warnings.catch_warnings():  # the output itself is labelled APPROXIMATE
-        warnings.simplefilter("ignore", ApproximationWarning)
-        mu = float(fn(rate, args.sigma, steps))
-    result = {
+    scheme = as_sampling(args.sampling)
+    if scheme.value == "full_batch":
+        raise InvalidParameterError("sampling", args.sampling,
+                                    "'full_batch' is not subsampled: use 'account convert' or "
+                                    "'account compose'")
+    if not math.isfinite(1.0 / (args.sigma * args.sigma)):
+        raise InvalidParameterError("noise_multiplier", args.sigma,
+                                    "is too small: 1/σ² overflows double precision")
+    mu = _clt_mu(rate, args.sigma, steps, scheme.value)
+    if not math.isfinite(mu * mu):
+        raise InvalidParameterError(
+            "noise_multiplier", args.sigma, f"gives a CLT μ = {mu:.3g} whose square overflows "
+            "double precision: the CLT approximation is meaningless here")
+    result: dict[str, Any] = {
         "command": "account subsample",
         "approximate": True,
-        "sampling": args.sampling,
-        "rate": rate,
-        "sigma": float(args.sigma),
+        "sampling": scheme.value,
+        "relation": str(scheme.relation),
+        "sampling_rate": rate,
+        "noise_multiplier": float(args.sigma),
         "steps": steps,
         "mu": mu,
         "report": report_dict(mu * mu, args, approximate=True),
     }
     if not args.no_certified:
-        from dpopt.accounting import composition as comp
+        from dpopt.accounting.subsampled_rdp import subsampled_gaussian_rdp
 
-        sampling = "poisson" if args.sampling == "poisson" else "without_replacement"
-        run = comp.GaussianSteps.from_noise_multiplier(args.sigma, steps, rate, sampling)
+        run = comp.GaussianSteps.from_noise_multiplier(args.sigma, steps, rate, scheme)
+        accs = accountants_for(args.accountant)
+        alphas = [a for a in (args.alpha or DEFAULT_ALPHAS) if a > 1]
         with ctx.stage("certified accounting"):
-            result["certified"] = [
-                {"delta": d, "epsilon": r.value, "accountant": r.accountant,
-                 "candidates": r.candidates}
-                for d in (args.delta or DEFAULT_DELTAS)
-                for r in [comp.composed_epsilon(run, d)]
-            ]
+            eps_rows = []
+            for d in (args.delta or DEFAULT_DELTAS):
+                r = comp.composed_epsilon(run, d, accountants=accs)
+                eps_rows.append({"delta": d, "epsilon": r.value, "accountant": r.accountant,
+                                 "certified_interval": r.certified_interval(),
+                                 "lower_accountant": r.lower_accountant,
+                                 "candidates": r.candidates})
+            delta_rows = []
+            for e in (args.epsilon or DEFAULT_EPSILONS):
+                r = comp.composed_delta(run, e, accountants=accs)
+                delta_rows.append({"epsilon": e, "delta": r.value, "accountant": r.accountant,
+                                   "certified_interval": r.certified_interval(),
+                                   "lower_accountant": r.lower_accountant})
+            per_step = subsampled_gaussian_rdp(run.bound, rate, alphas, scheme.value)
+            rdp_rows = [{"alpha": a, "epsilon": float(steps * v) if math.isfinite(v) else None}
+                        for a, v in zip(alphas, per_step, strict=True)]
+        result["certified"] = eps_rows
+        result["certified_delta"] = delta_rows
+        result["certified_rdp"] = rdp_rows
     rc = _emit(
         ctx,
         args,
         result,
-        f"Subsampled Gaussian ({args.sampling}, p={rate:.6g}, σ={args.sigma:g}, T={steps}): "
-        f"μ ≈ {format_float(mu)}",
+        f"CLT Gaussian standing in for the subsampled mechanism ({scheme.describe()}, "
+        f"p={rate:.6g}, σ={args.sigma:g}, T={steps}): μ ≈ {format_float(mu)}",
     )
     if not args.json and "certified" in result:
-        ctx.print("Certified (never optimistic; tightest of pessimistic PLD / RDP):")
+        f = format_float
+        ctx.print(f"Certified ({scheme.describe()}; never optimistic: tightest of pessimistic "
+                  "PLD / RDP, with a proven lower bound):")
         for r in result["certified"]:
-            ctx.print(f"  δ={r['delta']:g}: ε <= {format_float(r['epsilon'])}   "
-                      f"[{r['accountant']}; "
-                      + ", ".join(f"{k} {format_float(v)}" for k, v in r["candidates"].items()
-                                  if math.isfinite(v)) + "]")
+            iv = r["certified_interval"]
+            rng = f"in [{f(iv[0])}, {f(iv[1])}]" if iv else "unbounded"
+            ctx.print(f"  δ={r['delta']:g}: ε <= {f(r['epsilon'])}  ({rng}; {r['accountant']}, "
+                      f"lower {r['lower_accountant']})")
+        for r in result["certified_delta"]:
+            iv = r["certified_interval"]
+            rng = f"in [{f(iv[0], 4)}, {f(iv[1], 4)}]" if iv else "unbounded"
+            ctx.print(f"  ε={r['epsilon']:g}: δ <= {f(r['delta'], 4)}  ({rng}; "
+                      f"{r['accountant']}, lower {r['lower_accountant']})")
+        ctx.print("  RDP ε_α of the subsampled mechanism (T steps): "
+                  + ", ".join(f"α={f(r['alpha'], 4)}: "
+                              + (f(r['epsilon']) if r['epsilon'] is not None else "inf")
+                              for r in result["certified_rdp"]))
     return rc
 
 
@@ -631,10 +715,8 @@ def _add_many_releases_parsers(asub: Subparsers) -> None:
     dp.add_argument("--steps", type=_whole, help="exact whole number of steps T (instead)")
     dp.add_argument("--epsilon", type=_positive, required=True, help="target ε > 0")
     dp.add_argument("--delta", type=_probability, required=True, help="target δ in (0, 1)")
-    dp.add_argument(
-        "--sampling", choices=("poisson", "without_replacement"), default="poisson",
-        help="Poisson sampling (add/remove) or fixed batches without replacement (replace-one)",
-    )
+    _add_sampling(dp)
+    _add_accountant(dp)
     dp.add_argument("--discretization", type=_positive, default=1e-4,
                     help="PLD discretisation interval (default 1e-4; larger is faster, looser)")
     dp.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -659,10 +741,8 @@ def _add_many_releases_parsers(asub: Subparsers) -> None:
     sc.add_argument("--delta", type=_probability, required=True, help="total δ in (0, 1)")
     sc.add_argument("--steps", type=_whole, required=True, help="number of releases T")
     sc.add_argument("--rate", type=_rate, default=1.0, help="sampling rate p in (0, 1] (1)")
-    sc.add_argument(
-        "--sampling", choices=("poisson", "without_replacement"), default="poisson",
-        help="Poisson sampling (add/remove) or fixed batches without replacement (replace-one)",
-    )
+    _add_sampling(sc)
+    _add_accountant(sc)
     sc.add_argument("--discretization", type=_positive, default=1e-4,
                     help="PLD discretisation interval (default 1e-4)")
     sc.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -671,6 +751,7 @@ def _add_many_releases_parsers(asub: Subparsers) -> None:
 
 def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.accounting import dpsgd
+    from dpopt.relation import as_sampling
 
     if (args.steps is None) == (args.epochs is None):
         raise UsageError("give exactly one of --epochs and --steps")
@@ -678,20 +759,28 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
         cal = dpsgd.dpsgd_noise_multiplier(
             dataset_size=args.dataset_size, batch_size=args.batch_size, epochs=args.epochs,
             steps=args.steps, epsilon=args.epsilon, delta=args.delta, sampling=args.sampling,
-            discretization=args.discretization,
+            discretization=args.discretization, accountant=args.accountant,
+            time_budget=args.time_budget,
         )
+    scheme = as_sampling(cal.sampling)
     result = {
         "command": "account dpsgd",
         "dataset_size": args.dataset_size,
         "batch_size": args.batch_size,
         "steps": cal.steps,
-        "sampling": cal.sampling,
+        "sampling": scheme.value,
+        "relation": str(scheme.relation),
         "sampling_rate": cal.sampling_rate,
         "epsilon": cal.epsilon,
         "delta": cal.delta,
         "noise_multiplier": cal.noise_multiplier,
+        "certified_interval": _interval(cal.noise_multiplier_lower, cal.noise_multiplier),
+        "relative_width": cal.relative_width,
         "accountant": cal.accountant,
+        "lower_accountant": cal.lower_accountant,
         "certified_epsilon": cal.certified_epsilon,
+        "certified_epsilon_interval": _interval(cal.epsilon_lower, cal.certified_epsilon),
+        "note": cal.note,
         "clt": {
             "approximate": True,
             "noise_multiplier": cal.clt_noise_multiplier,
@@ -706,11 +795,16 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
     f = format_float
     ctx.print(
         f"DP-SGD: N={args.dataset_size}, B={args.batch_size}, T={cal.steps} steps, "
-        f"{cal.sampling.replace('_', ' ')} sampling p={cal.sampling_rate:.6g}, "
+        f"{scheme.describe()}, p={cal.sampling_rate:.6g}, "
         f"target (ε, δ) = ({cal.epsilon:g}, {cal.delta:g})"
     )
     ctx.print(f"  noise multiplier σ     {cal.noise_multiplier:.6g}   "
               f"(certified by {cal.accountant}: ε <= {f(cal.certified_epsilon)})")
+    ctx.print(f"  certified interval     [{cal.noise_multiplier_lower:.6g}, "
+              f"{cal.noise_multiplier:.6g}]   (the exact smallest σ lies in it; width "
+              f"{100 * cal.relative_width:.2g}%, lower end by {cal.lower_accountant})")
+    if cal.note:
+        ctx.print(f"  note: {cal.note}")
     if cal.sampling_rate < 1.0:
         ctx.print(f"  CLT σ [APPROXIMATE]    {cal.clt_noise_multiplier:.6g}   (certified ε of this "
                   f"σ: {f(cal.epsilon_at_clt_sigma)}; the CLT understates the loss by "
@@ -721,32 +815,53 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
 
 def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.accounting import composition as comp
+    from dpopt.accounting.dpsgd import accountants_for
+    from dpopt.relation import as_sampling
 
+    scheme = as_sampling(args.sampling)
+    if scheme.value == "full_batch" and args.rate != 1.0:
+        raise InvalidParameterError("rate", args.rate, "must be 1 with --sampling full_batch")
+    accs = accountants_for(args.accountant)
     with ctx.stage("searching the per-release bound"):
-        q, how = comp.largest_bound(args.epsilon, args.delta, args.steps, args.rate,
-                                    args.sampling, discretization=args.discretization)
-        run = comp.GaussianSteps(q, args.steps, args.rate, args.sampling)
-        check = comp.composed_epsilon(run, args.delta, discretization=args.discretization)
-    sigma = 1.0 / math.sqrt(q)
+        cal = comp.calibrate_noise(args.epsilon, args.delta, args.steps, args.rate, scheme,
+                                   discretization=args.discretization, accountants=accs,
+                                   time_budget=args.time_budget)
+        run = comp.GaussianSteps(cal.bound, args.steps, args.rate, scheme)
+        check = comp.composed_epsilon(run, args.delta, discretization=args.discretization,
+                                      accountants=accs)
+    q = cal.bound
     result = {
         "command": "account schedule",
         "epsilon": args.epsilon,
         "delta": args.delta,
         "steps": args.steps,
         "sampling_rate": args.rate,
-        "sampling": args.sampling,
+        "sampling": scheme.value,
+        "relation": str(scheme.relation),
         "mahalanobis_bound": q,
-        "noise_multiplier": sigma,
-        "accountant": how,
+        "mahalanobis_bound_interval": (None if cal.refuted_bound is None
+                                       else [q, cal.refuted_bound]),
+        "noise_multiplier": cal.noise_multiplier,
+        "noise_std_per_sensitivity": 1.0 / math.sqrt(q),
+        "certified_interval": _interval(cal.noise_multiplier_lower, cal.noise_multiplier),
+        "accountant": cal.accountant,
         "certified_epsilon": check.value,
+        "certified_epsilon_interval": check.certified_interval(),
         "candidates": check.candidates,
+        "note": cal.note,
     }
     if args.json:
         ctx.print(dump_json(result))
         return 0
-    ctx.print(f"({args.epsilon:g}, {args.delta:g})-DP over {args.steps} releases"
+    ctx.print(f"({args.epsilon:g}, {args.delta:g})-DP over {args.steps} releases, "
+              + scheme.describe()
               + ("" if args.rate == 1.0 else f", sampling rate {args.rate:g}") + ":")
-    ctx.print(f"  per-release Mahalanobis bound q   {format_float(q)}   "
-              f"(noise multiplier 1/√q = {sigma:.6g})")
-    ctx.print(f"  certified by {how}: ε <= {format_float(check.value)}")
+    ctx.print(f"  per-release Mahalanobis bound q   {format_float(q)}   (over the "
+              f"{scheme.relation} relation; noise std / sensitivity 1/√q = "
+              f"{1.0 / math.sqrt(q):.6g})")
+    ctx.print(f"  noise multiplier per clipping norm C   {cal.noise_multiplier:.6g}   "
+              f"(interval [{cal.noise_multiplier_lower:.6g}, {cal.noise_multiplier:.6g}])")
+    ctx.print(f"  certified by {cal.accountant}: ε <= {format_float(check.value)}")
+    if cal.note:
+        ctx.print(f"  note: {cal.note}")
     return 0

@@ -3,9 +3,8 @@
 Every function turns a malformed input into a :class:`~dpopt.errors.DpoptError` whose message fits
 on one line (the CLI prints it and exits with status 2); nothing here prints.
 
-Spec syntax (used by ``--domain`` and documented in ``dpopt design --help``)::
-
-    KIND:KEY=VALUE,KEY=VALUE,...      e.g.  grid:lo=0,hi=1,n=5,d=2   box:lo=0,hi=1,d=3
+The domain spec grammar of ``--domain`` (``grid:lo=0,hi=1,n=5,d=2``, ``box:lo=0,hi=1,d=3``) and
+the description a design file carries are :mod:`dpopt.covariance.description`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from numpy.typing import NDArray
 
 from certificates.validate import as_float_array
 from dpopt.errors import DpoptError, InvalidParameterError
-from dpopt.spec import parse_spec  # the one spec grammar (re-exported: its old home)
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpopt.progress import Progress
@@ -41,12 +39,9 @@ __all__ = [
     "dump_json",
     "format_float",
     "parse_float_list",
-    "parse_spec",
     "read_matrix",
     "read_points",
     "read_table",
-    "spec_float",
-    "spec_int",
     "to_vocabulary",
     "write_text_safely",
 ]
@@ -80,40 +75,6 @@ COMMON = _common_parent()
 
 class UsageError(DpoptError):
     """A command-line input is unusable (missing file, file exists, bad spec ...)."""
-
-
-def spec_float(
-    params: Mapping[str, str], key: str, spec: str, default: float | None = None
-) -> float:
-    """Read a finite float ``key`` from a parsed spec (``default`` when absent, if given)."""
-    if key not in params:
-        if default is None:
-            raise InvalidParameterError("spec", spec, f"needs {key}=VALUE")
-        return default
-    try:
-        x = float(params[key])
-    except ValueError:
-        raise InvalidParameterError(key, params[key], f"must be a number (in {spec!r})") from None
-    if not math.isfinite(x):
-        raise InvalidParameterError(key, params[key], f"must be finite (in {spec!r})")
-    return x
-
-
-def spec_int(
-    params: Mapping[str, str], key: str, spec: str, default: int | None = None, low: int = 1
-) -> int:
-    """Read an integer ``key`` >= ``low`` from a parsed spec."""
-    if key not in params:
-        if default is None:
-            raise InvalidParameterError("spec", spec, f"needs {key}=INTEGER")
-        return default
-    try:
-        n = int(params[key])
-    except ValueError:
-        raise InvalidParameterError(key, params[key], f"must be an integer (in {spec!r})") from None
-    if n < low:
-        raise InvalidParameterError(key, n, f"must be >= {low} (in {spec!r})")
-    return n
 
 
 def parse_float_list(name: str, text: str) -> NDArray[np.float64]:
@@ -317,25 +278,32 @@ def _jsonable(obj: object) -> object:
 #: output; the schema is ``dpopt/schemas/cli-output.schema.json``, documented in the JSON guide).
 SCHEMA_VERSION = 1
 
-#: One name per quantity. Keys the commands build -> the key of the vocabulary, for every command
-#: (``"*"``) or for one (its ``command`` value). Applied at every depth of an output except inside
-#: the privacy report, which has a schema of its own.
-VOCABULARY: dict[str, dict[str, str]] = {
+#: One name per quantity. Keys the commands build -> the key of the vocabulary (None: a second
+#: name of a quantity already present, dropped), for every command (``"*"``) or for one (its
+#: ``command`` value). Applied at every depth of an output except inside the privacy report,
+#: which has a schema of its own.
+VOCABULARY: dict[str, dict[str, str | None]] = {
     "*": {"interval": "certified_interval", "rate": "sampling_rate", "report": "privacy"},
     "design": {"sigma": "denoiser_sigma"},
     "demo": {"sigma": "denoiser_sigma"},
     "verify": {"sigma": "denoiser_sigma"},
     "design-run": {"sigma": "denoiser_sigma"},
     "account subsample": {"sigma": "noise_multiplier"},
+    "account schedule": {"noise_std_per_sensitivity": None},  # is the noise_multiplier
     "calibrate gaussian": {"sigma": "noise_std"},
 }
 
 
-def _renamed(obj: object, names: Mapping[str, str]) -> object:
+def _renamed(obj: object, names: Mapping[str, str | None]) -> object:
     if isinstance(obj, dict):
         if obj.get("schema") == "dpopt.privacy-report/1":
             return obj
-        return {names.get(k, k): _renamed(v, names) for k, v in obj.items()}
+        out: dict[str, object] = {}
+        for k, v in obj.items():
+            new = names.get(k, k)
+            if new is not None:
+                out[new] = _renamed(v, names)
+        return out
     if isinstance(obj, list):
         return [_renamed(v, names) for v in obj]
     return obj

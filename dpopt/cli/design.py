@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from dpopt.cli.common import Context, Subparsers
     from dpopt.covariance.design import Design
     from dpopt.covariance.domains import Box, FinitePoints, Grid
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet
     from dpopt.parallel import DaskOption
 
 __all__ = [
@@ -72,8 +73,11 @@ DEMO_OUTPUT = "dpopt-demo.json"
 
 DOMAIN_HELP = (
     "domain (--domain):\n"
-    "  grid:lo=0,hi=1,n=5,d=2    n equally spaced values per axis in [lo, hi]^d (n^d points)\n"
-    "  box:lo=0,hi=1,d=3         the box [lo, hi]^d (uniform query only: its vertices)\n"
+    "  grid:lo=0,hi=1,n=5,d=2    n equally spaced values per axis in [lo, hi]^d (n^d points);\n"
+    "                            covers records taking those values only (snap real-valued\n"
+    "                            records to the grid before releasing)\n"
+    "  box:lo=0,hi=1,d=3         the box [lo, hi]^d: covers every record anywhere in it (with\n"
+    "                            --query, a design with a certified sup over the whole box)\n"
     "  points.csv | points.npy   one point per row (CSV: every cell a number; add --header if\n"
     "                            the first line is a header)\n"
 )
@@ -85,7 +89,7 @@ def parse_domain(text: str, *, header: bool = False) -> FinitePoints | Grid | Bo
     ``header``: the CSV's first line is a header (skipped); without it every cell of a CSV must
     be a number. Only meaningful for a CSV file.
     """
-    from dpopt.covariance import design_file, domains
+    from dpopt.covariance import description, domains
 
     is_file = Path(text).suffix.lower() in (".csv", ".npy", ".txt") or (
         ":" not in text and Path(text).exists()
@@ -96,7 +100,7 @@ def parse_domain(text: str, *, header: bool = False) -> FinitePoints | Grid | Bo
         return domains.FinitePoints(read_points(text, what="domain", header=header))
     if header:
         raise UsageError("--header applies to a CSV domain file, not to a domain spec")
-    return design_file.domain_from_spec(text)
+    return description.domain_from_spec(text)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -201,14 +205,17 @@ def add_design_parser(sub: Subparsers) -> None:
             "write it as JSON (re-checkable with 'dpopt verify'). Sensitivity vectors: the\n"
             "two-record vectors of the ideal denoiser at --query with noise level\n"
             "--denoiser-sigma, or with --uniform-query the differences x - y of domain points\n"
-            "(a query g(D) = record)."
+            "(a query g(D) = record). The domain and the query must be public (fixed without\n"
+            "looking at the records); the output says which records the guarantee covers."
         ),
         epilog=DOMAIN_HELP + "\nbudgets (--budget, repeatable: the strictest wins):\n"
         "  approx:epsilon=1,delta=1e-6   rdp:alpha=8,epsilon=1   zcdp:rho=0.5   gdp:mu=1   "
         "mi:kappa=0.1\n"
         "\nexamples:\n"
+        "  dpopt design --domain box:lo=0,hi=1,d=2 --query 0.5,0.5 --denoiser-sigma 0.3 \\\n"
+        "        --budget approx:epsilon=1,delta=1e-6 -o design.json  # every record in the box\n"
         "  dpopt design --domain grid:lo=0,hi=1,n=4,d=2 --query 0.5,0.5 --denoiser-sigma 0.3 \\\n"
-        "        --budget approx:epsilon=1,delta=1e-6 -o design.json\n"
+        "        --budget approx:epsilon=1,delta=1e-6 -o grid.json  # grid values (snap first)\n"
         "  dpopt design --domain points.csv --uniform-query --budget rdp:alpha=8,epsilon=1 \\\n"
         "        --budget approx:epsilon=1,delta=1e-6 --weight W.npy --noise-floor 1e-3 \\\n"
         "        -o d.json\n"
@@ -335,11 +342,6 @@ def add_figures_parser(sub: Subparsers) -> None:
 #: beyond it the file stores a description and a sha256, and ``verify`` regenerates them.
 MAX_STORED_FLOATS = 500_000
 
-#: Tag of the JSON description the CLI puts in the certificate (the same string as
-#: :data:`dpopt.covariance.design_file.DESCRIPTION_TAG`, kept literal so ``--help`` stays fast).
-META_TAG = "dpopt-cli-design/2"
-
-
 
 
 def _check_output(path: str, force: bool) -> Path:
@@ -384,7 +386,7 @@ def run_design(
     ctx: Context,
     *,
     meta: dict[str, Any],
-    sensitivity: VectorSource,
+    sensitivity: VectorSource | BoxTwoRecordSet,
     budget_specs: list[str],
     weight: NDArray[np.float64] | None,
     noise_floor: float,
@@ -406,9 +408,8 @@ def run_design(
     (``None``, ``"local"`` or a scheduler address) goes to
     :func:`~dpopt.covariance.design.design_covariance`.
     """
-    import json
-
     from dpopt.cli.account import parse_budgets
+    from dpopt.covariance.continuous import BoxCoverage
     from dpopt.covariance.design import design_covariance
 
     out_path = _check_output(output, force) if output is not None else None
@@ -417,14 +418,25 @@ def run_design(
         raise UsageError("--plot and the output file must differ")
     budget = parse_budgets(budget_specs, "design")
     relation = as_relation(meta["relation"])
-    count, dim = int(sensitivity.count), int(sensitivity.dim)
-    announce_large_design(ctx, sensitivity, confirmed=yes)
-    if count * dim <= MAX_STORED_FLOATS:
-        vectors: Any = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
+    from dpopt.covariance import sensitivity as sens
+
+    vectors: Any
+    if isinstance(sensitivity, sens.BoxTwoRecordSet):
+        vectors, dim, count = sensitivity, sensitivity.dim, 0
+        stage = (f"solving (records anywhere in the box, d = {dim}: exchange with a certified "
+                 "sup over the box)")
     else:
-        vectors = sensitivity
-    with ctx.steps(f"design ({count:,} vectors, d = {dim})", unit="pass",
-                   expected=PASSES_EXPECTED, tail=CHECK_PASS_COST):
+        count, dim = int(sensitivity.count), int(sensitivity.dim)
+        announce_large_design(ctx, sensitivity, confirmed=yes)
+        if count * dim <= MAX_STORED_FLOATS:
+            vectors = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
+        else:
+            vectors = sensitivity
+        stage = f"design ({count:,} vectors, d = {dim})"
+    # the box set runs an exchange, not a fixed number of passes: its line shows the time only
+    with ctx.steps(stage, unit="pass",
+                   expected=None if count == 0 else PASSES_EXPECTED,
+                   tail=None if count == 0 else CHECK_PASS_COST):
         design = design_covariance(
             vectors,
             budget,
@@ -436,6 +448,8 @@ def run_design(
             dask=dask,
         )
     cert = design.certificate
+    if isinstance(design.coverage, BoxCoverage):
+        count = int(design.coverage.pairs_x.shape[0])
     summary: dict[str, Any] = {
         **meta,
         "budget": budget.describe(),
@@ -455,37 +469,57 @@ def run_design(
         "output": None,
         "sha256": None,
         "plot": None,
+        "covers": covers_line(meta, design),
     }
     if plot_path is not None:
         _save_plot(design, plot_path)
         summary["plot"] = str(plot_path)
     if out_path is not None:
-        file_meta = {
-            "tag": META_TAG,
-            **{k: meta[k] for k in ("command", "domain", "set", "query", "sigma", "relation")},
-            "domain_points": None if domain_points is None else np.asarray(
-                domain_points, dtype=np.float64
-            ).tolist(),
-            "header": header,
-            "budget": budget.describe(),
-            "budget_bound": design.bound,
-            "budget_specs": list(budget_specs),
-        }
-        summary["sha256"] = design.save(
-            out_path, description=json.dumps(file_meta, sort_keys=True), overwrite=force
+        from dpopt.covariance.description import DesignDescription
+
+        desc = DesignDescription(
+            command=meta["command"], domain=meta["domain"],
+            domain_points=None if domain_points is None else np.asarray(
+                domain_points, dtype=np.float64),
+            header=header, set=meta["set"],
+            query=None if meta["query"] is None else np.asarray(meta["query"], dtype=np.float64),
+            sigma=meta["sigma"], relation=relation.value, budget=budget.describe(),
+            budget_bound=design.bound, budget_specs=tuple(budget_specs),
+            pairs=None if not isinstance(design.coverage, BoxCoverage) else np.hstack(
+                [design.coverage.pairs_x, design.coverage.pairs_y]),
         )
+        summary["sha256"] = design.save(out_path, description=desc, overwrite=force)
         summary["output"] = str(out_path)
     return summary
+
+
+def covers_line(meta: dict[str, Any], design: Design) -> str:
+    """What the design's guarantee covers, in one sentence (printed and in the JSON)."""
+    kind = meta.get("set")
+    if design.coverage is not None:
+        return (f"every dataset of records anywhere in the box {meta['domain']} "
+                f"({meta['relation']}); the certified sup over every pair of records in the box "
+                f"is {design.coverage.sup.upper:.10g} <= q")
+    if kind == "uniform-query":
+        return (f"every query point and every dataset with records in the domain "
+                f"{meta['domain']} ({meta['relation']})")
+    return (f"datasets whose records take the values of the finite domain {meta['domain']} "
+            f"({meta['relation']}) only: snap real-valued records to it first (Grid.snap / "
+            "DenoiserMechanism), or design on a box (--domain box:...) to cover every record "
+            "in it")
 
 
 def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
     f = format_float
     lo, up = res["certified_interval"]
     ctx.print(title)
+    what = (f"{res['count']} working pairs in R^{res['dim']}" if res["set"] == "two-record-box"
+            else f"{res['count']} vectors in R^{res['dim']}")
     ctx.print(
-        f"  sensitivity set: {res['set']} ({res['count']} vectors in R^{res['dim']}), "
+        f"  sensitivity set: {res['set']} ({what}), "
         f"{res['relation']} relation; budget {res['budget']} -> q = {f(res['budget_bound'])}"
     )
+    ctx.print(f"  covers: {res['covers']}")
     ctx.print(f"  total error tr(W Σ):   {res['total_error']:.8g}   (optimal covariance)")
     ctx.print(
         f"  isotropic baseline:    {res['isotropic_error']:.8g}   "
@@ -537,7 +571,7 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     }
     if not (args.sigma > 0 and np.isfinite(args.sigma)):
         raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
-    sensitivity = sens.add_remove_set(domain, np.asarray(DEMO_QUERY), args.sigma)
+    sensitivity = sens.TwoRecordVectors(domain, np.asarray(DEMO_QUERY), args.sigma)
     spec = f"approx:epsilon={args.epsilon!r},delta={args.delta!r}"
     output: str | None = args.output
     if args.no_save:
@@ -588,9 +622,12 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         "domain": args.domain if not Path(args.domain).exists() else str(Path(args.domain)),
         "relation": args.relation,
     }
-    sensitivity: VectorSource
+    sensitivity: VectorSource | BoxTwoRecordSet
     if args.uniform_query:
-        sensitivity = sens.uniform_query_set(domain)
+        uq = sens.uniform_query_set(domain)
+        if isinstance(uq, sens.EllipsoidDifferences):  # pragma: no cover - no ellipsoid spec
+            raise UsageError("ellipsoid domains are not available from the command line")
+        sensitivity = uq
         meta.update({"set": "uniform-query", "query": None, "sigma": None})
     else:
         query = parse_float_list("query", args.query)
@@ -601,7 +638,8 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         if not (args.sigma > 0 and np.isfinite(args.sigma)):
             raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
         sensitivity = sens.add_remove_set(domain, query, args.sigma)
-        meta.update({"set": "two-record", "query": query.tolist(), "sigma": float(args.sigma)})
+        kind = "two-record-box" if isinstance(sensitivity, sens.BoxTwoRecordSet) else "two-record"
+        meta.update({"set": kind, "query": query.tolist(), "sigma": float(args.sigma)})
     weight = read_matrix(args.weight) if args.weight is not None else None
     if weight is not None and weight.shape[0] != domain.dim:
         raise InvalidParameterError(
@@ -673,6 +711,8 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
             "budget_bound": vf.budget_bound,
             "relation": vf.relation,
             "privacy": _report(vf.guaranteed_bound),
+            "covers": _verified_covers(vf),
+            "box_sup": None if vf.box_sup is None else float(vf.box_sup.upper),
         }
     )
     if args.json:
@@ -702,6 +742,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
             "  the file's description is free text: the certificate is about the sensitivity "
             "vectors stored in the file, not bound to a named set or budget"
         )
+    ctx.print(f"  covers: {result['covers']}")
     ctx.print(
         f"  Σ is strictly feasible as stored: max_j s_j^T Σ^-1 s_j <= "
         f"{cert.mahalanobis_sup!r} < q = {stored_bound!r} (all {vf.file.count} "
@@ -718,8 +759,25 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
+def _verified_covers(vf: Any) -> str:
+    """What a verified design file's guarantee covers (the domain and the relation)."""
+    desc = vf.description
+    rel = vf.relation.replace("_", "/")
+    if desc is None:
+        return f"the sensitivity vectors stored in the file only ({rel} relation)"
+    if vf.box_sup is not None:
+        return (f"every dataset of records anywhere in the box {desc.domain} ({rel}): the sup "
+                f"over every pair of records in the box, re-derived from the box, the query, σ "
+                f"and Σ, is <= {vf.box_sup.upper!r} <= q")
+    if desc.set == "uniform-query":
+        where = ("every record in the box of" if desc.domain_points is None
+                 else "records taking the values of")
+        return f"every query point, and datasets with {where} {desc.domain} ({rel})"
+    return (f"datasets whose records take the values of the finite domain {desc.domain} only "
+            f"({rel}): real-valued records must be snapped to it before the release")
 
+
+def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.figures import __main__ as registry
 
     figures: dict[str, tuple[str, str]] = registry.FIGURES

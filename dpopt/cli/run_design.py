@@ -88,7 +88,8 @@ def _cmd_design_run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--sigma-min must be <= --sigma-max")
     domain = parse_domain(args.domain)
     if not hasattr(domain, "points"):
-        raise UsageError("--domain must be finite (a grid or a file of points)")
+        raise UsageError("--domain must be finite here (a grid or a file of points; the "
+                         "guarantee then covers records snapped to it)")
     pts = np.asarray(domain.points)
     rng = np.random.default_rng(args.seed)
     data = pts[rng.choice(pts.shape[0], min(args.data_size, pts.shape[0]), replace=False)]

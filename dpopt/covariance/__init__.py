@@ -10,6 +10,7 @@ Modules, in the order data flows through them:
 - :mod:`~dpopt.covariance.pruning` — dropping vectors that can never attain that sup;
 - :mod:`~dpopt.covariance.program` — the covariance program and its cvxpy views;
 - :mod:`~dpopt.covariance.design` — :func:`design_covariance`, the certified optimum;
+- :mod:`~dpopt.covariance.batch` — :func:`design_covariance_batch`, many certified optima at once;
 - :mod:`~dpopt.covariance.privacy` — the privacy of any covariance on a set;
 - :mod:`~dpopt.covariance.mechanisms` — releasing noise.
 
@@ -22,17 +23,22 @@ from dpopt._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.domains" for n in ("Box", "Domain", "FinitePoints", "Grid",
-                                                "as_domain")},
+                                                "SnapReport", "as_domain", "snap",
+                                                "Ball", "Ellipsoid")},
     **{n: "dpopt.covariance.sensitivity" for n in (
-        "BoxVertexDifferences", "PrunedSet", "TwoRecordVectors", "UniformQueryVectors",
+        "BoxTwoRecordSet", "BoxVertexDifferences", "EllipsoidDifferences", "PrunedSet",
+        "TwoRecordVectors", "UniformQueryVectors",
         "add_remove_set", "uniform_query_set",
     )},
     **{n: "dpopt.covariance.mahalanobis_sup" for n in ("MahalanobisSup", "sup_mahalanobis")},
     "prune": "dpopt.covariance.pruning",
     **{n: "dpopt.covariance.program" for n in ("CovarianceProgram", "isotropic_baseline")},
     **{n: "dpopt.covariance.design" for n in ("Design", "design_covariance")},
+    "design_covariance_batch": "dpopt.covariance.batch",
     **{n: "dpopt.covariance.privacy" for n in ("CovariancePrivacy", "privacy_of")},
-    **{n: "dpopt.covariance.mechanisms" for n in ("GaussianMechanism", "LaplaceMechanism")},
+    **{n: "dpopt.covariance.mechanisms" for n in (
+        "DenoiserMechanism", "DenoiserRelease", "GaussianMechanism", "LaplaceMechanism",
+    )},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -48,6 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, logsumexp
 
 from certificates.validate import as_float_array, as_scalar
+from dpopt.covariance.domains import Domain, SnapReport, snap
 from dpopt.errors import InvalidParameterError
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "query_from_forward",
     "query_jacobian",
     "responsibilities",
+    "snapped_posterior_mean",
     "theorem1_coefficients",
     "two_record_vector",
 ]
@@ -145,6 +147,48 @@ def posterior_mean(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[n
     lw = _log_weights(x, g, s)
     r = np.exp(lw - logsumexp(lw))
     return np.asarray(r @ x, dtype=np.float64)
+
+
+def snapped_posterior_mean(records: ArrayLike, domain: Domain, query: ArrayLike,
+                           sigma: float) -> tuple[NDArray[np.float64], SnapReport]:
+    r"""The ideal denoiser of the records snapped to a public domain,
+    :math:`m_g(\pi(D))`, with :math:`\pi` = ``domain.snap``.
+
+    This is the exact query a design on ``domain`` protects: a
+    :class:`~dpopt.covariance.domains.Grid` or
+    :class:`~dpopt.covariance.domains.FinitePoints` design covers records taking the domain's
+    values only, and snapping (nearest point, records outside the box clamped) makes every
+    real-valued record such a value; for a :class:`~dpopt.covariance.domains.Box` the records are
+    clamped into the box. Snapping acts on each record alone, so add/remove neighbours stay
+    neighbours and the design's guarantee covers :math:`m_g(\pi(D)) + N(0, \Sigma)`.
+
+    Parameters
+    ----------
+    records : array_like, shape (n, d), n >= 1
+        The private records (real-valued).
+    domain : FinitePoints, Grid or Box
+        The public domain the design was computed for.
+    query : array_like, shape (d,)
+    sigma : float
+
+    Returns
+    -------
+    mean : ndarray, shape (d,)
+        :math:`m_g(\pi(D))`.
+    report : SnapReport
+        What snapping did (counts derived from the private records: do not publish them).
+
+    Examples
+    --------
+    >>> from dpopt.covariance.domains import Grid
+    >>> m, rep = snapped_posterior_mean([[0.1], [0.97]], Grid([0.0], [1.0], [2]), [0.5], 0.05)
+    >>> m, rep.moved
+    (array([0.5]), 2)
+    """
+    report = snap(domain, records)
+    if report.count < 1:
+        raise InvalidParameterError("records", records, "must hold at least one record")
+    return posterior_mean(report.records, query, sigma), report
 
 
 def query_from_forward(noisy: ArrayLike, alpha_bar: float) -> tuple[NDArray[np.float64], float]:

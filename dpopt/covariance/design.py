@@ -58,11 +58,14 @@ from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound,
 from solvers._types import Solution
 from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
 from solvers.dask_passes import PassFailedError
+from solvers.structured import blas_limits
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
     from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.continuous import BoxCoverage, EllipsoidCoverage
+    from dpopt.covariance.description import DesignDescription
     from dpopt.covariance.sensitivity import PrunedSet
     from dpopt.parallel import DaskOption
 
@@ -101,6 +104,16 @@ class Design:
         possibly suboptimal by up to a factor ``1 + certificate.gap``).
     message : str
         Human-readable account of how the design was obtained and certified.
+    coverage : BoxCoverage or None
+        For a design on records anywhere in a box
+        (:class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`): the box, query and sigma
+        covered, the certified sup over every pair of records in the box at ``covariance``, and
+        the exchange's working set (``program`` holds its vectors; the certificate's lower bound
+        is that relaxation's dual bound). None for a finite sensitivity set, whose guarantee
+        covers the vectors of ``program`` only (for a grid: records snapped to the grid).
+    budget : Budget or None
+        The budget the design was made for (several: their ``AllOf``); what :meth:`save`
+        describes in the file so that the verifier recomputes its bound.
     """
 
     covariance: NDArray[np.float64]
@@ -114,17 +127,38 @@ class Design:
     relation: NeighbouringRelation = NeighbouringRelation.ADD_REMOVE
     status: str = "optimal"
     message: str = ""
+    coverage: BoxCoverage | EllipsoidCoverage | None = None
+    budget: Budget | None = None
 
-    def save(self, path: str | os.PathLike[str], *, description: str | None = None,
+    def save(self, path: str | os.PathLike[str], *,
+             description: str | DesignDescription | None = None,
              overwrite: bool = False) -> str:
         """Write the certificate file (:func:`certificates.io.write_certificate`); return the
         sha256 of its content (an integrity check against accidental corruption, not a
-        signature). ``description`` is free text, required when the vectors came from a
-        VectorSource; load the file back, re-verified, with :meth:`Design.load`."""
+        signature).
+
+        By default the file carries the design's description
+        (:func:`dpopt.covariance.description.describe_design`: the domain, the sensitivity set,
+        the relation and the budget specs) whenever the vectors came from ``add_remove_set`` or
+        ``uniform_query_set`` and the budget has a spec; ``dpopt verify`` and :meth:`load` then
+        regenerate the vectors and recompute the budget's bound from it. A
+        :class:`~dpopt.covariance.description.DesignDescription` is written as given; a string
+        is free text (the file is then verified for its vectors only). A design over a plain
+        array stores the array; one over any other VectorSource needs ``description``."""
         if self.solution.dual is None:
             raise InfeasibleError("the design has no dual certificate to save")
+        from dpopt.covariance.description import DesignDescription, describe_design
+
+        if description is None:
+            description = describe_design(self)
+            if description is None and self.coverage is not None:
+                raise InvalidParameterError(
+                    "description", None, "a design over a ball or an ellipsoid cannot be "
+                    "described in a file yet (the file would cover its working vectors only); "
+                    "design on the bounding box, or pass a free-text description knowingly")
+        text = description.to_json() if isinstance(description, DesignDescription) else description
         return write_certificate(path, self.program, self.certificate, self.solution.dual,
-                                 description=description, overwrite=overwrite)
+                                 description=text, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *,
@@ -170,7 +204,22 @@ class Design:
         rel = as_relation(vf.relation)
         program = CovarianceProgram(vf.vectors, cf.weight, cf.bound, cf.noise_floor)
         cov = np.array(cert.repaired_covariance, dtype=np.float64)
-        privacy = privacy_from_sup(_certified_sup(program, cert), cov, program.max_norm(), rel)
+        coverage = None
+        if vf.box_sup is not None and vf.description is not None:
+            from dpopt.covariance.continuous import BoxCoverage, box_sup_as_mahalanobis
+            from dpopt.covariance.description import box_set_from_description
+
+            sset = box_set_from_description(vf.description)
+            pairs = np.asarray(vf.description.pairs, dtype=np.float64)
+            coverage = BoxCoverage(
+                sensitivity=sset, sup=vf.box_sup, pairs_x=pairs[:, :sset.dim],
+                pairs_y=pairs[:, sset.dim:], iterations=0, history=(),
+                uniform_query_value=None, method="file")
+            privacy = privacy_from_sup(box_sup_as_mahalanobis(sset, vf.box_sup), cov,
+                                       sset.box.diameter(), rel)
+        else:
+            privacy = privacy_from_sup(_certified_sup(program, cert), cov, program.max_norm(),
+                                       rel)
         iso_value, _ = isotropic_baseline(program)
         status = "optimal" if cert.certified else "optimal_inaccurate"
         solution = Solution(
@@ -183,6 +232,7 @@ class Design:
             isotropic_value=iso_value, bound=bound, solution=solution, program=program,
             relation=rel, status=status,
             message=f"loaded from {os.fspath(path)!r} and re-verified: {cert.message}",
+            budget=vf.budget, coverage=coverage,
         )
 
     @property
@@ -227,10 +277,11 @@ class Design:
         return plot_design(self, ax, max_points=max_points, show_isotropic=show_isotropic)
 
     def __str__(self) -> str:
+        covers = f"; {self.coverage.describe()}" if self.coverage is not None else ""
         return (
             f"Design: tr(W Sigma) = {self.value:.10g} (isotropic {self.isotropic_value:.10g}, "
             f"{self.improvement:.4g} times the error); q = {self.bound:.10g} ({self.relation}); "
-            f"{self.certificate}"
+            f"{self.certificate}{covers}"
         )
 
 
@@ -259,7 +310,7 @@ def _bound_of(budgets: Budget | Sequence[Budget]) -> tuple[float, Budget]:
 
 
 def _vectors_of(sensitivity: ArrayLike | VectorSource | PrunedSet) -> ArrayLike | VectorSource:
-    if isinstance(sensitivity, VectorSource) and not isinstance(sensitivity, np.ndarray):
+    if not isinstance(sensitivity, np.ndarray) and isinstance(sensitivity, VectorSource):
         return sensitivity
     if hasattr(sensitivity, "original_count") and hasattr(sensitivity, "vectors"):  # PrunedSet
         return np.asarray(sensitivity.vectors, dtype=np.float64)
@@ -311,10 +362,14 @@ def design_covariance(
 
     Parameters
     ----------
-    sensitivity : array_like, shape (J, d), VectorSource or PrunedSet
-        Sensitivity vectors :math:`s_j`, e.g. ``dpopt.covariance.sensitivity.add_remove_set(grid,
-        g, sigma)``
-        (Theorem 1 two-record vectors) or ``uniform_query_set(domain)``.
+    sensitivity : array_like, shape (J, d), VectorSource, PrunedSet or BoxTwoRecordSet
+        Sensitivity vectors :math:`s_j`, e.g. ``add_remove_set(grid, g, sigma)`` (Theorem 1
+        two-record vectors; covers records on the grid, so snap real-valued records) or
+        ``uniform_query_set(domain)``. ``add_remove_set(Box(lo, hi), g, sigma)`` (a
+        :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`) covers every record in the box:
+        the semi-infinite program is solved by exchange
+        (:func:`dpopt.covariance.continuous.design_box`) and ``tol`` is the relative gap of its
+        certified interval.
     budgets : Budget or sequence of Budget
         ``RDP``, ``ZCDP``, ``GDP``, ``ApproxDP``, ``MIDP``, ``AllOf`` from
         :mod:`dpopt.accounting.budgets`;
@@ -363,6 +418,18 @@ def design_covariance(
         The design is private (strictly feasible, re-checked) but its optimality gap exceeds
         ``tol``; ``design.certified`` is False.
     """
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet, EllipsoidDifferences
+
+    if isinstance(sensitivity, EllipsoidDifferences):
+        from dpopt.covariance.continuous import design_ellipsoid
+
+        return design_ellipsoid(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous,
+                                relation)
+    if isinstance(sensitivity, BoxTwoRecordSet):
+        from dpopt.covariance.continuous import design_box
+
+        return design_box(sensitivity, budgets, weight, noise_floor, solver, tol, rigorous,
+                          relation)
     if dask is not None:
         from dpopt.parallel import dask_executor
 
@@ -382,7 +449,7 @@ def _executor_option(executor: Any, method: str) -> dict[str, Any]:
 def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget | Sequence[Budget],
             weight: ArrayLike | None, noise_floor: float, solver: str,
             tol: float, rigorous: bool, relation: RelationLike, executor: Any) -> Design:
-    q, _ = _bound_of(budgets)
+    q, stated = _bound_of(budgets)
     rel = as_relation(relation)
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     problem = CovarianceProgram(_vectors_of(sensitivity), weight, add_remove_bound(q, rel),
@@ -414,7 +481,8 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
                 budget = min(FALLBACK_MAX_SECONDS, max(
                     FALLBACK_MIN_SECONDS, FALLBACK_TIME_FACTOR * (time.perf_counter() - started)))
         progress.phase("certificate", total=1)  # the check's own pass over the vectors
-        cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
+        with blas_limits(1):  # small matrices: threaded BLAS only adds contention
+            cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
         if _better(cert, best[0] if best is not None else None):
             best = (cert, sol)
         if cert.certified:
@@ -449,7 +517,7 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
         isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
-        status=status, message=message,
+        status=status, message=message, budget=stated,
     )
 
 

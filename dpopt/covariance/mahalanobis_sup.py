@@ -19,7 +19,13 @@ from scipy.linalg import cho_factor, cho_solve, eigh
 from certificates.problem import DEFAULT_CHUNK, VectorSource
 from certificates.rigorous import ratio_upper_bound
 from certificates.validate import as_psd_matrix
-from dpopt.covariance.sensitivity import BoxVertexDifferences, as_vector_source, chunk_size_of
+from dpopt.covariance.sensitivity import (
+    BoxTwoRecordSet,
+    BoxVertexDifferences,
+    EllipsoidDifferences,
+    as_vector_source,
+    chunk_size_of,
+)
 from dpopt.errors import (
     AccuracyWarning,
     InvalidParameterError,
@@ -122,8 +128,16 @@ def sup_mahalanobis(
 ) -> MahalanobisSup:
     r"""The Mahalanobis sup :math:`\rho^*(\Sigma) = \sup_j s_j^\top \Sigma^{-1} s_j`.
 
-    Enumerates the set in chunks: Cholesky solves :math:`\hat x = \Sigma^{-1}s` and the value
-    :math:`\hat x^\top s`, with the rigorous residual bound of
+    For :class:`~dpopt.covariance.sensitivity.EllipsoidDifferences` (uniform query over a ball or
+    an ellipsoid) the sup is the closed form :math:`4\lambda_{\max}(E^\top\Sigma^{-1}E)`, with
+    an exactly proven upper bound (``method="closed_form"``).
+
+    For a :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet` (records anywhere in a box) the
+    sup is certified by :func:`certificates.box_sup.certified_box_sup`: ``upper`` (= ``value``)
+    is a proven bound, ``lower`` is attained by the pair behind ``vector``, ``exact=False``.
+
+    Otherwise it enumerates the set in chunks: Cholesky solves :math:`\hat x = \Sigma^{-1}s` and
+    the value :math:`\hat x^\top s`, with the rigorous residual bound of
     :func:`certificates.rigorous.ratio_upper_bound` as ``upper``. For a
     :class:`BoxVertexDifferences` of dimension above ``max_enumeration_dim`` (a max-cut-type
     problem) it returns instead the valid upper bound of the SDP relaxation
@@ -158,6 +172,16 @@ def sup_mahalanobis(
     >>> round(res.value, 12), res.index, res.exact
     (2.0, 1, True)
     """
+    if isinstance(vectors, EllipsoidDifferences):
+        upper, lower, vec = vectors.sup(covariance)
+        return MahalanobisSup(value=upper, upper=upper, lower=lower, exact=False,
+                              method="closed_form", index=None, vector=vec,
+                              margin=upper / lower - 1.0 if lower > 0 else 0.0)
+    if isinstance(vectors, BoxTwoRecordSet):
+        from dpopt.covariance.continuous import box_sup_as_mahalanobis
+
+        cov = as_psd_matrix("covariance", covariance, dim=vectors.dim)
+        return box_sup_as_mahalanobis(vectors, vectors.sup(cov))
     src = as_vector_source(vectors)
     d = int(src.dim)
     cov = as_psd_matrix("covariance", covariance, dim=d)

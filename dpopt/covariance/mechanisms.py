@@ -9,6 +9,9 @@ A mechanism adds independent noise to a query answer :math:`g(D) \in \mathbb{R}^
   :func:`dpopt.covariance.design.design_covariance` is meant to be used here.
 - :class:`LaplaceMechanism` releases :math:`g(D) + L` with independent coordinates
   :math:`L_i \sim \mathrm{Lap}(0, b_i)`, density :math:`e^{-|y|/b_i}/(2b_i)`.
+- :class:`DenoiserMechanism` releases the ideal denoiser of a dataset at a public query,
+  :math:`m_g(\pi(D)) + N(0, \Sigma)`, where :math:`\pi` snaps every record to the public domain
+  the covariance was designed for (nearest point of a grid or point set, clamping into a box).
 
 Randomness: ``rng=None`` draws a fresh generator seeded from the operating system's entropy pool
 (what releasing real data needs); an ``int`` seed, a :class:`numpy.random.SeedSequence` or a
@@ -27,15 +30,35 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from certificates.validate import as_float_array, as_psd_matrix, as_scalar
+from dpopt.covariance.denoiser import snapped_posterior_mean
+from dpopt.covariance.domains import (
+    Box,
+    Domain,
+    Ellipsoid,
+    FinitePoints,
+    Grid,
+    SnapReport,
+    warn_if_built_from,
+)
 from dpopt.errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["GaussianMechanism", "LaplaceMechanism", "RngLike", "as_generator"]
+if TYPE_CHECKING:  # pragma: no cover
+    from dpopt.covariance.design import Design
+
+__all__ = [
+    "DenoiserMechanism",
+    "DenoiserRelease",
+    "GaussianMechanism",
+    "LaplaceMechanism",
+    "RngLike",
+    "as_generator",
+]
 
 #: what ``rng=`` accepts: None (fresh OS entropy), a non-negative int seed, a SeedSequence or a
 #: Generator
@@ -223,3 +246,149 @@ class LaplaceMechanism:
         arr, scalar = _as_value(value, self.dim)
         out = arr + gen.laplace(0.0, 1.0, size=arr.shape) * self.scale
         return float(out[0]) if scalar else out
+
+
+@dataclass(frozen=True)
+class DenoiserRelease:
+    r"""One release of :class:`DenoiserMechanism`.
+
+    Attributes
+    ----------
+    value : ndarray, shape (d,)
+        The noisy denoiser :math:`m_g(\pi(D)) + Z`: the only thing meant to be published.
+    snap : SnapReport
+        What snapping did to the records. Its counts are functions of the private records; they
+        are for the data holder and are not covered by the guarantee.
+    """
+
+    value: NDArray[np.float64]
+    snap: SnapReport
+
+
+@dataclass(frozen=True, init=False)
+class DenoiserMechanism:
+    r"""Release the ideal denoiser at a public query with a designed covariance, records snapped.
+
+    .. math::
+
+        M(D) = m_g(\pi(D)) + Z, \qquad Z \sim N(0, \Sigma),
+
+    with :math:`m_g` the ideal denoiser (:func:`dpopt.covariance.denoiser.posterior_mean`) and
+    :math:`\pi` the snapping map of the domain (:meth:`Grid.snap`, :meth:`FinitePoints.snap`:
+    nearest domain point, records outside the box clamped; :meth:`Box.snap`: clamping). A
+    covariance designed on ``add_remove_set(domain, query, sigma)`` bounds
+    :math:`t^\top\Sigma^{-1}t` for every pair of domain points, and snapping maps each record
+    alone to a domain point, so datasets differing by one record (add/remove) still differ by one
+    snapped record and the design's guarantee holds for :math:`M` whatever real values the
+    records take. Without snapping a grid design does *not* cover records between grid points.
+
+    The domain, the query and :math:`\sigma` must be public: fixed without looking at the
+    records. Releasing with a :class:`FinitePoints` domain equal to the released records warns.
+
+    Parameters
+    ----------
+    domain : Grid, FinitePoints, Box, Ball or Ellipsoid
+        The public domain the covariance was designed for.
+    query : array_like, shape (d,)
+        The public query point :math:`g`.
+    sigma : float
+        The denoiser noise scale, > 0.
+    covariance : array_like, shape (d, d)
+        The noise covariance (e.g. ``design.covariance``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpopt.covariance.domains import Grid
+    >>> mech = DenoiserMechanism(Grid([0.0], [1.0], [5]), [0.5], 0.1, [[0.01]])
+    >>> out = mech.release(np.array([[0.13], [0.52], [1.4]]), rng=0)
+    >>> out.value.shape, out.snap.clamped
+    ((1,), 1)
+    """
+
+    domain: Domain
+    query: NDArray[np.float64]
+    sigma: float
+    covariance: NDArray[np.float64]
+    _gauss: GaussianMechanism = field(repr=False, compare=False)
+
+    def __init__(self, domain: Domain, query: ArrayLike, sigma: float,
+                 covariance: ArrayLike) -> None:
+        if not isinstance(domain, FinitePoints | Box | Grid | Ellipsoid):
+            raise InvalidTypeError("domain", domain, "a Grid, FinitePoints, Box, Ball or Ellipsoid")
+        g = as_float_array("query", query)
+        g = g[None] if g.ndim == 0 else g
+        if g.ndim != 1 or g.shape[0] != domain.dim:
+            raise InvalidParameterError(
+                "query", query, f"must be a vector of length d = {domain.dim}"
+            )
+        s = as_scalar("sigma", sigma, low=0.0)
+        gauss = GaussianMechanism(as_float_array("covariance", covariance))
+        if gauss.dim != domain.dim:
+            raise InvalidParameterError(
+                "covariance", covariance, f"must be {domain.dim} x {domain.dim}"
+            )
+        object.__setattr__(self, "domain", domain)
+        object.__setattr__(self, "query", g)
+        object.__setattr__(self, "sigma", s)
+        object.__setattr__(self, "covariance", gauss.covariance)
+        object.__setattr__(self, "_gauss", gauss)
+
+    @classmethod
+    def from_design(cls, design: Design, domain: Domain | None = None) -> DenoiserMechanism:
+        """The mechanism a design was made for: its box, query and sigma (a box design), or its
+        query and sigma on ``domain`` (a design on ``add_remove_set(grid or points, ...)``).
+
+        For a finite design ``domain`` is required and must have exactly the design's points, so
+        records are snapped to the values the design covers.
+
+        Raises
+        ------
+        InvalidParameterError
+            The design is not a fixed-query denoiser design, or ``domain`` is not its domain.
+        """
+        from dpopt.covariance.sensitivity import TwoRecordVectors
+
+        cov = design.covariance
+        coverage = getattr(design, "coverage", None)
+        sset = getattr(coverage, "sensitivity", None)
+        if sset is not None and hasattr(sset, "box"):
+            if domain is not None and not (
+                    isinstance(domain, Box) and np.array_equal(domain.lower, sset.box.lower)
+                    and np.array_equal(domain.upper, sset.box.upper)):
+                raise InvalidParameterError("domain", domain, "must be the design's box")
+            return cls(sset.box, sset.query, sset.sigma, cov)
+        src = getattr(design.program.vectors, "inner", design.program.vectors)
+        if not isinstance(src, TwoRecordVectors):
+            raise InvalidParameterError(
+                "design", design, "is not a fixed-query denoiser design (add_remove_set)")
+        if domain is None or isinstance(domain, Box | Ellipsoid):
+            raise InvalidParameterError(
+                "domain", domain, "give the Grid or FinitePoints the design was made on")
+        if not np.array_equal(np.asarray(domain.points), src.points):
+            raise InvalidParameterError("domain", domain, "must have exactly the design's points")
+        return cls(domain, src.query, src.sigma, cov)
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return self.domain.dim
+
+    def exact(self, records: ArrayLike) -> tuple[NDArray[np.float64], SnapReport]:
+        r"""The noiseless :math:`m_g(\pi(D))` and the snap report (never publish these)."""
+        warn_if_built_from(self.domain, records)
+        return snapped_posterior_mean(records, self.domain, self.query, self.sigma)
+
+    def release(self, records: ArrayLike, rng: RngLike = None) -> DenoiserRelease:
+        r"""Snap the records, compute the denoiser and add one draw of :math:`N(0, \Sigma)`.
+
+        Parameters
+        ----------
+        records : array_like, shape (n, d), n >= 1
+            The private records (any real values).
+        rng : None, int, SeedSequence or Generator
+            See :func:`as_generator`; ``None`` (default) uses operating-system entropy.
+        """
+        mean, report = self.exact(records)
+        value = self._gauss.release(mean, rng)
+        return DenoiserRelease(value=np.asarray(value, dtype=np.float64), snap=report)

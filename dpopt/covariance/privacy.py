@@ -38,7 +38,9 @@ from dpopt.accounting._arrays import FloatOrArray
 from dpopt.accounting.budgets import PrivacyReport, privacy_report
 from dpopt.covariance.mahalanobis_sup import MahalanobisSup, sup_mahalanobis
 from dpopt.covariance.sensitivity import (
+    BoxTwoRecordSet,
     BoxVertexDifferences,
+    EllipsoidDifferences,
     as_vector_source,
 )
 from dpopt.relation import NeighbouringRelation, RelationLike, as_relation, replacement_sup
@@ -170,10 +172,12 @@ def privacy_of(
     ----------
     covariance : array_like, shape (d, d)
         Symmetric positive definite noise covariance :math:`\Sigma`.
-    sensitivity : array_like, shape (J, d), VectorSource or PrunedSet
+    sensitivity : array_like, shape (J, d), VectorSource, PrunedSet or BoxTwoRecordSet
         The add/remove sensitivity set, e.g. from
         :func:`dpopt.covariance.sensitivity.add_remove_set` or
-        :func:`dpopt.covariance.sensitivity.uniform_query_set`.
+        :func:`dpopt.covariance.sensitivity.uniform_query_set`. For a
+        :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet` (records anywhere in a box) the
+        sup is a certified upper bound (``exact=False``).
     relation : {"add_remove", "replacement"}
         Neighbouring relation. ``"replacement"`` uses the bound :math:`4\rho^*` of eq. (11)
         (a valid upper bound, not the exact replacement sup).
@@ -191,6 +195,15 @@ def privacy_of(
     (0.5, 0.707106781)
     """
     rel = as_relation(relation)
+    if isinstance(sensitivity, EllipsoidDifferences):
+        cov = as_psd_matrix("covariance", covariance, dim=sensitivity.dim)
+        return privacy_from_sup(sup_mahalanobis(sensitivity, cov), cov,
+                                sensitivity.ellipsoid.diameter(), rel)
+    if isinstance(sensitivity, BoxTwoRecordSet):
+        cov = as_psd_matrix("covariance", covariance, dim=sensitivity.dim)
+        # |t_g(x, y)| <= |x - y| <= diam K: the naive comparison bound
+        return privacy_from_sup(sup_mahalanobis(sensitivity, cov), cov,
+                                sensitivity.box.diameter(), rel)
     src = as_vector_source(sensitivity)
     cov = as_psd_matrix("covariance", covariance, dim=int(src.dim))
     sup = sup_mahalanobis(src, cov)

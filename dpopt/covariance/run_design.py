@@ -46,6 +46,7 @@ from certificates.validate import as_scalar
 from dpopt.accounting.budgets import GDP, MIDP, RDP, ZCDP, AllOf, ApproxDP, Budget, PrivacyReport
 from dpopt.covariance.design import Design, design_covariance
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+from dpopt.relation import RelationLike
 
 if TYPE_CHECKING:  # pragma: no cover
     from certificates.problem import VectorSource
@@ -209,6 +210,7 @@ def design_run(
     compare: bool = True,
     grid_points: int = 7,
     dask: DaskOption = None,
+    relation: RelationLike = "add_remove",
 ) -> RunDesign:
     r"""The least-total-error noise for T releases under one composed budget, certified.
 
@@ -234,6 +236,11 @@ def design_run(
         Run every design's passes over the vectors as Dask tasks (see
         :func:`~dpopt.covariance.design.design_covariance`); ``"local"`` or an address opens
         one cluster connection for the whole run. Same answer as in process.
+    relation : {"add_remove", "replacement"}
+        The neighbouring relation the budget is stated for, passed to every design (the sets
+        are add/remove sets; under ``"replacement"`` each release meets a quarter of its bound
+        on them, see :mod:`dpopt.relation`). A run of fixed-size batches drawn without
+        replacement needs ``"replacement"``.
 
     Returns
     -------
@@ -256,7 +263,7 @@ def design_run(
         with dask_client(dask) as client:
             return design_run(vector_sets, weights, budget, noise_floor=noise_floor,
                               solver=solver, tol=tol, compare=compare, grid_points=grid_points,
-                              dask=client)
+                              dask=client, relation=relation)
     if isinstance(vector_sets, str | bytes) or not isinstance(vector_sets, Sequence):
         raise InvalidTypeError("vector_sets", vector_sets, "a sequence of sensitivity sets")
     sets = list(vector_sets)
@@ -281,7 +288,7 @@ def design_run(
 
     def design(t: int, q: float, floor: float) -> Design:
         return design_covariance(sets[t], ZCDP(rho=q / 2.0), weight=ws[t], noise_floor=floor,
-                                 solver=solver, tol=tol, dask=dask)
+                                 solver=solver, tol=tol, dask=dask, relation=relation)
 
     # c_t = v_t(1) without floor: the η = 0 split and the certified lower bound.
     unit = [design(t, 1.0, 0.0) for t in range(t_count)]
@@ -373,7 +380,7 @@ def diffusion_run(domain: Domain | ArrayLike, data: ArrayLike, steps: int, *,
     """
     from dpopt.accounting.composition import as_steps
     from dpopt.covariance.denoiser import posterior_mean
-    from dpopt.covariance.sensitivity import add_remove_set
+    from dpopt.covariance.sensitivity import TwoRecordVectors, add_remove_set
 
     t_count = as_steps("steps", steps)
     s_hi = as_scalar("sigma_max", sigma_max, low=0.0)
@@ -387,7 +394,13 @@ def diffusion_run(domain: Domain | ArrayLike, data: ArrayLike, steps: int, *,
     queries, sets = [], []
     for t in range(t_count):
         queries.append(point.copy())
-        sets.append(add_remove_set(domain, point, float(sig[t])))
+        step_set = add_remove_set(domain, point, float(sig[t]))
+        if not isinstance(step_set, TwoRecordVectors):
+            raise InvalidParameterError(
+                "domain", domain, "a diffusion run needs a finite domain here (a Grid, with the "
+                "records snapped to it: Grid.snap); per-step box designs are "
+                "design_covariance(add_remove_set(box, query, sigma), ...)")
+        sets.append(step_set)
         m = posterior_mean(x, point, float(sig[t]))
         if t + 1 < t_count:
             point = m + (sig[t + 1] / sig[t]) * (point - m)

@@ -23,6 +23,12 @@ between neighbouring datasets. The sets built here:
   vertex differences :math:`v \circ L`, :math:`v \in \{-1, 1\}^d`, :math:`v_1 = 1`
   (:class:`BoxVertexDifferences`, :math:`2^{d-1}` vectors; a convex function on the difference body
   :math:`\prod[-L_i, L_i]` peaks at a vertex).
+- **add/remove, fixed query, records anywhere in a box**: :class:`BoxTwoRecordSet`, the
+  continuous set :math:`\{t_g(x, y) : x, y \in K\}` for :math:`K = \prod[\ell_i, u_i]`
+  (Theorem 1 holds for any domain). It is not enumerable; its sup is certified by
+  :func:`certificates.box_sup.certified_box_sup` (a proven upper bound), and
+  :func:`dpopt.covariance.design.design_covariance` designs on it by exchange
+  (:mod:`dpopt.covariance.continuous`).
 - **replacement**: :func:`dpopt.relation.replacement_sup` returns :math:`4\rho_{ar}` (eq. (11)),
   an upper *bound* from :math:`(a - b)^\top P (a - b) \le 2(a^\top P a + b^\top P b)`, not the
   exact sup.
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -39,15 +46,20 @@ from scipy.special import expit
 
 from certificates.problem import DEFAULT_CHUNK, ArrayVectors, VectorSource
 from certificates.validate import as_float_array, as_scalar, as_vectors
-from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid, as_domain
+from dpopt.covariance.domains import Box, Domain, Ellipsoid, FinitePoints, Grid, as_domain
 from dpopt.errors import (
     InvalidParameterError,
     InvalidTypeError,
 )
 from dpopt.progress import tick_rows
 
+if TYPE_CHECKING:  # pragma: no cover
+    from certificates.box_sup import BoxSup
+
 __all__ = [
+    "BoxTwoRecordSet",
     "BoxVertexDifferences",
+    "EllipsoidDifferences",
     "PrunedSet",
     "TwoRecordVectors",
     "UniformQueryVectors",
@@ -69,12 +81,16 @@ def _points_of(points: Domain | ArrayLike) -> NDArray[np.float64]:
         return points.points
     if isinstance(points, FinitePoints):
         return points.points
+    if isinstance(points, Ellipsoid):
+        raise InvalidParameterError(
+            "points", points, "must be a finite domain; for a ball or an ellipsoid use "
+            "uniform_query_set(domain), or add_remove_set(domain.bounding_box(), query, sigma)")
     if isinstance(points, Box):
         raise InvalidParameterError(
             "points",
             points,
-            "must be a finite domain (FinitePoints, Grid or an (m, d) array); "
-            "discretise the box with Grid",
+            "must be a finite domain (FinitePoints, Grid or an (m, d) array); for records "
+            "anywhere in the box use add_remove_set(box, query, sigma), a BoxTwoRecordSet",
         )
     return FinitePoints(points).points
 
@@ -337,38 +353,239 @@ class BoxVertexDifferences:
         return self._block(np.arange(self.count, dtype=np.int64))
 
 
-def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
-                   sigma: float) -> TwoRecordVectors:
-    r"""The add/remove sensitivity set of :math:`m_g` for a fixed query (Theorem 1).
+class BoxTwoRecordSet:
+    r"""The fixed-query add/remove sensitivity set of :math:`m_g` for records anywhere in a box.
+
+    .. math::
+
+        S = \{t_g(x, y) : x, y \in K\}, \qquad K = \prod_i [\ell_i, u_i], \qquad
+        t_g(x, y) = \operatorname{expit}\!\Big(\frac{|g-y|^2 - |g-x|^2}{2\sigma^2}\Big)(x - y).
+
+    By Theorem 1 of the optimal-covariance paper every deletion shift of a dataset with records
+    in :math:`K` is a sub-convex combination of such vectors, so
+    :math:`\sup_{s \in S} s^\top\Sigma^{-1}s` governs every Gaussian guarantee of
+    :math:`m_g(D) + N(0, \Sigma)` for **every** dataset of real-valued records in the box (no
+    snapping needed; records outside the box must be clamped into it, see :meth:`Box.snap`).
+    The set is infinite: its sup is certified (:meth:`sup`) rather than enumerated, and
+    :func:`dpopt.covariance.design.design_covariance` designs on it by an exchange method.
+
+    The box, the query and sigma must be public (fixed without looking at the records).
 
     Parameters
     ----------
-    domain : FinitePoints, Grid or array_like, shape (m, d)
-        A finite domain (a :class:`Box` is refused: discretise it with :class:`Grid`).
+    box : Box
+    query : array_like, shape (d,)
+    sigma : float
+        The denoiser noise scale, > 0.
+    """
+
+    def __init__(self, box: Box, query: ArrayLike, sigma: float) -> None:
+        if not isinstance(box, Box):
+            raise InvalidTypeError("box", box, "a Box")
+        g = as_float_array("query", query)
+        g = g[None] if g.ndim == 0 else g
+        if g.ndim != 1 or g.shape[0] != box.dim:
+            raise InvalidParameterError(
+                "query", query, f"must be a vector of length d = {box.dim} (the box dimension)"
+            )
+        g = np.array(g, dtype=np.float64)
+        g.setflags(write=False)
+        self._box = box
+        self._query = g
+        self._sigma = as_scalar("sigma", sigma, low=0.0)
+
+    @property
+    def box(self) -> Box:
+        """The box K."""
+        return self._box
+
+    @property
+    def query(self) -> NDArray[np.float64]:
+        """The query point g."""
+        return self._query
+
+    @property
+    def sigma(self) -> float:
+        """The denoiser noise scale."""
+        return self._sigma
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return self._box.dim
+
+    def vectors(self, x: ArrayLike, y: ArrayLike) -> NDArray[np.float64]:
+        r"""The vectors :math:`t_g(x_i, y_i)` of given pairs (rows of ``x``, ``y``; in K)."""
+        xa = np.atleast_2d(as_float_array("x", x))
+        ya = np.atleast_2d(as_float_array("y", y))
+        if xa.shape != ya.shape or xa.shape[1] != self.dim:
+            raise InvalidParameterError("x", x, f"x and y must be (k, {self.dim}) arrays")
+        if not (np.all(self._box.contains(xa)) and np.all(self._box.contains(ya))):
+            raise InvalidParameterError("x", x, "every pair must lie in the box")
+        dx, dy = xa - self._query, ya - self._query
+        z = (np.einsum("ij,ij->i", dy, dy) - np.einsum("ij,ij->i", dx, dx)) / (
+            2.0 * self._sigma * self._sigma)
+        return np.asarray(expit(z)[:, None] * (xa - ya), dtype=np.float64)
+
+    def sup(self, covariance: ArrayLike, *, tol: float = 1e-6, max_nodes: int = 2_000_000,
+            stop_below: float | None = None) -> BoxSup:
+        r"""Certified bounds on :math:`\sup_{x,y\in K} t_g(x,y)^\top\Sigma^{-1}t_g(x,y)`
+        (:func:`certificates.box_sup.certified_box_sup`)."""
+        from certificates.box_sup import certified_box_sup
+
+        return certified_box_sup(self._box.lower, self._box.upper, self._query, self._sigma,
+                                 covariance=covariance, tol=tol, max_nodes=max_nodes,
+                                 stop_below=stop_below)
+
+    def describe(self) -> str:
+        """One line: what the set covers."""
+        return (f"every pair of records in the box [{_fmt(self._box.lower)}, "
+                f"{_fmt(self._box.upper)}] (add/remove), query {_fmt(self._query)}, "
+                f"sigma {self._sigma:g}")
+
+    def __repr__(self) -> str:
+        return (f"BoxTwoRecordSet(box=Box({self._box.lower.tolist()}, {self._box.upper.tolist()}),"
+                f" query={self._query.tolist()}, sigma={self._sigma!r})")
+
+
+def _fmt(v: NDArray[np.float64]) -> str:
+    return "(" + ", ".join(f"{float(x):g}" for x in v) + ")"
+
+
+@overload
+def add_remove_set(domain: Box, query: ArrayLike, sigma: float) -> BoxTwoRecordSet: ...
+
+
+@overload
+def add_remove_set(domain: FinitePoints | Grid | ArrayLike, query: ArrayLike,
+                   sigma: float) -> TwoRecordVectors: ...
+
+
+@overload
+def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
+                   sigma: float) -> TwoRecordVectors | BoxTwoRecordSet: ...
+
+
+def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
+                   sigma: float) -> TwoRecordVectors | BoxTwoRecordSet:
+    r"""The add/remove sensitivity set of :math:`m_g` for a fixed query (Theorem 1).
+
+    What the result covers depends on the domain, and the domain and the query must be public
+    (fixed without looking at the private records):
+
+    - a :class:`Box` gives the continuous :class:`BoxTwoRecordSet`: a design on it covers every
+      dataset of real-valued records in the box;
+    - a :class:`Grid` or :class:`FinitePoints` gives :class:`TwoRecordVectors`: a design on it
+      covers records that take those values only. Snap real-valued records first
+      (:meth:`Grid.snap`, :class:`dpopt.covariance.mechanisms.DenoiserMechanism`), or use the
+      box.
+
+    Parameters
+    ----------
+    domain : Box, FinitePoints, Grid or array_like, shape (m, d)
     query : array_like, shape (d,)
     sigma : float
 
     Returns
     -------
-    TwoRecordVectors
+    TwoRecordVectors or BoxTwoRecordSet
     """
     dom = as_domain(domain)
     if isinstance(dom, Box):
+        return BoxTwoRecordSet(dom, query, sigma)
+    if isinstance(dom, Ellipsoid):
         raise InvalidParameterError(
-            "domain", dom, "the fixed-query set needs a finite domain; discretise the box with Grid"
-        )
+            "domain", dom, "a fixed-query set over a ball or an ellipsoid is not available; safe "
+            "routes: add_remove_set(domain.bounding_box(), query, sigma) (a box containing it: "
+            "covers every record in the ellipsoid) or uniform_query_set(domain) (every query)")
     return TwoRecordVectors(dom, query, sigma)
 
 
-def uniform_query_set(domain: Domain | ArrayLike) -> UniformQueryVectors | BoxVertexDifferences:
+class EllipsoidDifferences:
+    r"""The uniform-query add/remove set of an ellipsoid :math:`K = \{c + Eu : |u| \le 1\}`:
+    the differences :math:`x - y = E(u - v)`, i.e. :math:`\{Ew : |w| \le 2\}` (Corollary 1).
+
+    Its Mahalanobis sup is closed form,
+
+    .. math::
+
+        \sup_{x, y \in K} (x - y)^\top\Sigma^{-1}(x - y)
+        = 4\,\lambda_{\max}(E^\top\Sigma^{-1}E),
+
+    and so is the optimal covariance: :math:`\sup \le q` iff
+    :math:`\Sigma \succeq \tfrac4q EE^\top`, so :math:`\Sigma^* = \tfrac4q EE^\top` for every
+    :math:`W \succ 0` (a noise floor :math:`\eta` lifts the eigenvalues below it). A finite set
+    certifies it: with :math:`v_i` the eigenvectors of :math:`E^\top WE`, the :math:`d` vectors
+    :math:`2Ev_i` already force :math:`\operatorname{tr}(W\Sigma) \ge \tfrac4q
+    \operatorname{tr}(WEE^\top)` (Cauchy–Schwarz, :math:`v^\top\Sigma' v \cdot
+    v^\top\Sigma'^{-1}v \ge 1` in the coordinates :math:`\Sigma' = E^{-1}\Sigma E^{-\top}`), so
+    :func:`dpopt.covariance.design.design_covariance` solves on them and proves the continuous
+    constraint by the closed form.
+    """
+
+    def __init__(self, ellipsoid: Ellipsoid) -> None:
+        if not isinstance(ellipsoid, Ellipsoid):
+            raise InvalidTypeError("ellipsoid", ellipsoid, "a Ball or Ellipsoid")
+        self._ellipsoid = ellipsoid
+
+    @property
+    def ellipsoid(self) -> Ellipsoid:
+        """The ellipsoid (or ball)."""
+        return self._ellipsoid
+
+    @property
+    def dim(self) -> int:
+        """Dimension d."""
+        return self._ellipsoid.dim
+
+    def working_vectors(self, weight: ArrayLike | None = None) -> NDArray[np.float64]:
+        r"""The d vectors :math:`2Ev_i`, :math:`v_i` the eigenvectors of :math:`E^\top WE`."""
+        e = self._ellipsoid.shape
+        w = np.eye(self.dim) if weight is None else np.asarray(weight, dtype=np.float64)
+        _, vecs = np.linalg.eigh(e.T @ (0.5 * (w + w.T)) @ e)
+        return np.asarray(2.0 * (e @ vecs).T, dtype=np.float64)
+
+    def sup(self, covariance: ArrayLike) -> tuple[float, float, NDArray[np.float64]]:
+        r"""``(upper, lower, vector)``: a proven upper bound of
+        :math:`4\lambda_{\max}(E^\top\Sigma^{-1}E)`, proven by exact arithmetic as
+        :math:`\Sigma - cEE^\top \succ 0` with ``upper = 4 / c`` rounded up, and the value
+        attained (rounded down) by ``vector`` :math:`= 2Ev_{\max}`."""
+        from fractions import Fraction
+
+        from certificates.rigorous import ExactArray, _bareiss_positive, round_up
+        from certificates.validate import as_psd_matrix
+
+        cov = as_psd_matrix("covariance", covariance, dim=self.dim)
+        e = self._ellipsoid.shape
+        m = e.T @ np.linalg.solve(cov, e)
+        lam, vecs = np.linalg.eigh(0.5 * (m + m.T))
+        top = float(lam[-1])
+        vec = 2.0 * e @ vecs[:, -1]
+        lower = float(vec @ np.linalg.solve(cov, vec)) * (1.0 - 1e-12)
+        eet = ExactArray.of(e) @ ExactArray.of(e).T
+        exact_cov = ExactArray.of(cov)
+        for margin in (2.0**-40, 2.0**-30, 2.0**-20, 2.0**-12, 2.0**-6):
+            c = 1.0 / (top * (1.0 + margin))
+            if _bareiss_positive((exact_cov - ExactArray.of(np.array(c)) * eet).ints):
+                return round_up(Fraction(4) / Fraction(c)), min(lower, 4.0 * top), vec
+        raise InvalidParameterError("covariance", covariance,
+                                    "is too ill-conditioned to certify the ellipsoid's sup")
+
+
+def uniform_query_set(
+    domain: Domain | ArrayLike,
+) -> UniformQueryVectors | BoxVertexDifferences | EllipsoidDifferences:
     r"""The add/remove sensitivity set for a uniform (arbitrary) query, Corollary 1.
 
-    A :class:`Box` or :class:`Grid` gives its :class:`BoxVertexDifferences`; a finite point set its
-    pairwise :class:`UniformQueryVectors`.
+    A :class:`Box` or :class:`Grid` gives its :class:`BoxVertexDifferences` (covering every record
+    in the box); a :class:`Ball` or :class:`Ellipsoid` its :class:`EllipsoidDifferences` (closed
+    form); a finite point set its pairwise :class:`UniformQueryVectors` (those values only).
     """
     dom = as_domain(domain)
     if isinstance(dom, Box | Grid):
         return BoxVertexDifferences(dom)
+    if isinstance(dom, Ellipsoid):
+        return EllipsoidDifferences(dom)
     return UniformQueryVectors(dom)
 
 
@@ -400,7 +617,18 @@ class PrunedSet:
 
 
 def as_vector_source(vectors: ArrayLike | VectorSource, dim: int | None = None) -> VectorSource:
-    if isinstance(vectors, FinitePoints | Box | Grid):
+    if isinstance(vectors, EllipsoidDifferences):
+        raise InvalidTypeError(
+            "vectors", vectors, "a finite sensitivity set here; the differences of an ellipsoid "
+            "are a continuum: use design_covariance, privacy_of or sup_mahalanobis")
+    if isinstance(vectors, BoxTwoRecordSet):
+        raise InvalidTypeError(
+            "vectors",
+            vectors,
+            "a finite sensitivity set here; a BoxTwoRecordSet (records anywhere in a box) is "
+            "infinite: use design_covariance, privacy_of or sup_mahalanobis, which certify its sup",
+        )
+    if isinstance(vectors, FinitePoints | Box | Grid | Ellipsoid):
         raise InvalidTypeError(
             "vectors",
             vectors,

@@ -90,6 +90,24 @@ def test_drawing_on_a_stream_and_erasing() -> None:
     assert "\n" not in text                # never scrolls the terminal
 
 
+def test_tqdm_names_and_use_without_with() -> None:
+    clock = Clock()
+    stream = _Terminal()
+    bar = Progress("calibrating", total=4, unit="evaluation", stream=stream, clock=clock,
+                   min_interval=0.0)
+    clock.now += 1.0
+    bar.update()
+    clock.now += 1.0
+    bar.update(2)
+    assert bar.done == 3 and progress.current() is None  # not made the active display
+    bar.close()
+    assert bar.history == [("calibrating", 3.0, 2.0)]
+    assert "evaluation 3/4" in stream.getvalue() and stream.getvalue().endswith("\r")
+    assert not progress.allowed()
+    with progress.displays(stream):
+        assert progress.allowed()
+
+
 def test_not_drawn_when_not_a_terminal() -> None:
     stream = io.StringIO()               # isatty() is False
     with Progress("x", total=1, stream=stream) as bar:
@@ -137,28 +155,3 @@ def test_auto_draws_only_where_the_command_line_allows() -> None:
             progress.tick()
     assert "shown: batch" in terminal.getvalue() and "nested" not in terminal.getvalue()
     assert (bar.done, inner.done) == (1, 1)
-
-
-def test_a_noise_search_reports_each_new_evaluation() -> None:
-    from dpopt.accounting import composition
-
-    terminal = _Terminal()
-    seen: list[Progress] = []
-    real_auto = progress.auto
-
-    def recording_auto(desc: str, **kwargs: object) -> Progress:
-        bar = real_auto(desc, **kwargs)  # type: ignore[arg-type]
-        bar.min_interval = 0.0
-        seen.append(bar)
-        return bar
-
-    composition._largest_bound.cache_clear()
-    misses = composition.uniform_epsilon.cache_info().misses
-    with progress.displays(terminal), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(progress, "auto", recording_auto)
-        q, how = composition.largest_bound(2.0, 1e-5, 200, sampling_rate=0.02,
-                                           accountants=("rdp",))
-    assert how == "rdp" and q > 0
-    new = composition.uniform_epsilon.cache_info().misses - misses
-    assert len(seen) == 1 and 3 <= seen[0].done <= new   # only evaluations not cached
-    assert "noise search (rdp, 200 steps): evaluation" in terminal.getvalue()

@@ -8,13 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpopt
-from dpopt.cli.common import parse_spec as cli_parse_spec
 from dpopt.errors import InvalidParameterError
 from dpopt.spec import parse_spec
 
 
 def test_one_parser_everywhere() -> None:
-    assert cli_parse_spec is parse_spec
+    from dpopt.covariance import description
+
+    assert description.parse_spec is parse_spec
 
 
 @pytest.mark.parametrize("bad", ["approx:epsilon=1,,delta=1e-6", "approx:epsilon=1,delta=1e-6,",
@@ -27,7 +28,7 @@ def test_malformed_budgets_are_refused_naming_the_spec(bad: str) -> None:
 
 
 def test_empty_items_refused_in_domains_too() -> None:
-    from dpopt.covariance.design_file import domain_from_spec
+    from dpopt.covariance.description import domain_from_spec
 
     assert domain_from_spec("grid:lo=0,hi=1,n=3,d=2").shape == (3, 3)
     with pytest.raises(InvalidParameterError, match="empty item"):
@@ -67,7 +68,7 @@ def test_the_command_line_names_the_option(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_old_files_with_empty_items_still_read() -> None:
-    from dpopt.covariance.design_file import _budget_of, _legacy_spec
+    from dpopt.covariance.description import _budget_of, _legacy_spec
 
     assert _legacy_spec("approx:epsilon=1,,delta=1e-6,") == "approx:epsilon=1,delta=1e-6"
     old = _budget_of(("approx:epsilon=1,,delta=1e-6", "gdp:mu=2,&zcdp:rho=1"))
@@ -76,9 +77,10 @@ def test_old_files_with_empty_items_still_read() -> None:
 
 
 def test_messages_show_values_not_object_dumps() -> None:
-    with pytest.raises(InvalidParameterError) as info:
-        dpopt.add_remove_set(dpopt.Box(np.zeros(2), np.ones(2)), query=[0.5, 0.5], sigma=0.3)
-    assert str(info.value).startswith("domain=a Box in R^2:")
+    box = dpopt.Box(np.zeros(2), np.ones(2))
+    assert str(InvalidParameterError("domain", box, "x")) == "domain=a Box in R^2: x"
+    points = dpopt.FinitePoints(np.zeros((50, 2)))
+    assert str(InvalidParameterError("domain", points, "x")).startswith("domain=a FinitePoints")
     with pytest.raises(InvalidParameterError) as info:
         dpopt.design_covariance(np.full((50, 2), np.nan), dpopt.GDP(1.0))
     assert "an array of shape (50, 2)" in str(info.value) and "array(" not in str(info.value)

@@ -239,7 +239,7 @@ def test_cli_verify_dask_prints_the_same_check(
 
 def test_a_failed_distributed_pass_is_no_verdict(design_files: dict[str, Path]) -> None:
     cf = parse_certificate(design_files["float"])
-    from dpopt.covariance.design_file import parse_description, sensitivity_from_description
+    from dpopt.covariance.description import parse_description, sensitivity_from_description
 
     src = sensitivity_from_description(parse_description(cf.vectors_description))
 

@@ -119,7 +119,7 @@ def test_dpsgd_steps_issue_example() -> None:
 
 def test_dpsgd_calibration_is_certified_near_optimal_and_beats_the_clt() -> None:
     cal = dpsgd_noise_multiplier(dataset_size=2000, batch_size=40, steps=300, epsilon=2.0,
-                                 delta=1e-5, discretization=1e-3)
+                                 delta=1e-5, discretization=1e-3, sampling="poisson")
     assert cal.steps == 300 and cal.sampling_rate == 0.02
     run = GaussianSteps.from_noise_multiplier(cal.noise_multiplier, 300, 0.02)
     assert composed_epsilon(run, 1e-5, discretization=1e-3).value <= 2.0
@@ -134,7 +134,7 @@ def test_dpsgd_calibration_is_certified_near_optimal_and_beats_the_clt() -> None
 
 def test_dpsgd_full_batch_is_exact() -> None:
     cal = dpsgd_noise_multiplier(dataset_size=100, batch_size=100, epochs=3, epsilon=1.0,
-                                 delta=1e-6)
+                                 delta=1e-6, sampling="full_batch")
     assert cal.accountant == "gdp-exact" and cal.steps == 3
     # σ for 3 exact compositions: μ = sqrt(3)/σ on the Balle-Wang curve
     assert balle_wang_delta(math.sqrt(3) / cal.noise_multiplier, 1.0) <= 1e-6

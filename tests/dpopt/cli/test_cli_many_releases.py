@@ -100,6 +100,50 @@ def test_design_run_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_subsample_uniform_is_certified_by_rdp(capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_json(["account", "subsample", "--sampling", "uniform", "--rate", "0.05",
+    res = run_json(["account", "subsample", "--sampling", "without_replacement", "--rate", "0.05",
                     "--sigma", "1.2", "--steps", "30", "--delta", "1e-5"], capsys)
     assert res["certified"][0]["accountant"] == "rdp"
+
+
+# ----------------------------------------------------------------------------- schemes (#22)
+
+
+def test_shuffling_is_refused_with_the_safe_schemes_named(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["account", "dpsgd", "--dataset-size", "1000", "--batch-size", "10",
+                        "--steps", "10", "--epsilon", "1", "--delta", "1e-5", "--sampling",
+                        "shuffling"], capsys)
+    assert code == 2
+    assert "no tight" in err and "poisson" in err and "without_replacement" in err
+
+
+def test_dpsgd_states_scheme_relation_and_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["account", "dpsgd", "--dataset-size", "5000", "--batch-size", "100",
+                    "--steps", "100", "--epsilon", "2", "--delta", "1e-5", "--discretization",
+                    "1e-3"], capsys)
+    assert res["sampling"] == "poisson" and res["relation"] == "add_remove"
+    lo, hi = res["certified_interval"]
+    assert 0 < lo <= hi == res["noise_multiplier"]
+    rdp = run_json(["account", "dpsgd", "--dataset-size", "5000", "--batch-size", "100",
+                    "--steps", "100", "--epsilon", "2", "--delta", "1e-5", "--accountant",
+                    "rdp"], capsys)
+    assert rdp["accountant"] == "rdp" and rdp["noise_multiplier"] >= hi
+
+
+def test_subsample_prints_certified_delta_and_subsampled_rdp(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["account", "subsample", "--rate", "0.05", "--noise-multiplier", "1.2",
+                    "--steps", "40", "--epsilon", "2", "--alpha", "4"], capsys)
+    (row,) = res["certified_delta"]
+    assert row["epsilon"] == 2 and 0 <= row["certified_interval"][0] <= row["delta"] <= 1
+    (rdp,) = res["certified_rdp"]
+    # the subsampled mechanism's own curve (not the CLT Gaussian's), composed over T = 40
+    from dpopt.accounting.subsampled_rdp import subsampled_gaussian_rdp
+
+    assert rdp["epsilon"] == pytest.approx(40 * float(
+        subsampled_gaussian_rdp(1 / 1.2**2, 0.05, [4.0])[0]), rel=1e-6)
+
+
+def test_compose_overflow_names_the_users_parameter(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["account", "compose", "1e200", "1"], capsys)
+    assert code != 0 and "mus=" in err and "bound=inf" not in err

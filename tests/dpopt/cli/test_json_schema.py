@@ -223,6 +223,10 @@ def test_the_vocabulary_names_each_quantity_once(
     assert outputs["account subsample"][0]["noise_multiplier"] == 1.1
     assert outputs["account subsample"][0]["sampling_rate"] == 0.1
     assert outputs["calibrate gaussian"][1]["noise_std"] > 0
+    schedule = outputs["account schedule"][0]
+    assert "noise_std_per_sensitivity" not in schedule  # a second name of noise_multiplier
+    low, high = schedule["certified_interval"]  # the least certified noise multiplier's bracket
+    assert low <= schedule["noise_multiplier"] <= high
     held, tampered = outputs["verify"][0], outputs["verify"][2]
     assert held["holds"] and held["design"]["denoiser_sigma"] == 0.4
     assert held["certified_interval"] == pytest.approx(design["certified_interval"], rel=1e-9)

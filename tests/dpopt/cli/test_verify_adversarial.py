@@ -174,7 +174,7 @@ def _independent(content: dict[str, Any], out: str) -> None:
     if content["problem"]["vectors"] is not None:
         vectors = np.asarray(content["problem"]["vectors"], dtype=np.float64)
     else:  # the file relies on regeneration (its digest binds dpopt's ordering of the set)
-        from dpopt.covariance.design_file import parse_description, sensitivity_from_description
+        from dpopt.covariance.description import parse_description, sensitivity_from_description
 
         parsed = parse_description(content["problem"]["vectors_description"])
         assert parsed is not None

@@ -302,8 +302,11 @@ def test_pruning_rank_deficient_set() -> None:
 def test_bad_input() -> None:
     box = Box([0.0, 0.0], [1.0, 1.0])
     with pytest.raises(InvalidParameterError) as err:
-        add_remove_set(box, [0.0, 0.0], 1.0)
-    assert err.value.name == "domain"
+        add_remove_set(box, [0.0], 1.0)
+    assert err.value.name == "query"
+    with pytest.raises(InvalidParameterError) as err:
+        TwoRecordVectors(box, [0.0, 0.0], 1.0)
+    assert "add_remove_set(box, query, sigma)" in str(err.value)
     with pytest.raises(InvalidParameterError) as err:
         add_remove_set([[0.0, 0.0], [1.0, 1.0]], [0.0], 1.0)
     assert err.value.name == "query"

@@ -1,0 +1,271 @@
+r"""``design_covariance_batch``: many certified designs at once (one domain, many queries).
+
+A trajectory of releases (a private sampler, a sweep over budgets, a grid of queries) asks for
+hundreds or thousands of small programs
+
+.. math::
+
+    \min_\Sigma \operatorname{tr}(W\Sigma)\quad\text{s.t.}\quad s_{j}^{(i)\top}\Sigma^{-1}
+    s_{j}^{(i)} \le q_i,\quad \Sigma \succeq \eta I, \qquad i = 1..n,
+
+that share a domain, a weight and often their active constraints: consecutive queries that are
+close have nearly the same optimal support. :func:`design_covariance_batch` solves them in one
+call with one BLAS thread-limit context, the weight validated once, each distinct budget's bound
+computed once, and a warm start of each problem from its predecessor's support and dual weights
+(:class:`solvers.structured.WarmStart`), and certifies **every** answer
+independently with :func:`certificates.covariance.check`, exactly as
+:func:`~dpopt.covariance.design.design_covariance` does. An item whose certificate does not
+close is re-designed by :func:`~dpopt.covariance.design.design_covariance` (its generic
+fallbacks included), so the batch is never less accurate, and never less private, than a loop.
+
+Example
+-------
+>>> import numpy as np
+>>> from dpopt.accounting.budgets import ZCDP
+>>> rng = np.random.default_rng(0)
+>>> sets = [rng.standard_normal((200, 2)) * [1.0, 0.5 + 0.1 * i] for i in range(5)]
+>>> designs = design_covariance_batch(sets, ZCDP(rho=0.5))
+>>> len(designs), all(d.certified for d in designs)
+(5, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from certificates.covariance import CovarianceCertificate, check
+from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
+from certificates.validate import as_psd_matrix, as_scalar
+from dpopt.covariance.design import (
+    Design,
+    _bound_of,
+    _certified_sup,
+    _vectors_of,
+    design_covariance,
+)
+from dpopt.covariance.privacy import privacy_from_sup
+from dpopt.covariance.program import isotropic_baseline
+from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError, SolverError
+from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
+from solvers._types import Solution
+from solvers.structured import WarmStart, blas_limits, solve_structured
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpopt.accounting.budgets import Budget
+    from dpopt.covariance.sensitivity import PrunedSet
+
+__all__ = ["SMALL_VECTORS", "design_covariance_batch"]
+
+#: A vector source of at most this many numbers (J d) is generated once into an array.
+SMALL_VECTORS = 2**18
+
+
+def _items(sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
+           ) -> list[ArrayLike | VectorSource]:
+    """The batch's vector sets: a sequence of (J_i, d) arrays, vector sources or pruned sets,
+    or one (n, J, d) array."""
+    if isinstance(sensitivities, np.ndarray):
+        if sensitivities.ndim != 3:
+            raise InvalidParameterError(
+                "sensitivities", f"array of shape {sensitivities.shape}",
+                "must be an (n, J, d) array or a sequence of (J_i, d) arrays")
+        return list(sensitivities)
+    if isinstance(sensitivities, str | bytes) or not isinstance(sensitivities, Sequence):
+        raise InvalidTypeError("sensitivities", sensitivities,
+                               "a sequence of (J_i, d) arrays or an (n, J, d) array")
+    items = [_vectors_of(item) for item in sensitivities]
+    if not items:
+        raise InvalidParameterError("sensitivities", sensitivities, "must hold at least one set")
+    return items
+
+
+def _materialised(item: ArrayLike | VectorSource) -> ArrayLike | VectorSource:
+    """A small vector source as one array (J d <= SMALL_VECTORS), else unchanged: every pass of
+    the solve and of its certificate then reads the same in-memory vectors, generated once."""
+    if isinstance(item, np.ndarray) or not isinstance(item, VectorSource):
+        return item
+    if item.count * item.dim > SMALL_VECTORS:
+        return item
+    return np.concatenate([np.asarray(b, dtype=np.float64) for _, b in item.chunks(65536)])
+
+
+def _dim_of(item: ArrayLike | VectorSource, index: int) -> int:
+    if not isinstance(item, np.ndarray) and isinstance(item, VectorSource):
+        return int(item.dim)
+    arr = np.asarray(item, dtype=np.float64)
+    if arr.ndim != 2:
+        raise InvalidParameterError(f"sensitivities[{index}]", f"array of shape {arr.shape}",
+                                    "must be a (J, d) array")
+    return int(arr.shape[1])
+
+
+def _budgets_of(budgets: Budget | Sequence[Budget | Sequence[Budget]],
+                n: int) -> list[Budget | Sequence[Budget]]:
+    """One budget for every item, or one each (each may itself be a sequence: all must hold)."""
+    if callable(getattr(budgets, "mahalanobis_bound", None)):
+        return [budgets] * n  # type: ignore[list-item]
+    if isinstance(budgets, str | bytes) or not isinstance(budgets, Sequence):
+        raise InvalidTypeError("budgets", budgets,
+                               "a Budget, or a sequence of one Budget per problem")
+    items = list(budgets)
+    if len(items) != n:
+        raise InvalidParameterError(
+            "budgets", f"a sequence of {len(items)} budgets",
+            f"must be one Budget for all {n} problems or exactly {n} (one per problem); to "
+            "require several budgets at once pass AllOf(...) or a nested list")
+    return items
+
+
+def design_covariance_batch(
+    sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
+    budgets: Budget | Sequence[Budget | Sequence[Budget]],
+    weight: ArrayLike | None = None,
+    noise_floor: float = 0.0,
+    tol: float = 1e-6,
+    rigorous: bool = False,
+    relation: RelationLike = NeighbouringRelation.ADD_REMOVE,
+    warm_start: bool = True,
+) -> list[Design]:
+    r"""Certified optimal covariances for a batch of programs sharing a domain.
+
+    Item ``i`` is the program of :func:`~dpopt.covariance.design.design_covariance` for the
+    vectors ``sensitivities[i]`` and the budget ``budgets[i]`` (or the one shared budget):
+    :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j \le q_i`,
+    :math:`\Sigma\succeq\eta I`, with :math:`q_i` the budget's Mahalanobis bound (Theorem 3 of
+    the optimal-covariance paper). Every returned design carries its own certificate from
+    :func:`certificates.covariance.check` (an interval on its optimal value and the certified
+    Mahalanobis sup of its repaired covariance over all of its vectors); no design is trusted
+    because of its neighbour.
+
+    Parameters
+    ----------
+    sensitivities : sequence of array_like (J_i, d), VectorSource or PrunedSet; or (n, J, d)
+        The sensitivity vectors of each problem (same dimension d; the counts may differ), as
+        ``design_covariance`` takes them. A source of at most ``SMALL_VECTORS`` numbers is
+        generated once into an array, which the solve and the certificate then both read (one
+        set at a time; the design's ``program`` keeps the source).
+        Consecutive problems that are close (a trajectory of queries) profit most from the warm
+        start; a vector set's row order should be the same from one problem to the next (the
+        same record pairs in the same order) for the support to carry over.
+    budgets : Budget, or sequence of n Budgets
+        One budget for every problem, or one per problem (an item may be a sequence of budgets
+        that must all hold, as in ``design_covariance``).
+    weight : array_like, shape (d, d), optional
+        W, shared by every problem (identity by default).
+    noise_floor : float, default 0
+        eta, shared by every problem.
+    tol : float, default 1e-6
+        Relative gap required for each certificate.
+    rigorous : bool, default False
+        Certify every item with all rounding errors accounted for.
+    relation : {"add_remove", "replacement"} or NeighbouringRelation
+        The neighbouring relation the budgets are stated for.
+    warm_start : bool, default True
+        Start each problem from the previous problem's support and dual weights.
+
+    Returns
+    -------
+    list of Design
+        In the order of ``sensitivities``; each exactly what ``design_covariance`` documents
+        (``design.certificate`` re-checked independently, ``design.privacy`` from it).
+
+    Raises
+    ------
+    InvalidParameterError, InvalidTypeError
+        Malformed batch (naming the parameter and the offending item).
+    SolverError, InfeasibleError
+        As for ``design_covariance``, for the first item that fails.
+
+    Warns
+    -----
+    AccuracyWarning
+        For every item whose certificate does not close to ``tol``.
+    """
+    items = _items(sensitivities)
+    per_item = _budgets_of(budgets, len(items))
+    if not isinstance(warm_start, bool):
+        raise InvalidTypeError("warm_start", warm_start, "a bool")
+    rel = as_relation(relation)
+    tol = as_scalar("tol", tol, low=0.0, high=1.0)
+    eta = as_scalar("noise_floor", noise_floor, low=0.0, low_open=False)
+    # the shared data are validated once; the budgets' bounds once per distinct budget
+    shared_weight = None if weight is None else as_psd_matrix("weight", weight,
+                                                              dim=_dim_of(items[0], 0))
+    bounds: dict[int, float] = {}
+    designs: list[Design] = []
+    warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
+    with blas_limits(1):  # one thread-limit context for the whole batch
+        for i, (vec, bud) in enumerate(zip(items, per_item, strict=True)):
+            key = id(bud)  # the per-item list holds every budget, so ids stay distinct
+            if key not in bounds:
+                bounds[key] = _bound_of(bud)[0]
+            q = bounds[key]
+            design, sol = _design_one(i, vec, bud, q, shared_weight, eta, tol, rigorous, rel,
+                                      warm if warm_start else None)
+            designs.append(design)
+            start = WarmStart.from_solution(sol) if sol is not None else None
+            warm = (start, design.program.count) if start is not None else None
+    return designs
+
+
+def _design_one(
+    index: int, vectors: ArrayLike | VectorSource, budget: Budget | Sequence[Budget], q: float,
+    weight: ArrayLike | None, eta: float, tol: float, rigorous: bool,
+    rel: NeighbouringRelation, warm: tuple[WarmStart, int] | None,
+) -> tuple[Design, Solution | None]:
+    """One item: the structured solver (warm-started), the independent certificate check and
+    the privacy re-check, exactly as ``design_covariance`` makes them; an item whose
+    certificate does not close goes through ``design_covariance`` itself (its fallbacks)."""
+    dense = _materialised(vectors)
+    try:
+        problem = CovarianceProgram(dense, weight, add_remove_bound(q, rel), eta)
+    except InvalidParameterError as exc:  # name the item
+        raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
+                                    exc.requirement) from None
+    # a set of another size starts cold: its indices would not name the same record pairs
+    start = warm[0] if warm is not None and warm[1] == problem.count else None
+    solve_tol = max(1e-10, min(1e-8, tol / 100))
+    sol: Solution | None
+    try:
+        sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=start)
+        cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
+    except SolverError:
+        sol, cert = None, None
+    # a source's largest norm was recorded by the solve's first pass (no pass of its own)
+    check_norm_range(problem.max_norm())
+    if sol is None or cert is None or not cert.certified or not math.isfinite(cert.upper):
+        # the generic route with its fallbacks (and warnings), exactly as a loop would take it
+        design = design_covariance(vectors, budget, weight=weight, noise_floor=eta, tol=tol,
+                                   rigorous=rigorous, relation=rel)
+        return design, design.solution
+    # the design describes the caller's set (a source stays a source: a design does not keep
+    # a generated copy of its vectors); solve and certificate read the same vectors in order
+    described = problem if dense is vectors else CovarianceProgram(
+        vectors, problem.weight, problem.bound, problem.noise_floor)
+    return _assemble(problem, described, q, rel, cert, sol, tol), sol
+
+
+def _assemble(problem: CovarianceProgram, described: CovarianceProgram, q: float,
+              rel: NeighbouringRelation, cert: CovarianceCertificate, sol: Solution,
+              tol: float) -> Design:
+    """The Design of a certified structured solution (what ``design_covariance`` returns);
+    ``problem`` is what was solved and checked, ``described`` the same program on the caller's
+    vector set (the design's ``program``)."""
+    cov = cert.repaired_covariance
+    privacy = privacy_from_sup(_certified_sup(problem, cert), cov, problem.max_norm(), rel)
+    if not privacy.mahalanobis_bound <= q:  # the repair guarantees it; never release otherwise
+        raise InfeasibleError(
+            f"re-check failed: the design's Mahalanobis sup {privacy.mahalanobis_bound!r} "
+            f"exceeds the budget's bound {q!r} ({rel})")
+    iso_value, _ = isotropic_baseline(problem)
+    message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
+    return Design(
+        covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
+        isotropic_value=iso_value, bound=q, solution=sol, program=described, relation=rel,
+        status="optimal", message=message,
+    )
