@@ -4,7 +4,8 @@ it shows are the numbers it prints.
 Each Markdown file is one test: its blocks run in order in one temporary folder (a block may use
 a file an earlier block wrote, as a reader following the page would).
 
-- A ```python block is executed in a fresh namespace, its standard output captured. When the
+- A ```python block is executed in the page's namespace (the blocks of a page share one, as in
+  the session of a reader who runs them in order), its standard output captured. When the
   block guards its work with ``if __name__ == "__main__":`` (Dask examples: worker processes
   re-import the script) it is saved as a script and run with the interpreter, as a user would.
   An untagged block right after it (nothing, or a word such as "prints", between the two) is
@@ -147,7 +148,7 @@ def numbers_shown(comment: str, printed: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------- running
-def _run_python(block: Block, name: str, tmp: pathlib.Path) -> str:
+def _run_python(block: Block, name: str, tmp: pathlib.Path, module: types.ModuleType) -> str:
     if "dpopt-demo.json" in block.code and not (tmp / "dpopt-demo.json").exists():
         _run_dpopt(["demo", "-q"], tmp)  # the example reads the demo's output: make it first
     if 'if __name__ == "__main__":' in block.code:
@@ -158,8 +159,7 @@ def _run_python(block: Block, name: str, tmp: pathlib.Path) -> str:
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, f"{name} exited {done.returncode}: {done.stderr[-2000:]}"
         return done.stdout
-    module = types.ModuleType("__docs__")  # a real module: dataclasses in examples need one
-    sys.modules["__docs__"] = module
+    sys.modules["__docs__"] = module  # a real module: dataclasses in examples need one
     out = io.StringIO()
     said = _print_comments(block.code)
     by_line: dict[int, str] = {}
@@ -238,7 +238,7 @@ def _split_comment(line: str) -> tuple[str, str, str]:
     return line, "", ""
 
 
-def _run_dpopt(argv: list[str], tmp: pathlib.Path) -> tuple[int, str]:
+def _run_dpopt(argv: list[str], tmp: pathlib.Path, *, stderr: bool = True) -> tuple[int, str]:
     from dpopt.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -246,7 +246,7 @@ def _run_dpopt(argv: list[str], tmp: pathlib.Path) -> tuple[int, str]:
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
         code = main(argv)
-    return code, out.getvalue() + err.getvalue()
+    return code, out.getvalue() + (err.getvalue() if stderr else "")
 
 
 def _run_shell(block: Block, name: str, tmp: pathlib.Path) -> None:
@@ -271,7 +271,7 @@ def _run_transcript(block: Block, name: str, tmp: pathlib.Path) -> None:
     first, _, rest = block.code.partition("\n")
     words = shlex.split(first[2:])
     assert words[0] == "dpopt", f"{name}: a transcript runs dpopt commands only"
-    code, printed = _run_dpopt(words[1:], tmp)
+    code, printed = _run_dpopt(words[1:], tmp, stderr=False)  # a transcript shows stdout
     assert code == 0, f"{name}: exited {code}: {printed[-1500:]}"
     if rest.strip():
         diff = same_output(rest, printed)
@@ -281,13 +281,14 @@ def _run_transcript(block: Block, name: str, tmp: pathlib.Path) -> None:
 def run_file(path: pathlib.Path, tmp: pathlib.Path, *, slow: bool) -> list[str]:
     """Run every block of ``path`` in ``tmp``; return the skip reasons of blocks not run."""
     skipped: list[str] = []
+    module = types.ModuleType("__docs__")  # one session per page, as a reader runs it
     for block in blocks(path):
         name = f"{path.relative_to(ROOT)}:{block.line} ({block.lang or 'text'} block)"
         if block.marker == "no-test" or (block.marker == "slow" and not slow):
             skipped.append(f"{name}: {block.reason}")
             continue
         if block.lang == "python":
-            printed = _run_python(block, name, tmp)
+            printed = _run_python(block, name, tmp, module)
             if block.expected is not None:
                 diff = same_output(block.expected, printed)
                 assert diff is None, f"{name}: {diff}\nprinted:\n{printed}"

@@ -761,6 +761,7 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
             steps=args.steps, epsilon=args.epsilon, delta=args.delta, sampling=args.sampling,
             discretization=args.discretization, accountant=args.accountant,
             time_budget=args.time_budget,
+            progress=None if ctx.interactive else False,  # no bar into logs, pipes or -q
         )
     scheme = as_sampling(cal.sampling)
     result = {
@@ -825,7 +826,8 @@ def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.stage("searching the per-release bound"):
         cal = comp.calibrate_noise(args.epsilon, args.delta, args.steps, args.rate, scheme,
                                    discretization=args.discretization, accountants=accs,
-                                   time_budget=args.time_budget)
+                                   time_budget=args.time_budget,
+                                   progress=None if ctx.interactive else False)
         run = comp.GaussianSteps(cal.bound, args.steps, args.rate, scheme)
         check = comp.composed_epsilon(run, args.delta, discretization=args.discretization,
                                       accountants=accs)
