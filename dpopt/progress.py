@@ -45,7 +45,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # pragma: no cover - types only: importing this module stays free
+    from certificates.problem import VectorSource
+    from solvers.passes import FloatArray, PassExecutor, PassResult
 
 __all__ = ["Progress", "allowed", "auto", "current", "displays", "human_seconds", "phase", "tick",
            "tick_rows", "watch_passes"]
@@ -318,15 +322,16 @@ def phase(desc: str, *, total: float | None = None,
 class _TimedPasses:
     """A pass executor that ticks the active display after every full pass."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: PassExecutor) -> None:
         self._inner = inner
 
-    def gram(self, source: Any, chunk: int) -> Any:
+    def gram(self, source: VectorSource, chunk: int) -> tuple[FloatArray, int]:
         out = self._inner.gram(source, chunk)
         tick()
         return out
 
-    def score(self, source: Any, bmat: Any, chunk: int, keep: int, threshold: float) -> Any:
+    def score(self, source: VectorSource, bmat: FloatArray, chunk: int, keep: int,
+              threshold: float) -> PassResult:
         out = self._inner.score(source, bmat, chunk, keep, threshold)
         tick()
         return out
@@ -335,7 +340,7 @@ class _TimedPasses:
         return getattr(self._inner, name)
 
 
-def watch_passes(executor: Any) -> Any:
+def watch_passes(executor: PassExecutor | None) -> PassExecutor | None:
     """``executor`` wrapped to tick once per full pass when a display is active.
 
     Only an explicit executor (a Dask cluster's) is wrapped: passes in this process iterate the
