@@ -5,8 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: help install run test test-slow lint types bench bench-full bench-scale-full figures fig1 fig-rpp-adult \
-	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd notebooks docs \
-	docs-check docs-assets clean bench-scale dist
+	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd fig-sampler notebooks docs \
+	docs-check docs-assets clean bench-scale bench-sampler dist
 
 help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
@@ -14,6 +14,7 @@ help:
 	@echo "make lint       ruff + mypy"
 	@echo "make types      public parameters/returns still typed Any, per file (fails on unlisted ones)"
 	@echo "make bench      solver benchmark, reduced grid (~5 min); bench-full for the full grid"
+	@echo "make bench-sampler  the default private sampling run (5,000 certified releases) vs its peers"
 	@echo "make bench-scale  Dask LocalCluster vs in-process, full solves to J = 1e7, one pass at 1e8"
 	@echo "make bench-scale-full  the same with full certified solves at J = 1e8 (~1 h)"
 	@echo "make figures    every reproduction figure under results/ (DASK=local|ADDRESS: sweeps on Dask)"
@@ -52,6 +53,9 @@ bench: $(STAMP)
 	$(PY) scripts/bench_accounting.py
 	$(PY) scripts/bench_box.py
 
+bench-sampler: $(STAMP)
+	$(PY) scripts/bench_sampler.py
+
 bench-scale: $(STAMP)
 	$(PY) scripts/bench_scale.py --solve-max 2e7   # J = 1e8: one pass per path, solve extrapolated
 bench-scale-full: $(STAMP)
@@ -81,6 +85,9 @@ fig-denoiser: $(STAMP)
 
 fig-dpsgd: $(STAMP)
 	$(PY) -m dpopt.figures dpsgd
+
+fig-sampler: $(STAMP)
+	$(PY) -m dpopt.figures sampler
 
 figures: $(STAMP)
 	$(PY) -m dpopt.figures all $(if $(DASK),--dask $(DASK))   # make figures DASK=local|tcp://host:8786

@@ -18,7 +18,12 @@ r"""Independent certificate of an optimal covariance.
 * **lower** (self-bounding): with :math:`D = \eta\operatorname{tr}H +
   \sum_j\lambda_j(2u_j^\top s_j - q)` and :math:`E = W - H - \sum_j\lambda_ju_ju_j^\top`,
   every feasible :math:`\Sigma` has :math:`\operatorname{tr}(W\Sigma) \ge D/(1 + \|E\|_F/w_{\min})`
-  for :math:`w_{\min} \le \lambda_{\min}(W)`. Valid whatever the solver's accuracy.
+  for :math:`w_{\min} \le \lambda_{\min}(W)`. Valid whatever the solver's accuracy. For an
+  ill-conditioned :math:`W` this pays :math:`\|E\|_F/\lambda_{\min}(W) \approx u\,\kappa(W)`;
+  then the bound :math:`tD` with :math:`W - tS \succeq 0` is also proven in the metric of the
+  stored :math:`W` (:func:`certificates.rigorous.exact_whitened_bound`: exact congruence by a
+  float inverse Cholesky factor, no squared condition number), which reaches what the stored
+  dual carries: :math:`t` is then :math:`1/\lambda_{\max}(S, W)` up to a margin of 1e-13.
 * **gap** = (upper - lower) / upper; ``certified`` iff gap <= tol.
 * ``complementarity`` is the gap formula (19) of the optimal-covariance paper evaluated at
   :math:`\hat\Sigma`:
@@ -47,7 +52,9 @@ from certificates.rigorous import (
     certify_psd,
     exact_dual_bound,
     exact_trace_product,
+    exact_whitened_bound,
     ratio_upper_bound,
+    refine_whitened_dual,
 )
 from certificates.validate import as_matrix, as_scalar
 
@@ -167,8 +174,8 @@ def whitened_dual_bound(
 ) -> float:
     r"""Float lower bound for ill-conditioned weights: :math:`D/\max(1, \lambda_{\max}(F))`.
 
-    With :math:`S = H + \sum_j\lambda_ju_ju_j^	op` and :math:`W = LL^	op`,
-    :math:`F = L^{-1}SL^{-	op} = VV^	op` for :math:`V = L^{-1}[\,u_j\sqrt{\lambda_j},\ G\,]`
+    With :math:`S = H + \sum_j\lambda_ju_ju_j^\top` and :math:`W = LL^\top`,
+    :math:`F = L^{-1}SL^{-\top} = VV^\top` for :math:`V = L^{-1}[\,u_j\sqrt{\lambda_j},\ G\,]`
     (``floor`` is the factor :math:`G` of :math:`H`). Scaling the dual by
     :math:`t = 1/\max(1, \lambda_{\max}(F))` makes :math:`W - tS \succeq 0`, so weak duality gives
     :math:`v \ge tD`. The residual bound of :func:`dual_lower_bound` pays
@@ -203,6 +210,33 @@ def whitened_dual_bound(
     if not (math.isfinite(top) and top > 0 and err_norm < 1e-3 * sv_top):
         return 0.0
     return dual_value / max(1.0, top * (1.0 + margin))
+
+
+def _refined_bound(weight: NDArray[np.float64], q: float, eta: float,
+                   sup_vec: NDArray[np.float64], dual: FactoredDual, sigma: NDArray[np.float64],
+                   upper: float, lower: float, tol: float, w_min: float, *,
+                   rigorous: bool) -> float:
+    """The W-metric bound of a dual recomputed against the stored W on the same support
+    (:func:`certificates.rigorous.refine_whitened_dual`), for an ill-conditioned W only
+    (condition above 1e6, where a solver's dual is limited by its own factorisation of W) and
+    only while the gap is above ``tol`` or above 1e-8 (0.0 when it does not help); the new
+    dual's value D is exact in rigorous mode."""
+    if upper <= 0 or (upper - lower) / upper <= min(tol, 1e-8):
+        return 0.0
+    if not w_min <= 1e-6 * float(np.linalg.norm(weight, 2)):
+        return 0.0
+    refined = refine_whitened_dual(weight, sup_vec, q, dual, sigma)
+    if refined is None:
+        return 0.0
+    d = weight.shape[0]
+    if rigorous:
+        _, dval, _ = exact_dual_bound(sup_vec, weight, q, eta, refined, w_min)
+    else:
+        g = refined.floor_factor.reshape(d, -1)
+        h = g @ g.T if g.size else np.zeros((d, d))
+        _, dval, _ = dual_lower_bound(sup_vec, weight, q, eta, refined.multipliers,
+                                      refined.directions.reshape(-1, d), h, w_min)
+    return exact_whitened_bound(weight, refined, dval, eta)[0]
 
 
 def _trace_upper(weight: NDArray[np.float64], sigma: NDArray[np.float64]) -> float:
@@ -395,12 +429,19 @@ def check(
         if w_min <= 0:
             raise InvalidParameterError("weight", weight, "could not be proven positive definite")
         lower, dval, e_norm = exact_dual_bound(sup_vec, weight, q, eta, dual, w_min)
+        if e_norm > 1e-12 * w_min:  # ill-conditioned W: prove the bound in the W-metric
+            lower = max(lower, exact_whitened_bound(weight, dual, dval, eta)[0])
+            lower = max(lower, _refined_bound(weight, q, eta, sup_vec, dual, repaired, upper, lower,
+                                              tol, w_min, rigorous=True))
     else:
         w_min = float(sla.eigvalsh(weight)[0]) * (1 - 1e-10)
         lower, dval, e_norm = dual_lower_bound(sup_vec, weight, q, eta, lam, u, h, w_min)
-        if e_norm > 1e-12 * w_min:  # ill-conditioned W: the whitened bound may be sharper
+        if e_norm > 1e-12 * w_min:  # ill-conditioned W: the whitened bounds may be sharper
             g_mat = g if g.size else np.zeros((d, 0))
-            lower = max(lower, whitened_dual_bound(weight, dval, lam, u, g_mat))
+            lower = max(lower, whitened_dual_bound(weight, dval, lam, u, g_mat),
+                        exact_whitened_bound(weight, dual, dval, eta)[0])
+            lower = max(lower, _refined_bound(weight, q, eta, sup_vec, dual, repaired, upper, lower,
+                                              tol, w_min, rigorous=False))
     lower = max(0.0, lower)
     gap = (upper - lower) / upper if upper > 0 else math.inf
     # gap formula (19) at the repaired Sigma

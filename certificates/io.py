@@ -62,10 +62,9 @@ import json
 import math
 import os
 import platform
-import re
 from dataclasses import dataclass, replace
 from importlib import metadata
-from typing import Any, NoReturn, TypeAlias, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -80,6 +79,22 @@ from certificates.errors import (
 )
 from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
 from certificates.rigorous import ChunkMap
+from certificates.strict_json import (
+    MAX_FILE_BYTES,
+    FieldError,
+    JSONValue,
+    boolean,
+    fail,
+    hex64,
+    integer,
+    kind_of,
+    load_json,
+    matrix,
+    number,
+    obj,
+    rejection,
+    vector,
+)
 from certificates.validate import as_vectors
 
 __all__ = [
@@ -101,10 +116,6 @@ __all__ = [
 FORMAT = "dpopt-covariance-certificate/1"
 #: Relative outward widening of the certified interval before it is stored as the claim.
 CLAIM_MARGIN = 1e-8
-#: Largest certificate file read (bytes); a larger file is rejected before parsing.
-MAX_FILE_BYTES = 1 << 30
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _TOP = ("format", "problem", "covariance", "dual", "claim", "versions", "sha256")
 _PROBLEM = (
     "dim", "count", "vectors", "vectors_description", "vectors_sha256", "weight", "bound",
@@ -114,8 +125,7 @@ _DUAL = ("support", "multipliers", "directions", "floor_factor", "floor_rank")
 _CLAIM = ("lower", "upper", "gap", "certified", "rigorous", "tol")
 
 #: A JSON value, as :func:`json.loads` returns it (the ``to_dict`` summaries of dpopt's reports
-#: are objects of these).
-JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+#: are objects of these); defined in :mod:`certificates.strict_json`.
 
 
 class Claim(TypedDict):
@@ -300,136 +310,20 @@ def write_certificate(
 # ----------------------------------------------------------------------------- strict parsing
 
 
-class _Reject(Exception):
-    """Internal: a malformed field (turned into a CertificateError naming the file)."""
-
-
-def _fail(field: str, reason: str) -> NoReturn:
-    raise _Reject(f"{field}: {reason}")
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise _Reject(f"non-finite number {name} (NaN/Infinity are not allowed)")
-
-
-def _finite_float(text: str) -> float:
-    x = float(text)
-    if not math.isfinite(x):
-        raise _Reject(f"number {text[:40]} overflows the double range")
-    return x
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Reject(f"duplicate key {key[:40]!r}")
-        out[key] = value
-    return out
-
-
-def _load_json(path: str | os.PathLike[str]) -> Any:
-    try:
-        size = os.stat(path).st_size
-        if size > MAX_FILE_BYTES:
-            _fail("file", f"{size} bytes, more than the {MAX_FILE_BYTES} a certificate may have")
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise CertificateError(f"cannot read certificate file {os.fspath(path)!r}: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        _fail("file", f"not UTF-8 text ({exc.reason})")
-    try:
-        return json.loads(
-            text,
-            parse_constant=_no_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=_unique_keys,
-        )
-    except RecursionError:
-        _fail("file", "JSON nested too deeply")
-    except (json.JSONDecodeError, ValueError) as exc:  # ValueError: int literal too long
-        _fail("file", f"not valid JSON ({exc})")
-
-
-def _object(field: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    if type(value) is not dict:
-        _fail(field, f"must be a JSON object, got {_kind(value)}")
-    missing = [k for k in keys if k not in value]
-    if missing:
-        _fail(field, f"missing field(s) {', '.join(missing)}")
-    extra = sorted(str(k)[:40] for k in value if k not in keys)
-    if extra:
-        _fail(field, f"unexpected field(s) {', '.join(extra)}")
-    return value
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number", type(None): "null"}.get(type(value), "?")
-
-
-def _int(field: str, value: Any, low: int, high: int | None = None) -> int:
-    if type(value) is not int:
-        _fail(field, f"must be an integer, got {_kind(value)}")
-    if value < low or (high is not None and value > high):
-        _fail(field, f"{value} out of range [{low}, {high if high is not None else 'inf'}]")
-    return value
-
-
-def _number(field: str, value: Any, low: float | None = None, low_open: bool = False) -> float:
-    if type(value) not in (int, float):
-        _fail(field, f"must be a number, got {_kind(value)}")
-    try:
-        x = float(value)
-    except OverflowError:
-        _fail(field, "integer too large for a double")
-    if not math.isfinite(x):
-        _fail(field, "must be finite")
-    if low is not None and (x <= low if low_open else x < low):
-        _fail(field, f"{x!r} must be {'>' if low_open else '>='} {low!r}")
-    return x
-
-
-def _bool(field: str, value: Any) -> bool:
-    if type(value) is not bool:
-        _fail(field, f"must be true or false, got {_kind(value)}")
-    return value
-
-
-def _hex(field: str, value: Any) -> str:
-    if type(value) is not str or not _HEX64.fullmatch(value):
-        _fail(field, "must be 64 lower-case hexadecimal digits")
-    return value
-
-
-def _matrix(field: str, rows: Any, nrows: int, ncols: int) -> NDArray[np.float64]:
-    """A finite ``(nrows, ncols)`` float array from nested JSON lists of numbers (strict)."""
-    if type(rows) is not list:
-        _fail(field, f"must be an array, got {_kind(rows)}")
-    if len(rows) != nrows:
-        _fail(field, f"has {len(rows)} rows, expected {nrows}")
-    for i, row in enumerate(rows):
-        if type(row) is not list:
-            _fail(f"{field}[{i}]", f"must be an array, got {_kind(row)}")
-        if len(row) != ncols:
-            _fail(f"{field}[{i}]", f"has {len(row)} entries, expected {ncols}")
-        for j, v in enumerate(row):
-            if type(v) is not float and type(v) is not int:
-                _fail(f"{field}[{i}][{j}]", f"must be a number, got {_kind(v)}")
-    try:
-        arr = np.array(rows, dtype=np.float64).reshape(nrows, ncols)
-    except OverflowError:
-        _fail(field, "integer too large for a double")
-    if not np.all(np.isfinite(arr)):
-        _fail(field, "non-finite number")
-    return arr
+# The strict reader shared by every certificate kind (certificates.strict_json).
+_Reject = FieldError
+_fail = fail
+_object = obj
+_kind = kind_of
+_int = integer
+_number = number
+_bool = boolean
+_hex = hex64
+_matrix = matrix
 
 
 def _vector(field: str, items: Any, n: int) -> NDArray[np.float64]:
-    if type(items) is not list:
-        _fail(field, f"must be an array, got {_kind(items)}")
-    return _matrix(field, [items], 1, n)[0]
+    return vector(field, items, n)
 
 
 def _parse(content: Any) -> CertificateFile:
@@ -515,9 +409,9 @@ def parse_certificate(path: str | os.PathLike[str]) -> CertificateFile:
         The file cannot be read or is malformed (the message names the field).
     """
     try:
-        return _parse(_load_json(path))
-    except _Reject as exc:
-        raise CertificateError(f"malformed certificate file {os.fspath(path)!r}: {exc}") from None
+        return _parse(load_json(path, max_bytes=MAX_FILE_BYTES))
+    except FieldError as exc:
+        raise rejection(path, exc) from None
 
 
 def verify_certificate(
@@ -579,8 +473,7 @@ def verify_certificate(
     except (DpoptError, ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
         raise CertificateError(f"{where}: the re-check cannot run on this data: {exc}") from None
     if cert.scale != 1.0 or not math.isfinite(cert.upper):
-        problems.append("the stored covariance is not strictly feasible as written "
-                        f"(max_j s_j^T Sigma^-1 s_j / q - 1 = {cert.primal_residual:.3g})")
+        problems.append(_infeasibility(cert, cf.noise_floor))
     else:
         if not lo_c <= cert.lower:
             problems.append(f"claimed lower {lo_c!r} > re-derived lower {cert.lower!r}")
@@ -593,6 +486,31 @@ def verify_certificate(
     if problems:
         raise CertificateError(f"{where}: " + "; ".join(problems))
     return cert
+
+
+def _infeasibility(cert: CovarianceCertificate, eta: float) -> str:
+    r"""Why the stored covariance is not strictly feasible as written: the noise floor
+    (:math:`\Sigma \succeq \eta I`), the Mahalanobis bound (:math:`s_j^\top\Sigma^{-1}s_j < q`),
+    or both; or neither could be proven despite floating point saying they hold."""
+    lam_min = cert.floor_residual + eta
+    reasons = []
+    if eta > 0 and not cert.floor_residual > 0:
+        reasons.append(
+            f"the noise floor eta = {eta!r} exceeds lambda_min(Sigma) = {lam_min!r} of the "
+            "stored covariance (Sigma >= eta I fails)"
+        )
+    if not cert.primal_residual < 0:
+        reasons.append(
+            "the Mahalanobis bound fails: max_j s_j^T Sigma^-1 s_j / q - 1 = "
+            f"{cert.primal_residual:.3g} >= 0"
+        )
+    if not reasons:
+        what = (f"lambda_min(Sigma) - eta = {cert.floor_residual:.3g}, " if eta > 0 else "")
+        reasons.append(
+            "it could not be proven strictly feasible despite floating point "
+            f"({what}max_j s_j^T Sigma^-1 s_j / q - 1 = {cert.primal_residual:.3g})"
+        )
+    return "the stored covariance is not strictly feasible as written: " + "; ".join(reasons)
 
 
 def read_certificate(

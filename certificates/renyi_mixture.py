@@ -79,7 +79,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import log_ndtr, ndtr
 
-from certificates.errors import CertificateError, InvalidParameterError, InvalidTypeError
+from certificates import strict_json as sj
+from certificates.errors import (
+    CertificateError,
+    DpoptError,
+    InvalidParameterError,
+    InvalidTypeError,
+)
 from certificates.validate import as_float_array, as_scalar
 
 __all__ = [
@@ -210,7 +216,7 @@ def _to_split(lu: Arr, ll: Arr, tot_l: float, log_gap: float) -> NDArray[np.bool
     """Pieces to subdivide: those whose gap exceeds half their share of the target and is
     within 1e-3 of the largest one (the dominant gaps first)."""
     excess = np.exp(np.minimum(lu - tot_l, 700.0)) - np.exp(np.minimum(ll - tot_l, 700.0))
-    budget = math.expm1(log_gap) / max(lu.size, 1)
+    budget = math.expm1(min(log_gap, 700.0)) / max(lu.size, 1)
     top = float(np.max(excess)) if excess.size else 0.0
     return np.asarray((excess > 0.5 * budget) & (excess >= 1e-3 * top))
 
@@ -625,7 +631,7 @@ def _gauss_bounds(
         slack = float(_ULPS * _U * (total_pieces + 16.0 + abs(tot_u)))
         result = (tot_l, tot_u, total_pieces, slack)
         if (
-            tail_excess <= 0.25 * math.expm1(log_gap)
+            tail_excess <= 0.25 * math.expm1(min(log_gap, 700.0))
             or total_pieces >= _MAX_PIECES
             or _decided(tot_l, tot_u, log_decide)
         ):
@@ -658,7 +664,10 @@ def divergence_bounds(
     noise : {"laplace", "gaussian"}
         :math:`\mathrm{Lap}(0, b)` or :math:`N(0, \sigma^2)`.
     scale : float
-        :math:`b` or :math:`\sigma` (> 0).
+        :math:`b` or :math:`\sigma` (>= 0). Scale 0 (no noise) gives the divergence of the
+        laws themselves, :math:`\frac{1}{\alpha-1}\log\sum_k p_k^\alpha q_k^{1-\alpha}`
+        (infinite when an atom of :math:`P` is not one of :math:`Q`), which bounds the noisy
+        divergence at every scale from above (data processing).
     alpha : float
         Rényi order > 1; ``inf`` (Laplace only) gives :math:`D_\infty = \log\sup p/q`.
     gap : float, default 1e-4
@@ -682,38 +691,182 @@ def divergence_bounds(
         raise InvalidParameterError("noise", noise, f"must be one of {NOISES}")
     xs, ps = _check_law("P", x, p)
     ys, qs = _check_law("Q", y, q)
-    b = as_scalar("scale", scale, low=0.0)
+    b = as_scalar("scale", scale, low=0.0, low_open=False)
     a = as_scalar("alpha", alpha, low=1.0, allow_inf=True)
     g = as_scalar("gap", gap, low=0.0)
-    with np.errstate(over="ignore"):
-        xs, ys = xs / b, ys / b
-    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
-        raise InvalidParameterError("scale", scale, "too small: atoms / scale overflow")
+    if math.isinf(a) and noise != "laplace":
+        raise InvalidParameterError(
+            "alpha", alpha, "alpha = inf needs Laplace noise (a Gaussian is never pure)"
+        )
+    if b == 0.0:
+        return _discrete_bounds(xs, ps, ys, qs, a)
+    xs, ys, delta = scaled_atoms(xs, ys, b)
+    span = float(max(xs.max(), ys.max()))  # the atoms now lie in [0, span]
     if math.isinf(a):
-        if noise != "laplace":
-            raise InvalidParameterError(
-                "alpha", alpha, "alpha = inf needs Laplace noise (a Gaussian is never pure)"
-            )
-        shift = float(min(xs.min(), ys.min()))
         # shift first, then merge: atoms that coincide after rounding become one atom
-        z, lp, lq = _merge(xs - shift, ps, ys - shift, qs)
+        z, lp, lq = _merge(xs, ps, ys, qs)
         d, slack = _laplace_dinf(z, lp, lq)
+        # each density moves by a factor within e^{+-delta} when its atoms move by delta
+        slack = _up(slack + 2.0 * delta)
         return DivergenceBounds(max(0.0, d - slack), d + slack, int(z.size), slack)
     log_gap = g * (a - 1.0)
     log_decide = None if decide is None else float(decide) * (a - 1.0)
     if noise == "laplace":
-        shift = float(min(xs.min(), ys.min()))
-        z, lp, lq = _merge(xs - shift, ps, ys - shift, qs)
+        z, lp, lq = _merge(xs, ps, ys, qs)
         lo, hi, pieces, slack = _laplace_bounds(z, lp, lq, a, log_gap, log_decide)
+        lo, hi = lo - slack, hi + slack
+        move = _up((2.0 * a - 1.0) * delta)  # pointwise e^{+-delta}: p^a q^(1-a) by e^{+-move}
+        lo, hi = lo - move, hi + move
     else:
-        shift = float(np.concatenate([xs, ys]).min())
-        lo, hi, pieces, slack = _gauss_bounds(
-            xs - shift, ps, ys - shift, qs, a, log_gap, log_decide
-        )
+        lo0, hi0, pieces, slack = _gauss_bounds(xs, ps, ys, qs, a, log_gap, log_decide)
+        lo, hi = _gauss_moved(lo0 - slack, hi0 + slack, a, span, delta)
+        move = max(lo0 - slack - lo, hi - hi0 - slack, 0.0)  # reported with the slack
     if not (math.isfinite(lo) and not math.isnan(hi)):
         raise CertificateError(f"non-finite divergence bounds ({lo!r}, {hi!r}); please report")
-    s = slack / (a - 1.0)
-    return DivergenceBounds(max(0.0, (lo - slack) / (a - 1.0)), (hi + slack) / (a - 1.0), pieces, s)
+    s = _up((slack + move) / (a - 1.0))
+    return DivergenceBounds(max(0.0, lo / (a - 1.0)), _up(hi / (a - 1.0)), pieces, s)
+
+
+_TINY = 2.0**-1074  # the smallest subnormal: the absolute error of a division that underflows
+
+
+def _up(x: float) -> float:
+    """``x`` moved up by a relative 4u (covers the one rounding of the expression computing it)."""
+    return math.nextafter(x + 4.0 * _U * abs(x), math.inf) if math.isfinite(x) else x
+
+
+def scaled_atoms(x: Arr, y: Arr, scale: float) -> tuple[Arr, Arr, float]:
+    r"""The atoms in units of the scale, **shifted first in the data's units**, and a bound on
+    how far each computed atom lies from the exact one.
+
+    The divergence only depends on the differences of the atoms, so they are shifted by
+    :math:`c = \min_k \min(x_k, y_k)` (an atom, so the shifted atoms are :math:`\ge 0` and the
+    smallest is exactly 0) *before* dividing by the scale: a timestamp of 1.7e15 with a
+    spread of 10 then carries a rounding error of about :math:`u\cdot 10/b`, not
+    :math:`u\cdot 1.7\mathrm{e}15/b`. Each step is one correctly rounded operation:
+    :math:`\mathrm{fl}(x_k - c)` is within :math:`u|x_k - c|` of the exact difference and
+    :math:`\mathrm{fl}(d_k/b)` within :math:`u|d_k/b|` (plus the smallest subnormal if it
+    underflows), so every computed atom :math:`z_k` is within
+
+    .. math:: \delta = \max_k\ (2u + u^2)\,z_k(1 + u) + 2\cdot 2^{-1074}
+
+    of the exact :math:`(x_k - c)/b` (:math:`u = 2^{-53}`). The bounds of
+    :func:`divergence_bounds` are widened for a displacement :math:`\delta` of every atom.
+
+    Returns
+    -------
+    (x', y', delta)
+
+    Raises
+    ------
+    InvalidParameterError
+        The atoms span more than the double range (their differences overflow), or the scale is
+        so small that a shifted atom divided by it overflows.
+    """
+    c = float(min(x.min(), y.min()))
+    with np.errstate(over="ignore", invalid="ignore"):
+        dx, dy = x - c, y - c
+    if not (np.all(np.isfinite(dx)) and np.all(np.isfinite(dy))):
+        raise InvalidParameterError(
+            "atoms", f"[{c!r}, {float(max(x.max(), y.max()))!r}]",
+            "span more than the double range: their differences overflow",
+        )
+    with np.errstate(over="ignore", under="ignore"):
+        zx, zy = dx / scale, dy / scale
+    if not (np.all(np.isfinite(zx)) and np.all(np.isfinite(zy))):
+        raise InvalidParameterError("scale", scale, "too small: the atoms / scale overflow")
+    top = float(max(zx.max(), zy.max()))
+    delta = (2.0 * _U + _U * _U) * top * (1.0 + _U) + 2.0 * _TINY
+    return zx, zy, _up(delta)
+
+
+def _gauss_moved(log_lo: float, log_hi: float, alpha: float, span: float,
+                 delta: float) -> tuple[float, float]:
+    r"""Bounds on :math:`\log I` of the exact atoms from those of the computed atoms (Gaussian).
+
+    The atoms of both laws lie in :math:`[0, S]` and each exact atom is within :math:`\delta`
+    of its computed value. With :math:`r = |t - S/2|` and :math:`
+ho = r + S/2 \ge |t - z|`
+    for every atom :math:`z`, one Gaussian factor moves by
+    :math:`arphi(t-z-e)/arphi(t-z) = e^{e(t-z) - e^2/2} \in
+    [e^{-\delta
+ho-\delta^2/2}, e^{\delta
+ho}]`, so with :math:`c = (2lpha-1)\delta` the
+    integrand :math:`g = p^lpha q^{1-lpha}` moves by a factor within
+    :math:`[e^{-c
+ho - lpha\delta^2/2}, e^{c
+ho + (lpha-1)\delta^2/2}]`. On
+    :math:`r \le R` this is at most :math:`e^{\pm c(R + S/2)}`; beyond, for :math:`r \ge S/2`,
+    :math:`p(t) \le arphi(r - S/2)` and :math:`q(t) \ge arphi(r + S/2)`, so
+    :math:`g \le (2\pi)^{-1/2} e^{-(r^2 - (2lpha-1)Sr + S^2/4)/2}` and
+
+    .. math:: \int_{r>R} g\,e^{c
+ho}\,dt \le T_c(R) = 2\,e^{B^2/8 - S^2/8 + cS/2}\,
+              ar\Phi(R - B/2),\qquad B = (2lpha-1)S + 2c .
+
+    Hence :math:`	ilde I \le e^{(lpha-1)\delta^2/2}(e^{c(R+S/2)} I + T_c(R))` and
+    :math:`	ilde I \ge e^{-lpha\delta^2/2 - c(R+S/2)}(I - T_0(R))`, with :math:`R` chosen
+    so that :math:`T_c(R) \le e^{-60}` (while :math:`I \ge 1` for :math:`lpha > 1`, Jensen).
+    """
+    if delta == 0.0:
+        return log_lo, log_hi
+    c = (2.0 * alpha - 1.0) * delta
+    big = (2.0 * alpha - 1.0) * span + 2.0 * c
+
+    def log_tail(cc: float, bb: float, r: float) -> float:
+        return float(math.log(2.0) + bb * bb / 8.0 - span * span / 8.0 + cc * span / 2.0
+                     + log_ndtr(bb / 2.0 - r))
+
+    expo = big * big / 8.0 - span * span / 8.0 + c * span / 2.0
+    r_cut = max(0.5 * span, 0.5 * big + math.sqrt(2.0 * max(expo, 0.0) + 2.0 * 62.0) + 1.0)
+    t_c = log_tail(c, big, r_cut)
+    t_0 = log_tail(0.0, (2.0 * alpha - 1.0) * span, r_cut)
+    # each of these is computed to within a few ulps of terms of size ~ big^2: widen by that
+    err = 64.0 * _U * (big * big + r_cut * r_cut + 10.0) + 1e-300
+    t_c, t_0 = t_c + err, t_0 + err
+    widen = c * (r_cut + 0.5 * span)
+    hi = (alpha - 1.0) * delta * delta / 2.0 + float(np.logaddexp(widen + log_hi, t_c))
+    if not log_lo > t_0:  # pragma: no cover - I >= 1 > e^{-60} >= T_0
+        lo_core = float("-inf")
+    else:
+        lo_core = log_lo + math.log1p(-math.exp(t_0 - log_lo))
+    lo = lo_core - widen - alpha * delta * delta / 2.0
+    slack = 16.0 * _U * (abs(hi) + abs(lo) + widen + 1.0)
+    return lo - slack, _up(hi + slack)
+
+
+def _discrete_bounds(x: Arr, p: Arr, y: Arr, q: Arr, alpha: float) -> DivergenceBounds:
+    r"""Proven bounds on :math:`D_lpha(P\|Q)` of the laws themselves (scale 0: no noise).
+
+    :math:`D_lpha = rac{1}{lpha-1}\log\sum_k p_k^lpha q_k^{1-lpha}` over the atoms of
+    :math:`P` (infinite if one of them is not an atom of :math:`Q`);
+    :math:`D_\infty = \log\max_k p_k/q_k`. Log domain, with a rounding slack of 64 ulps of the
+    magnitudes per operation.
+    """
+    z, inv = np.unique(np.concatenate([x, y]), return_inverse=True)
+    inv = np.ravel(inv)
+    mp = np.bincount(inv[: x.size], weights=p, minlength=z.size)
+    mq = np.bincount(inv[x.size :], weights=q, minlength=z.size)
+    on = mp > 0.0
+    if np.any(mq[on] == 0.0):
+        inf = float("inf")
+        return DivergenceBounds(inf, inf, int(z.size), 0.0)
+    with np.errstate(divide="ignore"):
+        lp, lq = np.log(mp[on]), np.log(mq[on])
+    # the masses are sums of at most n floats (bincount): relative error <= n u each
+    n = x.size + y.size
+    dlog = _ULPS * _U * (n + 2.0)
+    if math.isinf(alpha):
+        v = float(np.max(lp - lq))
+        slack = _up(2.0 * dlog + _ULPS * _U * (abs(v) + float(np.max(np.abs(lp) + np.abs(lq)))))
+        return DivergenceBounds(max(0.0, v - slack), _up(v + slack), int(z.size), slack)
+    terms = alpha * lp + (1.0 - alpha) * lq
+    v = logsumexp(terms)
+    mag = float(np.max(alpha * np.abs(lp) + (alpha - 1.0) * np.abs(lq)))
+    slack = _up((2.0 * alpha - 1.0) * dlog + _ULPS * _U * (mag + z.size + abs(v) + 4.0))
+    return DivergenceBounds(max(0.0, (v - slack) / (alpha - 1.0)),
+                            _up((v + slack) / (alpha - 1.0)), int(z.size),
+                            slack / (alpha - 1.0))
 
 
 # ---------------------------------------------------------------------------------- claims
@@ -805,8 +958,8 @@ def check_calibration(
     epsilon : float
         > 0.
     scale : float
-        The released scale; certified when every :math:`D^+` (both orders) is at most
-        :math:`\varepsilon`.
+        The released scale (>= 0; 0 claims that no noise is needed); certified when every
+        :math:`D^+` (both orders) is at most :math:`\varepsilon`.
     refuted_scale : float, optional
         Proven not private when some pair has :math:`D^- > \varepsilon` at it.
     gap : float, optional
@@ -819,7 +972,7 @@ def check_calibration(
     """
     eps = as_scalar("epsilon", epsilon, low=0.0)
     a = as_scalar("alpha", alpha, low=1.0, allow_inf=True)
-    b = as_scalar("scale", scale, low=0.0)
+    b = as_scalar("scale", scale, low=0.0, low_open=False)
     bl = None if refuted_scale is None else as_scalar("refuted_scale", refuted_scale, low=0.0)
     if bl is not None and bl >= b:
         raise InvalidParameterError("refuted_scale", refuted_scale, f"must be < scale ({b!r})")
@@ -872,10 +1025,6 @@ def _canonical(content: dict[str, Any]) -> str:
 def _num(v: float) -> float | str:
     """JSON-safe float (infinity as the string 'inf')."""
     return "inf" if math.isinf(v) and v > 0 else float(v)
-
-
-def _unnum(v: Any) -> float:
-    return float("inf") if v == "inf" else float(v)
 
 
 def _versions() -> dict[str, str]:
@@ -939,20 +1088,107 @@ def write_mixture_certificate(
     return str(content["sha256"])
 
 
+#: Largest number of (prior, pair) entries and of atoms per law a file may hold.
+MAX_FILE_PAIRS = 100_000
+MAX_FILE_ATOMS = 1_000_000
+_TOP = ("format", "noise", "alpha", "epsilon", "scale", "refuted_scale", "gap", "pairs", "claim",
+        "versions", "sha256")
+_CLAIM = ("upper", "lower_below", "certified", "tight")
+
+
+def _order(field: str, v: Any) -> float:
+    """alpha: a number > 1, or the string ``"inf"``."""
+    if v == "inf" and type(v) is str:
+        return float("inf")
+    return sj.number(field, v, 1.0, low_open=True)
+
+
+def _law_fields(field: str, v: Any) -> tuple[Arr, Arr]:
+    law = sj.obj(field, v, ("atoms", "probs"))
+    atoms = sj.vector(f"{field}.atoms", law["atoms"], min_len=1)
+    if atoms.size > MAX_FILE_ATOMS:
+        sj.fail(f"{field}.atoms", f"more than {MAX_FILE_ATOMS} atoms")
+    probs = sj.vector(f"{field}.probs", law["probs"], atoms.size)
+    if np.any(probs < 0.0) or np.any(probs > 1.0):
+        sj.fail(f"{field}.probs", "must lie in [0, 1]")
+    if not abs(math.fsum(probs.tolist()) - 1.0) <= 1e-9:
+        sj.fail(f"{field}.probs", "must sum to 1")
+    return atoms, probs
+
+
+def _parse_mixture(content: Any) -> dict[str, Any]:
+    """Strict structural parse of a decoded mixture certificate (raises FieldError)."""
+    top = sj.obj("file", content, _TOP)
+    if top["format"] != FORMAT:
+        sj.fail("format", f"must be {FORMAT!r}")
+    sha = sj.hex64("sha256", top["sha256"])
+    noise = sj.string("noise", top["noise"], choices=NOISES)
+    alpha = _order("alpha", top["alpha"])
+    if math.isinf(alpha) and noise != "laplace":
+        sj.fail("alpha", "inf needs Laplace noise (a Gaussian is never pure)")
+    eps = sj.number("epsilon", top["epsilon"], 0.0, low_open=True)
+    scale = sj.number("scale", top["scale"], 0.0)
+    refuted = top["refuted_scale"]
+    if refuted is not None:
+        refuted = sj.number("refuted_scale", refuted, 0.0, low_open=True, high=scale,
+                            high_open=True)
+    gap = sj.number("gap", top["gap"], 1e-12, high=10.0)
+    items = top["pairs"]
+    if type(items) is not list:
+        sj.fail("pairs", f"must be an array, got {sj.kind_of(items)}")
+    if not 1 <= len(items) <= MAX_FILE_PAIRS:
+        sj.fail("pairs", f"must hold 1 to {MAX_FILE_PAIRS} entries, has {len(items)}")
+    pairs: list[LawPair] = []
+    for k, item in enumerate(items):
+        e = sj.obj(f"pairs[{k}]", item, ("label", "p", "q"))
+        label = sj.string(f"pairs[{k}].label", e["label"], max_len=2000)
+        x, p = _law_fields(f"pairs[{k}].p", e["p"])
+        y, q = _law_fields(f"pairs[{k}].q", e["q"])
+        pairs.append((label, x, p, y, q))
+    cl = sj.obj("claim", top["claim"], _CLAIM)
+    up = cl["upper"]
+    upper = float("inf") if (type(up) is str and up == "inf") else sj.number("claim.upper", up)
+    lb = cl["lower_below"]
+    lower_below = None if lb is None else sj.number("claim.lower_below", lb)
+    certified = sj.boolean("claim.certified", cl["certified"])
+    tight = sj.boolean("claim.tight", cl["tight"])
+    if tight and refuted is None:
+        sj.fail("claim.tight", "true, but there is no refuted_scale")
+    if certified and not upper <= eps:
+        sj.fail("claim.certified", f"true, but the claimed upper {upper!r} exceeds epsilon")
+    versions = top["versions"]
+    if type(versions) is not dict or len(versions) > 64 or not all(
+        type(v) is str and len(v) <= 200 and len(kk) <= 200 for kk, v in versions.items()
+    ):
+        sj.fail("versions", "must be an object of at most 64 short strings")
+    if sha != _canonical(top):
+        sj.fail("sha256", "does not match the content (the file is corrupted or was edited "
+                          "without updating its digest)")
+    return {
+        "noise": noise, "alpha": alpha, "epsilon": eps, "scale": scale, "refuted_scale": refuted,
+        "gap": gap, "pairs": pairs, "upper": upper, "lower_below": lower_below,
+        "certified": certified, "tight": tight,
+    }
+
+
 def read_mixture_certificate(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a certificate file and check its sha256 (any edited number is rejected)."""
+    """Read a tight Pufferfish certificate file strictly and check its sha256.
+
+    Every field is type- and range-checked by the reader shared by all certificate kinds
+    (:mod:`certificates.strict_json`): ``NaN``/``Infinity``, overflowing literals, strings where
+    numbers belong (``"scale": "1.0"``), booleans where numbers belong, missing or unexpected
+    fields, laws whose probabilities do not sum to 1. Returns the parsed values (``alpha`` and
+    ``claim.upper`` may be ``inf``; ``pairs`` as ``(label, x, p, y, q)`` arrays).
+
+    Raises
+    ------
+    CertificateError
+        Unreadable or malformed file (the message names the field), or a digest mismatch.
+    """
     try:
-        with open(path, encoding="utf-8") as fh:
-            content = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CertificateError(f"cannot read certificate file {os.fspath(path)!r}: {exc}") from exc
-    if not isinstance(content, dict) or content.get("format") != FORMAT:
-        raise CertificateError(f"not a {FORMAT} file: {os.fspath(path)!r}")
-    if content.get("sha256") != _canonical(content):
-        raise CertificateError(
-            f"sha256 mismatch in {os.fspath(path)!r}: the file was modified after writing"
-        )
-    return content
+        return _parse_mixture(sj.load_json(path))
+    except sj.FieldError as exc:
+        raise sj.rejection(path, exc) from None
 
 
 def verify_mixture_file(path: str | os.PathLike[str]) -> MixtureCertificate:
@@ -961,41 +1197,31 @@ def verify_mixture_file(path: str | os.PathLike[str]) -> MixtureCertificate:
     Raises
     ------
     CertificateError
-        Hash mismatch, malformed content, or the recomputed bounds do not support the claims
-        (claimed certified but some :math:`D^+ > \\varepsilon`; claimed tight but no
-        :math:`D^- > \\varepsilon` at the refuted scale; or a recomputed bound worse than the
-        claimed one beyond 1e-9 relative).
+        Malformed content (naming the field), digest mismatch, or the recomputed bounds do not
+        support the claims (claimed certified but some :math:`D^+ > \\varepsilon`; claimed
+        tight but no :math:`D^- > \\varepsilon` at the refuted scale; or a recomputed bound
+        worse than the claimed one beyond 1e-9 relative). Never another exception for a
+        malformed file.
     """
-    content = read_mixture_certificate(path)
+    c = read_mixture_certificate(path)
+    where = f"certificate {os.fspath(path)!r} rejected"
     try:
-        pairs = [
-            (
-                str(e["label"]),
-                np.asarray(e["p"]["atoms"], float), np.asarray(e["p"]["probs"], float),
-                np.asarray(e["q"]["atoms"], float), np.asarray(e["q"]["probs"], float),
-            )
-            for e in content["pairs"]
-        ]
-        claim = content["claim"]
-        refuted = content["refuted_scale"]
         cert = check_calibration(
-            pairs, noise=str(content["noise"]), alpha=_unnum(content["alpha"]),
-            epsilon=float(content["epsilon"]), scale=float(content["scale"]),
-            refuted_scale=None if refuted is None else float(refuted),
-            gap=float(content["gap"]),
+            c["pairs"], noise=c["noise"], alpha=c["alpha"], epsilon=c["epsilon"],
+            scale=c["scale"], refuted_scale=c["refuted_scale"], gap=c["gap"],
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CertificateError(f"malformed certificate file {os.fspath(path)!r}: {exc}") from exc
+    except (DpoptError, ValueError, ArithmeticError) as exc:
+        raise CertificateError(f"{where}: the re-check cannot run on this data: {exc}") from None
     problems = []
-    if bool(claim["certified"]) and not cert.certified:
+    if c["certified"] and not cert.certified:
         problems.append(f"claimed private but D_alpha <= {cert.upper!r} > epsilon")
-    if bool(claim["tight"]) and not cert.tight:
+    if c["tight"] and not cert.tight:
         problems.append(f"claimed refuted scale but D_alpha >= {cert.lower_below!r} <= epsilon")
-    if cert.upper > _unnum(claim["upper"]) * (1 + 1e-9) + 1e-300:
-        problems.append(f"recomputed upper {cert.upper!r} > claimed {claim['upper']!r}")
-    lb = claim.get("lower_below")
-    if lb is not None and cert.lower_below < float(lb) * (1 - 1e-9) - 1e-300:
+    if cert.upper > c["upper"] * (1 + 1e-9) + 1e-300:
+        problems.append(f"recomputed upper {cert.upper!r} > claimed {c['upper']!r}")
+    lb = c["lower_below"]
+    if lb is not None and cert.lower_below < lb * (1 - 1e-9) - 1e-300:
         problems.append(f"recomputed lower {cert.lower_below!r} < claimed {lb!r}")
     if problems:
-        raise CertificateError(f"certificate {os.fspath(path)!r} rejected: " + "; ".join(problems))
+        raise CertificateError(f"{where}: " + "; ".join(problems))
     return cert

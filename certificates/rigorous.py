@@ -12,6 +12,9 @@ integers (numpy ``object`` arrays), then rounded outward to a float:
   :math:`E = W - GG^\top - \sum_j\lambda_j u_ju_j^\top` exactly and returns the lower bound
   :math:`D/(1 + \|E\|_F/w_{\min})` rounded down;
 * :func:`exact_trace_product` returns :math:`\operatorname{tr}(W\Sigma)` rounded up;
+* :func:`exact_whitened_bound` proves the dual lower bound in the metric of the stored
+  :math:`W` (exact congruence by a float inverse Cholesky factor), so an ill-conditioned
+  :math:`W` does not square its condition number into the bound;
 * :func:`ratio_upper_bound` bounds :math:`\max_j s_j^\top\Sigma^{-1}s_j` from above over ALL J
   vectors with one float pass (Cholesky solves and the residual :math:`s - \Sigma\hat x`) plus a
   forward error bound, using one exact d x d fact: :math:`\lambda_{\min}(\Sigma)` bounded below.
@@ -51,8 +54,11 @@ __all__ = [
     "combine_ratio_chunks",
     "exact_dual_bound",
     "exact_trace_product",
+    "exact_whitened_bound",
+    "proven_min_eigenvalue_bound",
     "ratio_chunk",
     "ratio_upper_bound",
+    "refine_whitened_dual",
     "round_down",
     "round_up",
 ]
@@ -365,3 +371,210 @@ def ratio_upper_bound(
     else:
         results = list(chunk_map(ratio_chunk, source, chunk, (sigma, chol, lam_low)))
     return combine_ratio_chunks(results, count)
+
+
+# ----------------------------------------------------------------------------- the W-metric
+
+
+def _exact_to_float(ex: ExactArray) -> NDArray[np.float64]:
+    """The exact dyadic array rounded to the nearest floats (entrywise)."""
+    shape = ex.ints.shape
+    den = 1 << ex.scale
+    out = np.array([float(Fraction(int(v), den)) for v in ex.ints.ravel()], dtype=np.float64)
+    return out.reshape(shape)
+
+
+def proven_min_eigenvalue_bound(matrix: ExactArray, shift: float) -> float:
+    r"""A proven lower bound on :math:`\lambda_{\min}(M)` of an exact symmetric matrix by one
+    floating-point Cholesky factorisation of :math:`\mathrm{fl}(M) - \sigma I`
+    (``shift`` :math:`= \sigma \ge 0`), or ``-inf`` when the factorisation breaks down.
+
+    With :math:`M_f = \mathrm{fl}(M)` (nearest floats: :math:`|M - M_f| \le u|M_f| + 2^{-1074}`),
+    :math:`C = \mathrm{fl}(M_f - \sigma I)` (diagonal rounded, :math:`|M_f - \sigma I - C| \le
+    u|C|`) and :math:`R` the computed Cholesky factor of :math:`C`, the backward error theorem
+    for Cholesky (Higham, "Accuracy and Stability of Numerical Algorithms", Theorem 10.3; any
+    order of the inner products) gives :math:`R^\top R = C + \Delta C`,
+    :math:`|\Delta C| \le \gamma_{d+1}|R^\top||R|`. Hence
+
+    .. math:: M = R^\top R + \sigma I + (M - M_f) + (M_f - \sigma I - C) - \Delta C
+              \succeq (\sigma - e_1 - e_2 - e_3) I
+
+    with :math:`e_i` the Frobenius norms of the three error matrices, each bounded above in
+    float with its own rounding covered (the idea of Rump, "Verification of positive
+    definiteness", BIT 2006). Cheap (one O(d^3) float factorisation) where fraction-free
+    elimination on the exact entries (:func:`certify_psd`) grows with their bit length.
+    """
+    mf = _exact_to_float(matrix)
+    if not np.all(np.isfinite(mf)):
+        return -math.inf
+    d = mf.shape[0]
+    inflate = 1.0 + _gamma(2 * d + 16)
+    e1 = float(np.linalg.norm(_U * np.abs(mf) + 5e-324)) * inflate
+    c = mf - shift * np.eye(d)
+    e2 = float(np.linalg.norm(_U * np.abs(np.diag(c)))) * inflate
+    try:
+        r = sla.cholesky(c, lower=False, check_finite=False)
+    except (np.linalg.LinAlgError, ValueError):
+        return -math.inf
+    if not np.all(np.isfinite(r)):
+        return -math.inf
+    ar = np.abs(r)
+    e3 = _gamma(d + 1) * float(np.linalg.norm(ar.T @ ar)) * inflate * inflate
+    return float(shift - (e1 + e2 + e3) * inflate)
+
+
+def exact_whitened_bound(
+    weight: NDArray[np.float64],
+    dual: FactoredDual,
+    dual_value: float,
+    noise_floor: float,
+    margins: tuple[float, ...] = (1e-13, 1e-11, 1e-9, 1e-7, 1e-5),
+) -> tuple[float, float]:
+    r"""Lower bound :math:`tD` on the optimum, proven in the metric of the *stored* :math:`W`.
+
+    With :math:`S = H + \sum_j\lambda_j u_j u_j^\top` the dual's matrix (:math:`H = GG^\top`,
+    left out when :math:`\eta = 0`, where it does not enter :math:`D`), weak duality gives
+    :math:`\operatorname{tr}(W\Sigma) \ge tD` for every feasible :math:`\Sigma` as soon as
+    :math:`W - tS \succeq 0`, :math:`t \ge 0`. That is proven without squaring the condition
+    number of :math:`W`: :math:`X` is the float inverse of the float Cholesky factor of
+    :math:`W`, a lower-triangular float matrix with a nonzero diagonal, hence *exactly*
+    nonsingular, so by congruence
+
+    .. math:: W - tS \succeq 0 \iff A - tB \succeq 0,\qquad A = XWX^\top,\ B = XSX^\top,
+
+    with :math:`A` and :math:`B` computed **exactly** (Python integers on the dyadic values).
+    :math:`A` is close to the identity whatever the condition of :math:`W` (about
+    :math:`u\,\kappa(W)` away from it; exactness makes that harmless), so :math:`t` is found from
+    the float generalised eigenvalue :math:`\lambda_{\max}(B, A)` and proven by
+    :func:`proven_min_eigenvalue_bound` on the exact :math:`A - tB`, with a relative margin on
+    :math:`t` from ``margins`` (the smallest that proves). The only limit left is the dual
+    itself: :math:`t \le 1/\lambda_{\max}(S, W)` exactly, so the bound reaches what the stored
+    dual carries.
+
+    Returns
+    -------
+    (lower, t)
+        ``lower = t * dual_value`` rounded down (0 when nothing is proven or ``dual_value`` <= 0).
+    """
+    d = weight.shape[0]
+    if not dual_value > 0.0:
+        return 0.0, 0.0
+    try:
+        chol = sla.cholesky(0.5 * (weight + weight.T), lower=True, check_finite=False)
+        x = np.tril(sla.solve_triangular(chol, np.eye(d), lower=True, check_finite=False))
+    except (np.linalg.LinAlgError, ValueError):
+        return 0.0, 0.0
+    diag = np.diag(x)
+    if not (np.all(np.isfinite(x)) and np.all(diag != 0.0)):
+        return 0.0, 0.0
+    ex = ExactArray.of(x)
+    a_ex = ex @ ExactArray.of(weight) @ ex.T
+    k = int(dual.multipliers.shape[0])
+    parts: list[ExactArray] = []
+    if k:
+        xu = ex @ ExactArray.of(dual.directions.reshape(k, d)).T  # (d, k)
+        lam = ExactArray.of(dual.multipliers)
+        parts.append(ExactArray(xu.ints * lam.ints.reshape(1, k), xu.scale + lam.scale) @ xu.T)
+    g = dual.floor_factor.reshape(d, -1)
+    if noise_floor > 0.0 and g.shape[1]:
+        xg = ex @ ExactArray.of(g)
+        parts.append(xg @ xg.T)
+    if not parts:
+        return 0.0, 0.0
+    b_ex = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    a_f, b_f = _exact_to_float(a_ex), _exact_to_float(b_ex)
+    if not (np.all(np.isfinite(a_f)) and np.all(np.isfinite(b_f))):
+        return 0.0, 0.0
+    try:
+        top = float(sla.eigh(b_f, a_f, eigvals_only=True, check_finite=False)[-1])
+    except (np.linalg.LinAlgError, ValueError):
+        return 0.0, 0.0
+    if not (math.isfinite(top) and top > 0.0):
+        return 0.0, 0.0
+    base = min(1.0, 1.0 / top)
+    for m in margins:
+        t = base * (1.0 - m)
+        t_ex = ExactArray.of(t)
+        m_ex = a_ex - ExactArray(b_ex.ints * t_ex.ints, b_ex.scale + t_ex.scale)
+        shift = 0.5 * m * base  # lambda_min(A - tB) is about m * lambda_min(A) ~ m
+        if proven_min_eigenvalue_bound(m_ex, shift) > 0.0:
+            lower = Fraction(dual_value) * Fraction(t)
+            return round_down(lower), t
+    return 0.0, 0.0
+
+
+#: Largest number of unknowns (d(d+1)/2 + k) for which :func:`refine_whitened_dual` runs.
+MAX_REFINE_UNKNOWNS = 600
+
+
+def refine_whitened_dual(
+    weight: NDArray[np.float64],
+    support_vectors: NDArray[np.float64],
+    bound: float,
+    dual: FactoredDual,
+    covariance: NDArray[np.float64],
+) -> FactoredDual | None:
+    r"""A dual recomputed against the *stored* :math:`W` on the given dual's support, or None.
+
+    A solver's dual is optimal for its own factorisation of :math:`W`, which differs from the
+    stored matrix by about :math:`u\,\kappa(W)` in the weak directions; for a rotated :math:`W`
+    of condition 1e12 that caps :func:`exact_whitened_bound` near 1e-6 whatever the check does.
+    This re-solves the optimality conditions of the problem restricted to the support, in the
+    whitened coordinates of the stored :math:`W` (:math:`A = XWX^\top` computed exactly, then
+    rounded; :math:`\tilde s_j = L^\top s_j`; :math:`\tilde\Sigma = L^\top\Sigma L`):
+
+    .. math:: A - \sum_j\lambda_j\tilde\Sigma^{-1}\tilde s_j\tilde s_j^\top\tilde\Sigma^{-1}
+              - XGG^\top X^\top = 0,\qquad \tilde s_j^\top\tilde\Sigma^{-1}\tilde s_j = q,
+
+    by Powell's hybrid method (``scipy.optimize.root``) from the stored covariance and
+    multipliers, and returns the directions :math:`u_j = L\tilde\Sigma^{-1}\tilde s_j` with the
+    new multipliers. It is only a *candidate*: the caller proves whatever bound it gives
+    (:func:`exact_whitened_bound`) and keeps the better one, so nothing here needs to be exact.
+    Runs when :math:`d(d+1)/2 + k \le` :data:`MAX_REFINE_UNKNOWNS`.
+    """
+    from scipy.optimize import root
+
+    d = weight.shape[0]
+    k = int(dual.multipliers.shape[0])
+    iu = np.triu_indices(d)
+    n_sym = len(iu[0])
+    if k == 0 or n_sym + k > MAX_REFINE_UNKNOWNS:
+        return None
+    try:
+        chol = sla.cholesky(0.5 * (weight + weight.T), lower=True, check_finite=False)
+        x = np.tril(sla.solve_triangular(chol, np.eye(d), lower=True, check_finite=False))
+        ex = ExactArray.of(x)
+        a_f = _exact_to_float(ex @ ExactArray.of(weight) @ ex.T)
+        g = dual.floor_factor.reshape(d, -1)
+        if g.shape[1]:
+            xg = ex @ ExactArray.of(g)
+            a_f = a_f - _exact_to_float(xg @ xg.T)
+        s_t = support_vectors @ chol  # rows (L^T s_j)^T
+        sig0 = chol.T @ covariance @ chol
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+
+    def unpack(z: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        m = np.zeros((d, d))
+        m[iu] = z[:n_sym]
+        return m + m.T - np.diag(np.diag(m)), z[n_sym:]
+
+    def residual(z: NDArray[np.float64]) -> NDArray[np.float64]:
+        sig, lam = unpack(z)
+        y = np.linalg.solve(sig, s_t.T)
+        r = a_f - (y * lam) @ y.T
+        return np.concatenate([r[iu], np.sum(s_t.T * y, axis=0) - bound])
+
+    z0 = np.concatenate([sig0[iu], dual.multipliers])
+    try:
+        with np.errstate(all="ignore"):
+            sol = root(residual, z0, method="hybr", options={"xtol": 1e-14})
+            sig, lam = unpack(sol.x)
+            y = np.linalg.solve(sig, s_t.T)
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+        return None
+    u = (chol @ y).T
+    lam = np.clip(lam, 0.0, None)
+    if not (np.all(np.isfinite(u)) and np.all(np.isfinite(lam))):
+        return None
+    return FactoredDual(dual.support, lam, u, g.copy())

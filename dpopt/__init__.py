@@ -3,7 +3,8 @@
 The public names below are re-exported lazily (importing :mod:`dpopt` does not import cvxpy or
 pandas); each lives in the module named in ``_EXPORTS``. Sub-packages: :mod:`dpopt.accounting`
 (budgets, Gaussian DP, Rényi divergences), :mod:`dpopt.covariance` (sensitivity sets, the optimal
-covariance, its privacy, release), :mod:`dpopt.pufferfish` (Rényi Pufferfish calibration),
+covariance, its privacy, release), :mod:`dpopt.diffusion` (private sampling with the ideal
+denoiser), :mod:`dpopt.pufferfish` (Rényi Pufferfish calibration),
 :mod:`dpopt.cli` (the command line), :mod:`dpopt.datasets` (UCI data), :mod:`dpopt.experiments`,
 :mod:`dpopt.figures`.
 """
@@ -50,6 +51,9 @@ _EXPORTS: dict[str, str] = {
     **{n: "dpopt.covariance.mechanisms" for n in (
         "DenoiserMechanism", "GaussianMechanism", "LaplaceMechanism",
     )},
+    # private sampling with the ideal denoiser
+    **{n: "dpopt.diffusion.sampler" for n in ("PrivateSamples", "sample_private")},
+    "verify_record": "dpopt.diffusion.record",
 }
 
 __all__ = [

@@ -264,6 +264,16 @@ def _run_dpopt(problem: CovarianceProgram, repeats: int,
     return sol, float(np.median(times)), peak
 
 
+def _reproved_gap(problem: CovarianceProgram, sol: Any) -> float:
+    """The gap re-proved by the independent float check of the returned covariance and dual
+    (certificates.covariance.check), NaN when there is no dual."""
+    from certificates.covariance import check
+
+    if getattr(sol, "dual", None) is None:
+        return math.nan
+    return float(check(problem, sol.covariance, sol.dual, tol=1e-8).gap)
+
+
 def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
     vectors = _vectors(cell)
     weight = _weight(cell)
@@ -282,10 +292,13 @@ def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
     extra = sol.stats.extra
     lower = float(extra["lower"])
     viol, floor_viol, _ = _assess(problem, sol.covariance)
+    # the solver's own estimate (its lower bound) and the gap re-proved by the independent check
+    reproved = _reproved_gap(problem, sol)
     rows = [{
         "cell": cell.label(), "d": cell.d, "J": cell.count, "W": cell.weight, "eta": eta,
         "rank_deficient": cell.rank_deficient, "method": "dpopt", "status": sol.status,
-        "time_s": t_dp, "gap": sol.value / lower - 1.0, "violation": viol,
+        "time_s": t_dp, "gap": sol.value / lower - 1.0, "reproved_gap": reproved,
+        "violation": viol,
         "floor_violation": floor_viol, "speedup_vs_peer": 1.0, "passes": sol.stats.passes,
         "pass_equivalents": t_dp / one_pass, "one_pass_s": one_pass,
         "support": extra["support"], "input": "array" if isinstance(vectors, np.ndarray)
@@ -478,6 +491,7 @@ def full_grid() -> list[Cell]:
 
 
 COLUMNS = ["cell", "d", "J", "W", "eta", "rank_deficient", "method", "status", "time_s", "gap",
+           "reproved_gap",
            "violation", "floor_violation", "speedup_vs_peer", "passes", "pass_equivalents",
            "one_pass_s", "support", "input", "peak_mib", "newton_s", "pass_s"]
 
@@ -515,8 +529,9 @@ def _print_targets(rows: list[dict[str, Any]]) -> None:
         best = min(peers, key=lambda p: p["time_s"]) if peers else None
         side = (f"; fastest peer {best['method']} {best['time_s']:.3g} s "
                 f"(x{best['speedup_vs_peer']:.0f})" if best else "")
-        cert = "met" if r["gap"] <= 1e-8 else "MISSED"
-        print(f"  {r['cell']}: certified gap {r['gap']:.2e} <= 1e-8 {cert}{side}")
+        cert = "met" if r["reproved_gap"] <= 1e-8 else "MISSED"
+        print(f"  {r['cell']}: re-proved gap {r['reproved_gap']:.2e} <= 1e-8 {cert} (solver's "
+              f"self-reported gap {r['gap']:.2e}){side}")
         if r["J"] >= 10**5 and r["d"] <= 50:
             pe = float(r["pass_equivalents"])
             print(f"    J = {r['J']}: {pe:.1f} pass-equivalents (target <= 10: "

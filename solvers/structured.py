@@ -65,6 +65,7 @@ working set; a vector parallel to a working-set atom and longer replaces it.
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -361,7 +362,7 @@ def _lower_inverse(chol: FloatArray) -> FloatArray:
 _CONTROLLER: list[ThreadpoolController] = []
 
 
-def blas_limits(threads: int) -> Any:
+def blas_limits(threads: int) -> AbstractContextManager[object]:
     """A context limiting the BLAS thread pools to ``threads`` (``threadpoolctl``).
 
     The loaded BLAS libraries are found once per process (reading the process's memory map costs
@@ -369,7 +370,8 @@ def blas_limits(threads: int) -> Any:
     context then costs microseconds. Batches enter it once for all their solves."""
     if not _CONTROLLER:
         _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=threads, user_api="blas")
+    limiter: AbstractContextManager[object] = _CONTROLLER[0].limit(limits=threads, user_api="blas")
+    return limiter
 
 
 # ------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
     ),
     "gdp_tour.ipynb": ("dpopt.accounting.gdp",),
     "run_design.ipynb": ("dpopt.covariance.run_design", "dpopt.accounting.schedule"),
+    "private_sampling.ipynb": ("dpopt.diffusion", "dpopt.figures.sampler"),
 }
 
 

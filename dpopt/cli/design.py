@@ -272,31 +272,38 @@ def add_verify_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "verify",
         parents=[COMMON],
-        help="re-check a design/certificate file from scratch (exit 0 holds, 1 does not)",
+        help="re-check any certificate file dpopt writes, from scratch (exit 0 holds, 1 not)",
         formatter_class=_F,
         description=(
-            "Re-check a design file written by 'dpopt design' or 'dpopt demo', trusting nothing\n"
-            "it says: strict types on every field; regenerate the sensitivity vectors from the\n"
-            "description (domain, query, σ, relation) and compare them with the file's;\n"
-            "recompute the budget's Mahalanobis bound q from its specs; recompute the\n"
-            "residuals of Σ, the dual lower bound and the interval, which must lie inside the\n"
-            "claimed one. The sha256 digests in the file only detect accidental corruption\n"
-            "(anyone editing the file can recompute them); edits are caught by the re-check.\n"
-            "Exit status 0 if the certificate holds, 1 if it does not (edited, corrupted,\n"
-            "malformed or wrong: the reason is printed), 2 if the file cannot be read.\n"
+            "Re-check a certificate file dpopt wrote, trusting nothing it says. The kind is read\n"
+            "from the file's \"format\" field and the claim is re-derived from the file's inputs:\n"
+            "  covariance design   ('dpopt design', 'dpopt demo'): regenerate the sensitivity\n"
+            "      vectors from the description and compare them with the file's; recompute\n"
+            "      the budget's Mahalanobis bound q from its specs; recompute the residuals of\n"
+            "      Σ, the dual lower bound and the interval, which must lie inside the claim;\n"
+            "  tight Pufferfish     ('dpopt calibrate pufferfish --tight --certificate'):\n"
+            "      re-prove every Rényi divergence bound from the stored laws, at the released\n"
+            "      and at the refuted scale.\n"
+            "Every field is read strictly (types, finiteness, ranges, shapes). The sha256\n"
+            "digests only detect accidental corruption (anyone editing the file can recompute\n"
+            "them); edits are caught by the re-check. Exit status 0 if the certificate holds,\n"
+            "1 if it does not (edited, corrupted, malformed or wrong: the reason, naming the\n"
+            "field, is printed), 2 if the file cannot be read.\n"
             "\n"
-            "With --dask the pass over all J vectors (the bound on max_j s_j^T Σ^-1 s_j) runs as\n"
-            "Dask tasks that regenerate their blocks from the description; the checker combines\n"
-            "their results and derives every bound here (same verdict, same numbers). The sha256\n"
-            "comparison of the regenerated vectors stays one sequential pass on this machine."
+            "With --dask the pass over all J vectors of a covariance design (the bound on\n"
+            "max_j s_j^T Σ^-1 s_j) runs as Dask tasks that regenerate their blocks from the\n"
+            "description; the checker combines their results and derives every bound here\n"
+            "(same verdict, same numbers). The sha256 comparison of the regenerated vectors\n"
+            "stays one sequential pass on this machine."
         ),
         epilog=(
             "examples:\n  dpopt verify design.json\n  dpopt verify design.json --json\n"
             "  dpopt verify design.json --rigorous   # interval proven despite rounding\n"
             "  dpopt verify big.json --dask tcp://scheduler:8786   # the pass on a cluster\n"
+            "  dpopt verify tight.json               # a tight Pufferfish certificate\n"
         ),
     )
-    p.add_argument("file", metavar="FILE", help="design JSON file")
+    p.add_argument("file", metavar="FILE", help="certificate JSON file")
     p.add_argument(
         "--rigorous",
         action="store_true",
@@ -671,20 +678,20 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
     import os
 
     from certificates import errors
-    from dpopt.covariance import design_file as df
+    from dpopt import verification
 
     path = Path(args.file)
     if not path.exists():
         raise UsageError(f"file not found: {path}")
     if path.is_dir():
-        raise UsageError(f"{path} is a directory, not a design file")
+        raise UsageError(f"{path} is a directory, not a certificate file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path} is not readable")
     result: dict[str, Any] = {"command": "verify", "file": str(path), "holds": False}
     try:
         with ctx.stage("re-checking"):
-            vf = df.verify_design_file(path, rigorous=True if args.rigorous else None,
-                                       dask=args.dask)
+            v = verification.verify(path, rigorous=True if args.rigorous else None,
+                                    dask=args.dask)
     except errors.CertificateError as exc:
         result["reason"] = " ".join(str(exc).split())
         if args.json:
@@ -693,88 +700,14 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
             ctx.print(f"{path}: certificate does NOT hold")
             ctx.print(f"  reason: {result['reason']}")
         return 1
-    cert, desc = vf.certificate, vf.description
-    stored_bound = float(vf.file.bound)
-    result.update(
-        {
-            "holds": True,
-            "certified": bool(cert.certified),
-            "rigorous": bool(cert.rigorous),
-            "interval": [float(cert.lower), float(cert.upper)],
-            "gap": float(cert.gap),
-            "primal_residual": float(cert.primal_residual),
-            "mahalanobis_sup": float(cert.mahalanobis_sup),
-            "bound": stored_bound,
-            "described": desc is not None,
-            "design": None if desc is None else desc.as_dict(),
-            "budget": None if vf.budget is None else vf.budget.describe(),
-            "budget_bound": vf.budget_bound,
-            "relation": vf.relation,
-            "privacy": _report(vf.guaranteed_bound),
-            "covers": _verified_covers(vf),
-            "box_sup": None if vf.box_sup is None else float(vf.box_sup.upper),
-        }
-    )
+    result.update({"holds": True, "kind": v.kind, "format": v.format, **v.summary})
     if args.json:
         ctx.print(dump_json(result))
         return 0
-    f = format_float
-    ctx.print(f"{path}: certificate holds (re-checked from scratch)")
-    if desc is not None:
-        extra = (
-            f" at query {desc.query.tolist()} with σ = {desc.sigma:g}"
-            if desc.query is not None and desc.sigma is not None
-            else ""
-        )
-        ctx.print(
-            f"  design: {desc.set} sensitivity set of domain {desc.domain}{extra}, "
-            f"{desc.relation} relation: regenerated from the description, identical to the "
-            "file's vectors"
-        )
-        ctx.print(
-            f"  budget {result['budget']}: q = {f(float(vf.budget_bound or 0.0))} recomputed from "
-            "the specs; "
-            f"the stored q = {f(stored_bound)} is within it"
-            + (" (a quarter of it: replacement relation)" if vf.relation == "replacement" else "")
-        )
-    else:
-        ctx.print(
-            "  the file's description is free text: the certificate is about the sensitivity "
-            "vectors stored in the file, not bound to a named set or budget"
-        )
-    ctx.print(f"  covers: {result['covers']}")
-    ctx.print(
-        f"  Σ is strictly feasible as stored: max_j s_j^T Σ^-1 s_j <= "
-        f"{cert.mahalanobis_sup!r} < q = {stored_bound!r} (all {vf.file.count} "
-        "vectors, rounding accounted for)"
-    )
-    kind = "rigorous" if cert.rigorous else "floating-point"
-    ctx.print(
-        f"  optimal value in [{cert.lower:.10g}, {cert.upper:.10g}] ({kind}), relative gap "
-        f"{cert.gap:.2e}" + ("" if cert.certified else "  (gap above the file's tolerance)")
-    )
-    what = "described sensitivity set" if desc is not None else "stored sensitivity vectors"
-    ctx.print(f"  privacy guaranteed for the {what} ({vf.relation.replace('_', '/')} relation):")
-    _print_report(ctx, result["privacy"], indent="    ")
+    ctx.print(f"{path}: {v.kind} certificate holds (re-checked from scratch)")
+    for line in v.lines:
+        ctx.print(f"  {line}")
     return 0
-
-
-def _verified_covers(vf: Any) -> str:
-    """What a verified design file's guarantee covers (the domain and the relation)."""
-    desc = vf.description
-    rel = vf.relation.replace("_", "/")
-    if desc is None:
-        return f"the sensitivity vectors stored in the file only ({rel} relation)"
-    if vf.box_sup is not None:
-        return (f"every dataset of records anywhere in the box {desc.domain} ({rel}): the sup "
-                f"over every pair of records in the box, re-derived from the box, the query, σ "
-                f"and Σ, is <= {vf.box_sup.upper!r} <= q")
-    if desc.set == "uniform-query":
-        where = ("every record in the box of" if desc.domain_points is None
-                 else "records taking the values of")
-        return f"every query point, and datasets with {where} {desc.domain} ({rel})"
-    return (f"datasets whose records take the values of the finite domain {desc.domain} only "
-            f"({rel}): real-valued records must be snapped to it before the release")
 
 
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:

@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_verify_parser,
     )
     from dpopt.cli.run_design import add_design_run_parser
+    from dpopt.cli.sample import add_sample_parser
 
     parser = argparse.ArgumentParser(
         prog="dpopt",
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  dpopt design --domain grid:lo=0,hi=1,n=4,d=2 --uniform-query \\\n"
             "        --budget approx:epsilon=1,delta=1e-6 -o design.json\n"
             "  dpopt verify design.json                    # exit 0 if the certificate holds\n"
+            "  dpopt sample --dataset heart --budget gdp:mu=1 -o run.json   # private samples\n"
             "  dpopt account convert gdp:mu=1 --delta 1e-5\n"
             "  dpopt calibrate gaussian --epsilon 1 --delta 1e-5 --sensitivity 1\n"
             "  dpopt figures --list\n"
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_parser(sub)
     add_design_parser(sub)
     add_design_run_parser(sub)
+    add_sample_parser(sub)
     add_verify_parser(sub)
     add_account_parser(sub)
     add_calibrate_parser(sub)

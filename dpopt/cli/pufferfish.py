@@ -131,17 +131,21 @@ def _tight(
     tc = pf.calibrate_tight(scenario, alpha, epsilon, noise, tol)
     digest = tc.write_certificate(certificate) if certificate is not None else None
     refuted = "" if tc.refuted_scale is None else f"; {tc.refuted_scale:.10g} proven NOT private"
-    lines.insert(
-        1,
-        f"tight scale: {tc.scale:.10g}   (proven private{refuted}; "
-        f"{tc.gain:.3g}x less than the transport bound)",
-    )
+    if tc.noise_needed:
+        lines.insert(
+            1,
+            f"tight scale: {tc.scale:.10g}   (proven private{refuted}; "
+            f"{tc.gain:.3g}x less than the transport bound)",
+        )
+    else:
+        lines.insert(1, f"tight scale: 0   ({tc.message})")
     if digest is not None:
         lines.insert(2, f"certificate written to {certificate} (sha256 {digest[:16]}...)")
     return {
         "tight_scale": float(tc.scale),
         "tight_refuted_scale": None if tc.refuted_scale is None else float(tc.refuted_scale),
         "tight_within_tol": bool(tc.tight),
+        "tight_message": tc.message,
         "tol": float(tol),
         "tight_certificate": certificate,
     }

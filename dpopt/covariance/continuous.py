@@ -265,6 +265,11 @@ def design_box(
                             "value": float(inner.value), "sup_over_q": res.upper / q_ar})
             if res.upper <= q_ar * (1.0 + tol_x):
                 break
+            if res.lower <= q_ar * (1.0 + 0.5 * tol_x):
+                # the node budget ran out before the bound closed, and no pair violates the
+                # constraints by more than the tolerance: more pairs cannot help; the final
+                # scaling to the proven bound keeps the design private (gap reported)
+                break
             # add the certified maximiser and the other local maximisers above q
             lx, ly, lv = local_maximisers(sset.box.lower, sset.box.upper, sset.query, sset.sigma,
                                           _precision_factor(cov), starts=32, seed=it)
@@ -296,7 +301,9 @@ def design_box(
         final_sup = sset.sup(cov_final, tol=0.0, max_nodes=max_nodes, stop_below=q_ar)
         if final_sup.upper <= q_ar:
             break
-        scale *= final_sup.upper / q_ar * (1.0 + margin)
+        # not proven within the node budget: scale to the proven bound with room for the gap
+        # the search did reach, so that the next proof needs no more than that
+        scale *= final_sup.upper / q_ar * (1.0 + max(margin, min(final_sup.gap, 0.5)))
     if cert is None or final_sup is None or not final_sup.upper <= q_ar:
         raise InfeasibleError(
             "could not certify a covariance for every record in the box within the node budget; "

@@ -48,6 +48,10 @@ FIGURES: dict[str, tuple[str, str]] = {
         "dpopt.figures.denoiser:denoiser_covariance_figure",
         "ideal denoiser: optimal vs isotropic covariance, total variance vs ε",
     ),
+    "sampler": (
+        "dpopt.figures.sampler:sampler_figure",
+        "private sampling with the ideal denoiser: samples, per-step noise, quality vs ε",
+    ),
     "dpsgd": (
         "dpopt.figures.dpsgd:dpsgd_figure",
         "ε vs steps of a DP-SGD schedule (CLT, RDP, PLD) and the run-design gain (T releases)",

@@ -117,8 +117,16 @@ def mixture_renyi_divergence(
     b = as_scalar("scale", scale, low=0.0)
     a = as_scalar("alpha", alpha, low=1.0)
     mech = "laplace" if mechanism == "exponential" else mechanism
-    # D_alpha is invariant under y -> y / b: integrate in units of the noise scale
-    xs, ys, b = xs / b, ys / b, 1.0
+    # D_alpha is invariant under y -> (y - c) / b: shift in the data's units first (a timestamp
+    # of 1.7e15 divided by a scale of 1 would otherwise lose ~0.1 units per atom), then
+    # integrate in units of the noise scale
+    c = float(min(xs.min(), ys.min()))
+    with np.errstate(over="ignore", invalid="ignore"):
+        xs, ys = (xs - c) / b, (ys - c) / b
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
+        raise InvalidParameterError("scale", scale, "too small for the span of the atoms "
+                                    "(their shifted values / scale overflow)")
+    b = 1.0
 
     def h(t: NDArray[np.float64]) -> NDArray[np.float64]:
         t = np.atleast_1d(np.asarray(t, dtype=np.float64))

@@ -81,12 +81,15 @@ class TightCalibration:
     binding_pair : (prior, s_i, s_j)
         The pair with the largest divergence at ``refuted_scale`` (or at ``scale``).
     certificate : MixtureCertificate or None
-        The independent check of both claims (None only when every pair has equal laws, where
-        the least scale is 0).
+        The independent check of both claims (at scale 0 when no noise is needed).
     tight : bool
         The true least scale lies in ``(refuted_scale, scale]``.
     evaluations : int
         Number of bound evaluations (scales × pairs × orders) the search used.
+    law_pairs : tuple
+        The (label, x, p, y, q) laws of every pair with different laws.
+    message : str
+        One sentence on the result (e.g. that no noise is needed when the least scale is 0).
     """
 
     scale: float
@@ -101,6 +104,13 @@ class TightCalibration:
     tight: bool
     evaluations: int
     law_pairs: tuple[LawPair, ...]
+    message: str = ""
+
+    @property
+    def noise_needed(self) -> bool:
+        r"""False when the least scale is exactly 0: the laws themselves already satisfy
+        :math:`D_\alpha \le \varepsilon` (releasing the query without noise is private)."""
+        return self.scale > 0.0
 
     @property
     def gain(self) -> float:
@@ -110,7 +120,9 @@ class TightCalibration:
     def write_certificate(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the JSON certificate (laws, α, ε, scales, claims); return its sha256.
 
-        Re-check it with :func:`certificates.renyi_mixture.verify_mixture_file`.
+        Re-check it with ``dpopt verify FILE``, :func:`dpopt.verification.verify` or
+        :func:`certificates.renyi_mixture.verify_mixture_file`. A scale of 0 (no noise needed)
+        is written and re-proved like any other.
         """
         if self.certificate is None:
             raise CertificateError("nothing to certify: every pair has equal laws (scale 0)")
@@ -131,11 +143,13 @@ def _identical(a: Any, b: Any) -> bool:
     return bool(np.array_equal(pa, pb))
 
 
-def _law_pairs(scenario: Scenario) -> tuple[list[LawPair], list[tuple[Hashable, ...]]]:
+def _law_pairs(scenario: Scenario, keep_identical: bool = False) -> tuple[
+    list[LawPair], list[tuple[Hashable, ...]]
+]:
     pairs: list[LawPair] = []
     keys: list[tuple[Hashable, ...]] = []
     for theta, si, sj, pl, ql in scenario.iter_pairs():
-        if _identical(pl, ql):
+        if not keep_identical and _identical(pl, ql):
             continue  # identical laws: D = 0 at every scale
         label = f"prior={theta!r} secrets=({si!r}, {sj!r})"
         pairs.append(
@@ -310,15 +324,33 @@ def calibrate_tight(
     tl = as_scalar("tol", tol, low=0.0, high=0.5)
     pairs, keys = _law_pairs(scenario)
     first = next(scenario.iter_pairs())
-    if not pairs:
+    if not pairs:  # every pair has equal laws: D = 0 at scale 0, proven like any other claim
+        every, _ = _law_pairs(scenario, keep_identical=True)
+        zero = check_calibration(every, noise=noise, alpha=a, epsilon=eps, scale=0.0)
         return TightCalibration(
             scale=0.0, refuted_scale=None, noise=noise, alpha=a, epsilon=eps, tol=tl,
-            alpha_w_scale=0.0, binding_pair=(first[0], first[1], first[2]), certificate=None,
-            tight=True, evaluations=0, law_pairs=(),
+            alpha_w_scale=0.0, binding_pair=(first[0], first[1], first[2]),
+            certificate=zero if zero.certified else None, tight=True,
+            evaluations=2 * len(every), law_pairs=tuple(every),
+            message="no noise is needed: every pair has equal laws (least scale 0, exact)",
         )
     aw = _start_scale(scenario, noise, a, eps) if start is None else as_scalar(
         "start", start, low=0.0
     )
+    zero = check_calibration(pairs, noise=noise, alpha=a, epsilon=eps, scale=0.0)
+    if zero.certified:  # the laws themselves: D_alpha <= eps for every pair and order
+        scores = [pb.upper for pb in zero.pairs]
+        theta, si, sj = keys[int(np.argmax(scores))]
+        return TightCalibration(
+            scale=0.0, refuted_scale=None, noise=noise, alpha=a, epsilon=eps, tol=tl,
+            alpha_w_scale=aw, binding_pair=(theta, si, sj), certificate=zero, tight=True,
+            evaluations=2 * len(pairs), law_pairs=tuple(pairs),
+            message=(
+                "no noise is needed: the laws already satisfy D_alpha <= "
+                f"{zero.upper:.6g} <= epsilon = {eps:g} for every pair in both orders, so "
+                "releasing the query exactly is private (least scale 0, exact)"
+            ),
+        )
     hi = aw
     search = _Search(pairs, noise, a, eps)
     gap = 0.2 * tl * eps
@@ -358,8 +390,11 @@ def calibrate_tight(
         pb.lower_below if tight else pb.upper for pb in cert.pairs
     ]
     theta, si, sj = keys[int(np.argmax(scores))]
+    msg = (f"scale {hi:.10g} is private and {refuted:.10g} is not: the least private scale "
+           f"lies in ({refuted:.10g}, {hi:.10g}]" if tight else
+           f"scale {hi:.10g} is private; the least private scale was not bracketed within tol")
     return TightCalibration(
         scale=hi, refuted_scale=refuted if tight else None, noise=noise, alpha=a, epsilon=eps,
         tol=tl, alpha_w_scale=aw, binding_pair=(theta, si, sj), certificate=cert, tight=tight,
-        evaluations=search.count, law_pairs=tuple(pairs),
+        evaluations=search.count + 2 * len(pairs), law_pairs=tuple(pairs), message=msg,
     )

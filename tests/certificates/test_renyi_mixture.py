@@ -244,7 +244,6 @@ def test_bounds_contain_scipy_quadrature(data, alpha: float, scale: float, noise
         ({"alpha": 1.0}, "alpha"),
         ({"alpha": 0.5}, "alpha"),
         ({"alpha": np.inf, "noise": "gaussian"}, "alpha"),
-        ({"scale": 0.0}, "scale"),
         ({"scale": -1.0}, "scale"),
         ({"scale": 1e-310}, "scale"),
         ({"gap": 0.0}, "gap"),
@@ -313,7 +312,7 @@ def test_certificate_file_round_trip_and_tampering(tmp_path: Path) -> None:
     with pytest.raises(CertificateError, match="rejected"):
         verify_mixture_file(bad)
     bad.write_text("{not json")
-    with pytest.raises(CertificateError, match="cannot read"):
+    with pytest.raises(CertificateError, match="not valid JSON"):
         verify_mixture_file(bad)
 
 

@@ -579,7 +579,8 @@ def test_verify_round_trip_and_tamper(
     notjson.write_text("{not json")
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"format": "something-else"}))
-    for target, needle in ((notjson, "not valid JSON"), (other, "missing field")):
+    for target, needle in ((notjson, "not valid JSON"),
+                           (other, "format: 'something-else' is not a certificate kind")):
         code, out, err = run(["verify", str(target)], capsys)
         assert code == 1 and err == ""
         assert "does NOT hold" in out and needle in out

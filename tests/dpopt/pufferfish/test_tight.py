@@ -182,21 +182,49 @@ def test_several_priors_and_pairs_binding() -> None:
 def test_equal_laws_need_no_noise() -> None:
     sc = Scenario.from_laws({"a": ([0, 1], [0.5, 0.5]), "b": ([1, 0], [0.5, 0.5])})
     cal = calibrate_tight(sc, 2.0, 1.0)
-    assert cal.scale == 0.0 and cal.certificate is None and cal.tight
-
-
-def test_flat_divergence_is_private_everywhere() -> None:
-    # same atoms, nearby weights: D_alpha of the laws themselves is below eps, so every scale is
-    # private; the search stops with a valid scale and reports it cannot be tight
-    sc = Scenario.from_laws({"a": ([0, 1], [0.5, 0.5]), "b": ([0, 1], [0.52, 0.48])})
-    with pytest.warns(Warning):
-        cal = calibrate_tight(sc, 2.0, 1.0)
-    assert not cal.tight and cal.refuted_scale is None
+    assert cal.scale == 0.0 and cal.tight and "equal laws" in cal.message
     assert cal.certificate is not None and cal.certificate.certified
-    # data processing: D_2 of the noisy laws <= D_2 of the laws themselves, far below eps
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+@pytest.mark.parametrize("alpha", [2.0, 8.0, np.inf])
+def test_flat_divergence_needs_no_noise(noise: str, alpha: float) -> None:
+    # same atoms, nearby weights: D_alpha of the laws themselves is below eps, so scale 0 (no
+    # noise) is private: an exact answer with a sentence, not ~1e-12 with a flatness warning
+    if noise == "gaussian" and np.isinf(alpha):
+        return
     p, q = np.array([0.5, 0.5]), np.array([0.52, 0.48])
-    assert max(np.log(np.sum(p**2 / q)), np.log(np.sum(q**2 / p))) < 1e-2
-    assert cal.scale <= cal.alpha_w_scale
+    sc = Scenario.from_laws({"a": ([0, 1], p), "b": ([0, 1], q)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal = calibrate_tight(sc, alpha, 1.0, noise)
+    assert cal.scale == 0.0 and cal.tight and not cal.noise_needed
+    assert cal.refuted_scale is None
+    assert "no noise is needed" in cal.message
+    assert cal.certificate is not None and cal.certificate.certified
+    # independent: the divergence of the laws themselves (exact rationals), both orders
+    from fractions import Fraction as F
+
+    fp, fq = [F(float(v)) for v in p], [F(float(v)) for v in q]
+    if np.isinf(alpha):
+        worst = max(max(a / b for a, b in zip(fp, fq, strict=True)),
+                    max(b / a for a, b in zip(fp, fq, strict=True)))
+        assert math.log(worst) <= 1.0
+    else:
+        k = int(alpha)
+        for u, v in ((fp, fq), (fq, fp)):
+            s_ = sum(a**k / b ** (k - 1) for a, b in zip(u, v, strict=True))
+            assert math.log(s_) / (alpha - 1) <= 1.0
+
+
+def test_laws_just_above_epsilon_need_noise() -> None:
+    # D_2 of the laws themselves just above eps: scale 0 is refused, a positive scale returned
+    p = np.array([0.5, 0.5])
+    q = np.array([0.9, 0.1])
+    d2 = max(np.log(np.sum(p**2 / q)), np.log(np.sum(q**2 / p)))
+    sc = Scenario.from_laws({"a": ([0, 1], p), "b": ([0, 1], q)})
+    cal = calibrate_tight(sc, 2.0, 0.98 * d2)
+    assert cal.scale > 0.0 and cal.noise_needed and cal.tight
 
 
 # --------------------------------------------------------------------------- UCI scenarios
