@@ -67,6 +67,10 @@ def _cases(tmp: Path) -> dict[str, list[list[str]]]:
                                   "group", "--query", "value", "--alpha", "2", "--epsilon", "1",
                                   "--tight", "--certificate", str(tmp / "t.json"), "--json"]],
         "figures": [["figures", "--list", "--json"]],
+        "sample": [["sample", "--dataset", "mixture", "--domain", "grid:lo=0,hi=1,n=5,d=2",
+                    "--budget", "gdp:mu=1", "--steps", "3", "--samples", "4", "-o",
+                    str(tmp / "run.json"), "--json", "-q"]],
+        "verify-run": [["verify", str(tmp / "run.json"), "--json"]],  # a sampling run record
     }
 
 
@@ -201,7 +205,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
 
 
 def test_every_json_command_is_covered(tmp_path: Path) -> None:
-    assert set(_cases(tmp_path)) == json_commands()
+    assert set(_cases(tmp_path)) - {"verify-run"} == json_commands()
     assert set(output_schema()["properties"]["command"]["enum"]) == json_commands()
 
 
@@ -209,7 +213,7 @@ def test_every_output_validates(outputs: dict[str, list[dict[str, Any]]]) -> Non
     schema = output_schema()
     for command, results in outputs.items():
         for result in results:
-            assert result["command"] == command
+            assert result["command"] == {"verify-run": "verify"}.get(command, command)
             assert result["schema_version"] == SCHEMA_VERSION
             assert validate(result, schema) == [], command
             assert small_validate(result, schema, schema) == [], command
@@ -274,6 +278,7 @@ def test_every_file_dpopt_writes_validates(outputs: dict[str, list[dict[str, Any
     paths = [Path(outputs[c][i]["output"]) for c, i in (("design", 0), ("design", 1),
                                                          ("demo", 0))]
     paths.append(Path(outputs["calibrate pufferfish"][1]["tight_certificate"]))
+    paths.append(Path(outputs["sample"][0]["output"]))
     formats = set()
     for path in paths:
         data = _no_constants(path.read_text(encoding="utf-8"))
@@ -283,7 +288,8 @@ def test_every_file_dpopt_writes_validates(outputs: dict[str, list[dict[str, Any
         if text is not None:
             description = {**schema["$defs"]["design_description"], "$defs": schema["$defs"]}
             assert validate(json.loads(text), description) == [], path.name
-    assert formats == {"dpopt-covariance-certificate/1", "dpopt-renyi-mixture-certificate/1"}
+    assert formats == {"dpopt-covariance-certificate/1", "dpopt-renyi-mixture-certificate/1",
+                       "dpopt-diffusion-run/1"}
     broken = _no_constants(paths[0].read_text(encoding="utf-8"))
     del broken["claim"]
     assert validate(broken, schema)
