@@ -286,3 +286,13 @@ class FactoredDual:
         object.__setattr__(self, "multipliers", lam)
         object.__setattr__(self, "directions", u)
         object.__setattr__(self, "floor_factor", g)
+
+
+def __getattr__(name: str) -> object:
+    if name == "CovarianceProblem":  # the program type's name before the package layout
+        from certificates._deprecated import warn_moved
+
+        warn_moved("certificates.problem.CovarianceProblem",
+                   "certificates.problem.CovarianceProgram")
+        return CovarianceProgram
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

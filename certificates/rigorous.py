@@ -44,6 +44,7 @@ import scipy.linalg as sla
 from numpy.typing import ArrayLike, NDArray
 
 from certificates.problem import DEFAULT_CHUNK, FactoredDual, VectorSource
+from certificates.rounding import round_down, round_up, sqrt_up
 
 __all__ = [
     "ChunkMap",
@@ -119,30 +120,6 @@ class ExactArray:
     def fraction(self) -> Fraction:
         """The value of a 0-d array as a Fraction."""
         return Fraction(int(self.ints), 1 << self.scale)
-
-
-def round_up(x: Fraction) -> float:
-    """The smallest float >= x (x finite and within the float range)."""
-    f = float(x)
-    while Fraction(f) < x:
-        f = math.nextafter(f, math.inf)
-    return f
-
-
-def round_down(x: Fraction) -> float:
-    """The largest float <= x."""
-    f = float(x)
-    while Fraction(f) > x:
-        f = math.nextafter(f, -math.inf)
-    return f
-
-
-def _sqrt_up(x: Fraction) -> float:
-    """A float >= sqrt(x), x >= 0."""
-    f = math.sqrt(round_up(x))
-    while Fraction(f) ** 2 < x:
-        f = math.nextafter(f, math.inf)
-    return f
 
 
 def _bareiss_positive(m: Any) -> bool:
@@ -249,7 +226,7 @@ def exact_dual_bound(
     tr_h = Fraction(int(np.trace(h.ints)), 1 << h.scale)
     dval = eta * tr_h + 2 * uts - q * lam_total
     e2 = Fraction(int(np.sum(e.ints * e.ints)), 1 << (2 * e.scale))
-    e_norm = _sqrt_up(e2)
+    e_norm = sqrt_up(e2)
     lower = dval / (1 + Fraction(e_norm) / Fraction(w_min))
     return round_down(lower), round_down(dval), e_norm
 

@@ -11,6 +11,7 @@ from certificates.errors import InvalidParameterError, InvalidTypeError
 
 __all__ = [
     "as_float_array",
+    "as_int",
     "as_matrix",
     "as_psd_matrix",
     "as_scalar",
@@ -53,6 +54,33 @@ def as_scalar(
         raise InvalidParameterError(name, value, "must be finite")
     _check_range(name, value, np.asarray(x), low, high, low_open, high_open)
     return x
+
+
+def as_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
+    """Return ``value`` as a Python int, checking it is an integer in ``[low, high]``.
+
+    Python and numpy integers are accepted; bools, floats (also ``2.0``) and strings are not.
+
+    Raises
+    ------
+    InvalidTypeError
+        If ``value`` is not an integer.
+    InvalidParameterError
+        If it is below ``low`` or above ``high``.
+
+    Examples
+    --------
+    >>> as_int("steps", np.int64(3), low=1)
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral | np.integer):
+        raise InvalidTypeError(name, value, "an integer")
+    n = int(value)
+    if low is not None and n < low:
+        raise InvalidParameterError(name, value, f"must be >= {low}")
+    if high is not None and n > high:
+        raise InvalidParameterError(name, value, f"must be <= {high}")
+    return n
 
 
 def _check_range(

@@ -15,7 +15,10 @@ cluster. A pass over the :math:`J` sensitivity vectors is a map-reduce:
   operations as the in-process pass* (:func:`solvers.passes.gram_pass`,
   :func:`solvers.passes.score_pass`). Block boundaries are multiples of the solver's chunk size,
   so every chunk holds the same vectors as in process and, with the same BLAS on the workers, the
-  reduction returns the same floats: the same Gram matrix, maximum, argmax and candidates, hence
+  reduction returns the same floats (arrays that arrive on a worker may be deserialised at an
+  address that is not a multiple of 8 bytes, and numpy computes products of such arrays without
+  BLAS, rounding differently; every array a task computes with is therefore first realigned,
+  :func:`_aligned`): the same Gram matrix, maximum, argmax and candidates, hence
   the same iterates and the same certificate, to the last digit. (Workers with a different BLAS
   or CPU may round the per-chunk products differently; the solver's certificate is then still
   exact for what it returns, and the answers agree within the certified gap.)
@@ -109,9 +112,23 @@ def _hold(source: VectorSource) -> VectorSource:
     return source
 
 
+def _aligned(a: Any) -> Any:
+    """``a`` itself, or an aligned copy of an ndarray whose data is not aligned to its item size.
+
+    Arrays unpickled on a worker (an :class:`~certificates.problem.ArrayVectors` shipped to the
+    cluster, the matrix ``B`` of a score pass, a verification function's arguments) can sit at an
+    odd address inside the message buffer. numpy's matmul then bypasses BLAS for its own loop,
+    whose rounding differs from the BLAS kernel the in-process pass uses; a copy restores the
+    in-process arithmetic. Aligned arrays are returned unchanged (no copy, same memory order).
+    """
+    if isinstance(a, np.ndarray) and not a.flags.aligned:
+        return a.copy(order="K")
+    return a
+
+
 def _checked(source: VectorSource, start: int, stop: int) -> FloatArray:
     d = source.dim
-    b = read_block(source, start, stop)
+    b = _aligned(read_block(source, start, stop))
     if b.ndim != 2 or b.shape[1] != d:
         raise InvalidParameterError("vectors", source, f"chunks must be (k, {d}) arrays")
     if b.shape[0] != stop - start:
@@ -154,6 +171,7 @@ def _score_block(
     """Per chunk of one block: ``(start, max q, argmax, candidate indices, their q, vectors)``,
     the candidates being what :func:`solvers.passes.score_pass` keeps from that chunk."""
     out: list[_ChunkScore] = []
+    bmat = _aligned(bmat)
     with threadpool_limits(limits=1, user_api="blas"):
         for s in range(start, stop, chunk):
             b = _checked(source, s, min(stop, s + chunk))
@@ -173,6 +191,7 @@ def _map_block(source: VectorSource, start: int, stop: int, chunk: int, fn: Any,
                args: tuple[Any, ...]) -> list[Any]:
     """``fn(chunk_vectors, chunk_start, *args)`` for every solver chunk of one block, in order."""
     out: list[Any] = []
+    args = tuple(_aligned(a) for a in args)
     with threadpool_limits(limits=1, user_api="blas"):
         for s in range(start, stop, chunk):
             out.append(fn(_checked(source, s, min(stop, s + chunk)), s, *args))

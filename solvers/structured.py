@@ -76,7 +76,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
-from certificates.errors import InvalidParameterError, InvalidTypeError, SolverError
+from certificates.errors import InvalidTypeError, SolverError
 from certificates.problem import (
     ArrayVectors,
     CovarianceProgram,
@@ -84,7 +84,7 @@ from certificates.problem import (
     VectorSource,
     check_norm_range,
 )
-from certificates.validate import as_scalar
+from certificates.validate import as_int, as_scalar
 from solvers._types import Solution, SolverStats
 from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
@@ -338,14 +338,6 @@ def _not_in(values: IntArray, pool: IntArray) -> NDArray[np.bool_]:
                        count=values.size)
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise InvalidTypeError(name, value, "an integer")
-    if int(value) < low:
-        raise InvalidParameterError(name, value, f"must be >= {low}")
-    return int(value)
-
-
 def _sym(mat: FloatArray) -> FloatArray:
     return 0.5 * mat + 0.5 * mat.T
 
@@ -416,7 +408,9 @@ def solve_structured(
         slower, by 10x on a loaded 2-core machine; the benchmark figures are for one thread.
     executor : PassExecutor, optional
         Runs the full passes over the vectors (:mod:`solvers.passes`); in this process by
-        default.
+        default. A small in-memory array without a noise floor (``J d`` at most ``2**18``) is
+        solved in memory whatever the executor (it has no passes worth distributing), so the
+        answer is the in-process one to the last digit.
     warm_start : WarmStart, optional
         Start column generation from these vectors and weights (e.g.
         ``WarmStart.from_solution`` of a neighbouring problem): the first working set holds
@@ -450,7 +444,7 @@ def solve_structured(
                executor or IN_PROCESS, warm_start)
     if blas_threads is None:
         return _solve(problem, *options)
-    threads = _check_int("blas_threads", blas_threads, 1)
+    threads = as_int("blas_threads", blas_threads, low=1)
     with blas_limits(threads):
         return _solve(problem, *options)
 
@@ -469,7 +463,9 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
-    if (run.eta == 0 and run.dim > 1 and executor is IN_PROCESS
+    # whatever the executor: a small in-memory array has nothing worth distributing, and one path
+    # for it keeps a distributed solve bit-for-bit the in-process one
+    if (run.eta == 0 and run.dim > 1
             and isinstance(run.source, ArrayVectors) and run.source.count * run.dim <= _SMALL_MAX):
         small = _small(run, problem)
         if small is not None:
@@ -484,7 +480,7 @@ def _solve(
         return _floored(run, gram)
     _seed_working_set(run, gram)
     _column_generation(run)
-    return _finish(run, problem)
+    return _finish(run)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -591,7 +587,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
                 f"ws={point.scores.size} newton={iterations} (in memory)")
         if gap <= 0.9 * run.tol:
             run.status = "optimal"
-            return _finish(run, problem)
+            return _finish(run)
         if _add_violated_atoms(run, point, pricing):
             tighten = False
         elif inner_tol > tight:
@@ -619,15 +615,15 @@ def _setup(
     if not isinstance(problem, CovarianceProgram):
         raise InvalidTypeError("problem", problem, "a CovarianceProgram")
     tol = as_scalar("tol", tol, low=1e-11, high=1.0, low_open=False)
-    max_passes = _check_int("max_passes", max_passes, 3)
-    memory_budget_bytes = _check_int("memory_budget_bytes", memory_budget_bytes, 2**16)
+    max_passes = as_int("max_passes", max_passes, low=3)
+    memory_budget_bytes = as_int("memory_budget_bytes", memory_budget_bytes, low=2**16)
     d = problem.dim
     if chunk_size is None:
         chunk = int(max(256, min(262144, memory_budget_bytes // (8 * 3 * (2 * d + 1)))))
     else:
-        chunk = _check_int("chunk_size", chunk_size, 1)
+        chunk = as_int("chunk_size", chunk_size, low=1)
     if working_set is not None:
-        _check_int("working_set", working_set, 1)
+        as_int("working_set", working_set, low=1)
     warm_idx, warm_mu = (warm_start.usable(problem.count) if warm_start is not None
                          else (np.zeros(0, dtype=np.intp), np.zeros(0)))
     run = _Run(
@@ -1257,7 +1253,7 @@ def _psd_factor(mat: FloatArray) -> FloatArray:
 # ------------------------------------------------------------------------------------------------
 # phase 4: the covariance, verified by its own pass, and its dual certificate
 # ------------------------------------------------------------------------------------------------
-def _finish(run: _Run, problem: CovarianceProgram) -> Solution:
+def _finish(run: _Run) -> Solution:
     cand = run.best
     if cand is None:
         raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")

@@ -48,3 +48,12 @@ def test_layering(package: str, forbidden: set[str]) -> None:
     for path in sorted((ROOT / package).rglob("*.py")):
         bad = _imported_roots(path) & forbidden
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_certificates_tests_stand_alone() -> None:
+    """The checker is tested on its own: tests/certificates imports neither solvers nor dpopt
+    (nor the shared test modules that would)."""
+    for path in sorted((ROOT / "tests" / "certificates").rglob("*.py")):
+        bad = _imported_roots(path) & {"dpopt", "solvers", "cvxpy"}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+    assert not _imported_roots(ROOT / "tests" / "canonical.py") & {"dpopt", "solvers"}

@@ -35,12 +35,12 @@ __all__ = ["prv_delta_lower", "prv_epsilon_lower"]
 #: (the library's mesh would be too fine to answer in seconds).
 PRV_MAX_STEPS = 2_000_000
 PRV_MIN_SIGMA = 0.3
-#: Most mesh cells tried (a domain of half-width 50 at the library's mesh size).
-PRV_MAX_POINTS = 2e7
+#: Most mesh cells tried (about a second of CPU).
+PRV_MAX_POINTS = 4e6
 
 
 def _accountant(groups: Sequence[tuple[float, float, int]], eps_error: float,
-                delta_error: float) -> tuple[Any, list[int]] | None:
+                delta_error: float, scale: float) -> tuple[Any, list[int]] | None:
     try:
         from prv_accountant import PRVAccountant
         from prv_accountant.privacy_random_variables import (
@@ -50,10 +50,10 @@ def _accountant(groups: Sequence[tuple[float, float, int]], eps_error: float,
     except ImportError:  # pragma: no cover - optional
         return None
     total = sum(t for _, _, t in groups)
-    # the library's mesh: eps_error / sqrt(T/2 log(12/delta_error)) on a domain of a few times
-    # the largest loss; refuse what would need more than PRV_MAX_POINTS cells
+    # the library's mesh: eps_error / sqrt(T/2 log(12/delta_error)) on a domain somewhat wider
+    # than the ε in question; refuse what would need more than PRV_MAX_POINTS cells
     mesh = eps_error / math.sqrt(total / 2.0 * math.log(12.0 / delta_error))
-    if 2.0 * 50.0 / mesh > PRV_MAX_POINTS:
+    if 2.0 * (2.0 * scale + 50.0) / mesh > PRV_MAX_POINTS:
         return None
     prvs: list[Any] = []
     counts: list[int] = []
@@ -75,12 +75,13 @@ def _accountant(groups: Sequence[tuple[float, float, int]], eps_error: float,
 
 
 def prv_epsilon_lower(groups: Sequence[tuple[float, float, int]], delta: float,
-                      eps_error: float) -> float | None:
-    """Lower bound on ε(δ) of the composed subsampled Gaussians, or ``None`` if not available."""
+                      eps_error: float, scale: float = 10.0) -> float | None:
+    """Lower bound on ε(δ) of the composed subsampled Gaussians, or ``None`` if not available;
+    ``scale`` is the order of magnitude of that ε (it sizes the library's domain)."""
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            made = _accountant(groups, eps_error, delta * 1e-3)
+            made = _accountant(groups, eps_error, delta * 1e-3, scale)
             if made is None:
                 return None
             acc, counts = made
@@ -100,7 +101,7 @@ def prv_delta_lower(groups: Sequence[tuple[float, float, int]], epsilon: float,
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            made = _accountant(groups, eps_error, delta_error)
+            made = _accountant(groups, eps_error, delta_error, epsilon)
             if made is None:
                 return None
             acc, counts = made

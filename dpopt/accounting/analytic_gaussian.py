@@ -51,6 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from certificates.rounding import sqrt_up, square_down
 from dpopt.errors import SolverError
 
 __all__ = [
@@ -341,10 +342,6 @@ def log_delta(epsilon: Array, q: Array) -> Array:
     ``q`` is the Mahalanobis bound (μ²); ``q = 0`` gives ``-inf``. See :func:`log_delta_mu`.
     """
     return log_delta_mu(epsilon, np.sqrt(np.asarray(q, np.float64)))
-
-
-def _log_delta1(epsilon: float, q: float) -> float:
-    return float(log_delta(np.asarray(epsilon), np.asarray(q))[()])
 
 
 def safety_margin(target_log_delta: float | Array) -> float | Array:
@@ -778,16 +775,7 @@ def max_bound(epsilon: float, target_log_delta: float) -> float:
     on the safe side: never above the exact value).
     """
     mu = float(max_mu(np.asarray(epsilon), np.asarray(target_log_delta))[()])
-    return _square_down(mu)
-
-
-def _square_down(mu: float) -> float:
-    with np.errstate(over="ignore", under="ignore"):
-        q = mu * mu
-    if math.isinf(q):
-        return _DBL_MAX
-    q = float(np.nextafter(q, 0.0)) if q > 0.0 else 0.0
-    return q
+    return square_down(mu)
 
 
 def min_epsilon(q: float, target_log_delta: float) -> float:
@@ -798,17 +786,11 @@ def min_epsilon(q: float, target_log_delta: float) -> float:
     SolverError
         If no finite double ε meets the target.
     """
-    mu = _sqrt_up(q)
+    mu = sqrt_up(q)
     eps, bad = min_epsilon_mu(np.asarray(mu), np.asarray(target_log_delta))
     if bool(np.any(bad)):
         raise SolverError("no finite epsilon meets the target delta in double precision")
     return float(eps[()])
-
-
-def _sqrt_up(q: float) -> float:
-    """A double >= sqrt(q) (correctly rounded sqrt, moved up one ulp unless exact)."""
-    m = math.sqrt(q)
-    return m if m * m == q else float(np.nextafter(m, np.inf))
 
 
 def shrink_until(value: float, ok: Callable[[float], bool]) -> float:
@@ -820,14 +802,3 @@ def shrink_until(value: float, ok: Callable[[float], bool]) -> float:
         value = value * (1.0 - rel) if rel < 0.5 else value * 0.5
         rel = min(2.0 * rel, 0.5)
     raise SolverError("could not move the solution to the safe side (value underflowed)")
-
-
-def grow_until(value: float, ok: Callable[[float], bool]) -> float:
-    """Increase a nonnegative ``value`` by growing relative steps until ``ok(value)`` holds."""
-    rel = 2.0**-52
-    for _ in range(1100):
-        if ok(value):
-            return value
-        value = max(value * (1.0 + rel), value + 5e-324) if rel < 1.0 else 2.0 * value + 1e-300
-        rel = min(2.0 * rel, 1.0)
-    raise SolverError("could not move the solution to the safe side (value overflowed)")

@@ -39,6 +39,14 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from certificates.rounding import (
+    next_up,
+    round_down,
+    round_up,
+    sqrt_up,
+    square_down,
+    step_up_until,
+)
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting._arrays import FloatOrArray, broadcast, finish, real_array
@@ -91,13 +99,6 @@ class BoundOverflowError(InvalidParameterError):
     """
 
 
-def _at_most(value: float, exact: Fraction) -> float:
-    """Return ``value`` if it is <= the exact rational ``exact``, else the next float below."""
-    while Fraction(value) > exact:
-        value = float(np.nextafter(value, -np.inf))
-    return value
-
-
 def _bound_from_exact(exact: Fraction, name: str, value: object, what: str) -> float:
     """The largest double <= ``exact`` (> 0), or a named error if it is 0 or beyond the range.
 
@@ -111,7 +112,7 @@ def _bound_from_exact(exact: Fraction, name: str, value: object, what: str) -> f
             f"the Mahalanobis bound {what} is beyond the largest double (1.8e308): the budget "
             "constrains no representable noise; use a smaller value",
         )
-    q = _at_most(float(exact), exact)
+    q = round_down(exact)
     if q <= 0.0:
         raise InfeasibleError(
             f"{name}={value!r}: the Mahalanobis bound {what} underflows to 0 in double precision "
@@ -362,65 +363,13 @@ class ApproxDP(Budget):
         return f"({_fmt(self.epsilon)}, {self.delta:.3g})-DP"
 
 
-def _two_square(mu: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(p, e)`` with ``p = fl(mu²)`` and ``e = mu² - p`` exactly (Dekker), where ``exact``.
-
-    Returns also a mask of the elements in the range where the split is exact (no overflow of
-    the split, no underflow of the low part's square).
-    """
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        p = mu * mu
-        split = mu * 134217729.0  # 2^27 + 1
-        hi = split - (split - mu)
-        lo = mu - hi
-        err = ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
-    return p, err
-
-
-def _in_exact_range(mu: NDArray[np.float64]) -> NDArray[np.bool_]:
-    return np.asarray((mu > 1e-137) & (mu < 1e150))
-
-
-def _sqrt_up(q: NDArray[np.float64]) -> NDArray[np.float64]:
-    """A double >= sqrt(q) for every element: sqrt (correctly rounded), one ulp up unless its
-    square is provably >= q."""
-    m = np.sqrt(q)
-    p, err = _two_square(m)
-    with np.errstate(invalid="ignore", over="ignore"):
-        exact = _in_exact_range(m)
-        enough = exact & ((p - q) + err >= 0.0)
-    # outside the range of Dekker's split (rare): decide in rational arithmetic
-    flat_m, flat_q = np.reshape(m, -1), np.reshape(q, -1)
-    flat_enough = np.array(enough, dtype=bool).reshape(-1)
-    for i in np.flatnonzero(~np.reshape(exact, -1) & np.isfinite(flat_m) & (flat_q > 0.0)):
-        flat_enough[i] = Fraction(float(flat_m[i])) ** 2 >= Fraction(float(flat_q[i]))
-    enough = flat_enough.reshape(np.shape(m))
-    up = np.where(enough, m, np.nextafter(m, np.inf))
-    return np.asarray(np.where(q > 0.0, up, 0.0), dtype=np.float64)
-
-
-def _square_down(mu: NDArray[np.float64]) -> NDArray[np.float64]:
-    """A double <= mu² for every element: fl(mu²), one ulp down unless provably <= mu²."""
-    p, err = _two_square(mu)
-    exact = _in_exact_range(mu)
-    exact_ok = exact & (err >= 0.0)
-    # outside the range of Dekker's split (rare: mu below 1e-137, where mu² may be subnormal,
-    # or above 1e150): decide fl(mu²) <= mu² in rational arithmetic
-    flat_mu, flat_p = np.reshape(mu, -1), np.reshape(p, -1)
-    flat_ok = np.array(exact_ok, dtype=bool).reshape(-1)
-    for i in np.flatnonzero(~np.reshape(exact, -1) & np.isfinite(flat_p)):
-        flat_ok[i] = Fraction(float(flat_p[i])) <= Fraction(float(flat_mu[i])) ** 2
-    exact_ok = flat_ok.reshape(np.shape(mu))
-    return np.asarray(np.where(exact_ok, p, np.nextafter(p, 0.0)), dtype=np.float64)
-
-
 def _approx_admits(
     epsilon: NDArray[np.float64], delta: NDArray[np.float64], bound: NDArray[np.float64]
 ) -> NDArray[np.bool_]:
     """δ(ε; √q) <= δ with the rounding margin, √q rounded up (both on the safe side)."""
     target = np.log(delta)
     goal = target - bw.safety_margin(target)
-    return np.asarray(bw.log_delta_mu(epsilon, _sqrt_up(bound)) <= goal)
+    return np.asarray(bw.log_delta_mu(epsilon, sqrt_up(bound)) <= goal)
 
 
 @overload
@@ -480,12 +429,12 @@ def approx_dp_bound(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray:
             f"with delta={float(d.ravel()[i])!r} the Mahalanobis bound is beyond the largest "
             "double (1.8e308): the budget constrains no representable noise",
         )
-    q = _square_down(mu)
+    q = square_down(mu)
     flat_q, flat_e, flat_d = q.ravel(), e.ravel(), d.ravel()
     # max_mu re-evaluated the forward formula at mu itself (against the same target and margin):
     # where the check's sqrt_up(q) gives back that mu, that evaluation is the check; re-evaluate
     # only the others (few: q is the largest double <= mu^2, so sqrt_up(q) is almost always mu)
-    idx = np.flatnonzero(_sqrt_up(flat_q) != mu.ravel())
+    idx = np.flatnonzero(sqrt_up(flat_q) != mu.ravel())
     idx = idx[~_approx_admits(flat_e[idx], flat_d[idx], flat_q[idx])]
     rel = 2.0**-52
     while idx.size and rel < 1.0:
@@ -709,18 +658,12 @@ class PrivacyReport:
     @property
     def zcdp_rho(self) -> float:
         """zCDP parameter :math:`\\rho = q/2` (rounded up: exact unless q is subnormal)."""
-        rho = self.bound / 2.0
-        if Fraction(rho) * 2 < Fraction(self.bound):
-            rho = float(np.nextafter(rho, np.inf))
-        return rho
+        return round_up(Fraction(self.bound) / 2)
 
     @property
     def gdp_mu(self) -> float:
         """GDP parameter :math:`\\mu = \\sqrt q` (rounded up, the safe direction)."""
-        mu = math.sqrt(self.bound)
-        while Fraction(mu) ** 2 < Fraction(self.bound):
-            mu = float(np.nextafter(mu, np.inf))
-        return mu
+        return sqrt_up(self.bound)
 
     @property
     def mi_nats(self) -> float:
@@ -730,7 +673,7 @@ class PrivacyReport:
         double above log 2 (ψ < log 2 always).
         """
         psi = mi_binary_scalar(self.bound)
-        cap = float(np.nextafter(_LOG2, np.inf))
+        cap = next_up(_LOG2)
         return min(psi * (1.0 + 2.0 * _MI_MARGIN), cap) if psi > 0.0 else 0.0
 
     @overload
@@ -760,13 +703,16 @@ class PrivacyReport:
         q = Fraction(self.bound)
         flat = out.reshape(-1)
         for i, (ai, vi) in enumerate(zip(a.reshape(-1), flat, strict=True)):
-            while Fraction(float(vi)) * 2 < Fraction(float(ai)) * q:  # round up (safe side)
-                vi = np.nextafter(vi, np.inf)
-            flat[i] = vi
+            exact = Fraction(float(ai)) * q
+
+            def covers(v: float, exact: Fraction = exact) -> bool:
+                return Fraction(v) * 2 >= exact
+
+            flat[i] = step_up_until(float(vi), covers)  # round up (safe side)
         return finish(flat.reshape(out.shape))
 
     def _mu_up(self) -> NDArray[np.float64]:
-        return _sqrt_up(np.asarray(self.bound, dtype=np.float64))
+        return sqrt_up(np.asarray(self.bound, dtype=np.float64))
 
     @overload
     def delta(self, epsilon: float) -> float: ...

@@ -23,8 +23,21 @@ report the tightest and which one gave it:
     Privacy of the Sampled Gaussian Mechanism"; :mod:`dpopt.accounting.subsampled_rdp`),
     composed by addition and converted to (ε, δ); valid down to any δ.
 
-The inverses (:func:`largest_bound`, :func:`smallest_noise_multiplier`) bisect on q with the same
-never-optimistic accounting and re-check the answer they return.
+Every result is two-sided: :attr:`AccountingResult.lower` is a proven lower bound on the true
+value (the exact curve without subsampling; otherwise the lower end of the privacy-random-variable
+accountant of Gopi, Lee & Wutschitz, "Numerical Composition of Differential Privacy", for a pair
+of neighbours every sampling scheme realises — see :func:`lower_epsilon`).
+
+The inverses (:func:`calibrate_noise`, and :func:`largest_bound`,
+:func:`smallest_noise_multiplier` on top of it) search q coarse to fine — the RDP curve for a
+certified start, a coarse pessimistic PLD to bracket, the fine PLD only to finish — with the same
+never-optimistic accounting, check every answer they return, and refute a slightly larger q with
+the lower bound, so the exact answer is bracketed from both sides.
+
+Sampling schemes and their neighbouring relations are those of
+:class:`dpopt.relation.SamplingScheme`; ``"without_replacement"`` runs are stated over the
+replacement relation, whose ℓ2 sensitivity for records clipped to C is 2C
+(:func:`dpopt.relation.sensitivity_factor`).
 """
 
 from __future__ import annotations
@@ -40,6 +53,8 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from certificates.roots import BracketError, bracket_increasing
+from certificates.rounding import div_sqrt_down, div_sqrt_up, step_up_until, sum_up
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting.subsampled_rdp import (
@@ -153,8 +168,7 @@ class GaussianSteps:
         if not math.isfinite(q):
             raise InvalidParameterError("noise_multiplier", noise_multiplier,
                                         "is too small: 1/σ² overflows double precision")
-        while Fraction(q) * Fraction(sigma) ** 2 < 1:
-            q = math.nextafter(q, math.inf)
+        q = step_up_until(q, lambda v: Fraction(v) * Fraction(sigma) ** 2 >= 1)
         scheme = as_sampling(sampling)
         return cls(replacement_sup(q, scheme.relation), steps, sampling_rate, scheme)
 
@@ -262,11 +276,7 @@ def _scheme(run: tuple[GaussianSteps, ...]) -> SamplingScheme:
 
 def _total_bound(run: tuple[GaussianSteps, ...]) -> float:
     """Σ T_i q_i rounded up (exact rational sum)."""
-    exact = sum((r.steps * Fraction(r.bound) for r in run), Fraction(0))
-    total = float(exact)
-    while Fraction(total) < exact:
-        total = math.nextafter(total, math.inf)
-    return total
+    return sum_up(r.steps * Fraction(r.bound) for r in run)
 
 
 def _groups(run: tuple[GaussianSteps, ...]) -> tuple[tuple[float, float, int], ...]:
@@ -320,7 +330,8 @@ def _eps_error(upper: float, eps_error: float | None) -> float:
 
 
 def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
-                  upper: float = math.inf, eps_error: float | None = None) -> tuple[float, str]:
+                  upper: float = math.inf, eps_error: float | None = None,
+                  scale: float | None = None) -> tuple[float, str]:
     r"""A proven lower bound on the run's true ε at δ, and what gave it.
 
     Without subsampling the run is exactly one Gaussian with :math:`\mu^2 = \sum_t q_t` (Dong,
@@ -329,7 +340,9 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
     accountant ("Numerical Composition of Differential Privacy", Thm. 5.5) for the remove pair
     :math:`((1-p)N(0,\sigma^2)+pN(1,\sigma^2),\ N(0,\sigma^2))` — a pair every scheme
     realises (see :mod:`dpopt.accounting._prv`) — with error ``eps_error`` (default 2 % of
-    ``upper``, within [0.01, 1]) (``"prv"``). ``(0, "none")`` when neither applies.
+    ``upper``, within [0.01, 1]) (``"prv"``); ``scale`` (default ``upper``) is the order of
+    magnitude of the ε in question, which sizes that accountant's domain. ``(0, "none")`` when
+    neither applies (or the accountant would need more than a few million mesh cells).
     """
     run = _as_run(releases)
     d = _delta(delta)
@@ -349,7 +362,10 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
         return 0.0, "none"
     from dpopt.accounting import _prv
 
-    prv = _prv.prv_epsilon_lower(_groups(run), d, _eps_error(upper, eps_error))
+    err = _eps_error(upper, eps_error)
+    if scale is None:
+        scale = upper if math.isfinite(upper) else 50.0 * err
+    prv = _prv.prv_epsilon_lower(_groups(run), d, err, scale)
     if prv is None:
         return 0.0, "none"
     return (min(prv, upper), "prv")
@@ -530,25 +546,13 @@ def _solve(eps_of: Callable[[float], float], target: float, q0: float, rtol: flo
     def g(x: float) -> float:
         return float(eps_of(math.exp(x))) - target
 
-    x0 = math.log(q0)
-    if g(x0) <= 0.0:
-        lo, step = x0, math.log(1.25)
-        while True:
-            hi = min(lo + step, math.log(MAX_BOUND))
-            if g(hi) > 0.0:
-                break
-            if hi >= math.log(MAX_BOUND):
-                return MAX_BOUND
-            lo, step = hi, 2.0 * step
-    else:
-        hi, step = x0, math.log(1.25)
-        while True:
-            lo = hi - step
-            if lo < math.log(MIN_BOUND):
-                raise InfeasibleError(what)
-            if g(lo) <= 0.0:
-                break
-            hi, step = lo, 2.0 * step
+    try:
+        lo, hi = bracket_increasing(g, math.log(q0), step=math.log(1.25),
+                                    low=math.log(MIN_BOUND), high=math.log(MAX_BOUND))
+    except BracketError as exc:
+        if exc.side == "high":
+            return MAX_BOUND
+        raise InfeasibleError(what) from None
     tol = math.log1p(rtol) / 4.0
     if hi - lo > tol:
         root = float(optimize.brentq(g, lo, hi, xtol=tol, rtol=1e-15, maxiter=200))
@@ -615,6 +619,11 @@ class NoiseCalibration:
         Why the search stopped early or hit a limit (empty otherwise).
     seconds : float
         Wall time of the search.
+    discretization : float
+        The finest PLD grid the search evaluated (the requested one unless ``note`` says
+        otherwise).
+    pld_used : bool
+        Whether any PLD was built (False: RDP or exact GDP only).
     """
 
     bound: float
@@ -628,6 +637,8 @@ class NoiseCalibration:
     sampling: SamplingScheme
     note: str = ""
     seconds: float = 0.0
+    discretization: float = 1e-4
+    pld_used: bool = False
 
     @property
     def relation(self) -> NeighbouringRelation:
@@ -636,11 +647,7 @@ class NoiseCalibration:
     @property
     def noise_multiplier(self) -> float:
         """Certified σ = noise std / C for records clipped to C (factor/√q, rounded up)."""
-        f = Fraction(sensitivity_factor(self.relation))
-        sigma = float(f) / math.sqrt(self.bound)
-        while Fraction(sigma) ** 2 * Fraction(self.bound) < f * f:
-            sigma = math.nextafter(sigma, math.inf)
-        return sigma
+        return div_sqrt_up(float(sensitivity_factor(self.relation)), self.bound)
 
     @property
     def noise_multiplier_lower(self) -> float:
@@ -648,11 +655,7 @@ class NoiseCalibration:
         nothing was refuted)."""
         if self.refuted_bound is None:
             return 0.0
-        f = Fraction(sensitivity_factor(self.relation))
-        sigma = float(f) / math.sqrt(self.refuted_bound)
-        while Fraction(sigma) ** 2 * Fraction(self.refuted_bound) > f * f:
-            sigma = math.nextafter(sigma, 0.0)
-        return sigma
+        return div_sqrt_down(float(sensitivity_factor(self.relation)), self.refuted_bound)
 
     @property
     def noise_multiplier_interval(self) -> tuple[float, float]:
@@ -697,6 +700,8 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     bar = _progress_bar(progress, steps)
     notes: list[str] = []
 
+    used: dict[str, float] = {"disc": math.inf, "pld": 0.0}
+
     def done(q: float, how: str, refuted: float | None, lhow: str) -> NoiseCalibration:
         bar.close()
         if q >= MAX_BOUND:
@@ -705,7 +710,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         return NoiseCalibration(q, how, refuted if two_sided else None,
                                 lhow if two_sided and refuted is not None else "none",
                                 epsilon, delta, steps, rate, sampling, "; ".join(notes),
-                                time.perf_counter() - t0)
+                                time.perf_counter() - t0,
+                                used["disc"] if math.isfinite(used["disc"]) else discretization,
+                                bool(used["pld"]))
 
     def run_of(q: float) -> GaussianSteps:
         return GaussianSteps(q, steps, rate, sampling)
@@ -714,7 +721,8 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
 
     def lower_of(q: float) -> float:
         bar.update(1)
-        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error)[0]
+        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
+                             scale=epsilon)[0]
 
     if rate == 1.0 and "gdp-exact" in accountants:
         from dpopt.accounting.budgets import ApproxDP
@@ -748,6 +756,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
                 raise _OutOfTime
             bar.update(1)
             c0 = time.process_time()
+            if "pld" in names:
+                used["pld"] = 1.0
+                used["disc"] = min(used["disc"], disc)
             out = uniform_epsilon(q, steps, rate, sampling, delta, names, disc, orders).value
             if time.process_time() - c0 > slow:
                 notes.append(f"one PLD at discretisation {disc:g} took "

@@ -29,12 +29,11 @@ import math
 import warnings
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 from scipy import optimize
 
-from certificates.validate import as_scalar
+from certificates.validate import as_int, as_scalar
 from dpopt.accounting.composition import (
     ACCOUNTANTS,
     GaussianSteps,
@@ -42,7 +41,7 @@ from dpopt.accounting.composition import (
     calibrate_noise,
     composed_epsilon,
 )
-from dpopt.errors import ApproximationWarning, InvalidParameterError, InvalidTypeError
+from dpopt.errors import ApproximationWarning, InvalidParameterError
 from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling
 
 #: Accountant names accepted by the DP-SGD entry points and ``--accountant``.
@@ -66,21 +65,6 @@ __all__ = [
 ]
 
 
-def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            import numpy as np
-
-            if isinstance(value, np.integer):
-                return _count(name, int(value))
-        except ImportError:  # pragma: no cover
-            pass
-        raise InvalidTypeError(name, value, "a whole number >= 1")
-    if value < 1:
-        raise InvalidParameterError(name, value, "must be >= 1")
-    return value
-
-
 def dpsgd_steps(dataset_size: int, batch_size: int, epochs: float) -> int:
     r"""The whole number of steps :math:`\lceil E\cdot N/B\rceil` of ``epochs`` passes.
 
@@ -89,8 +73,8 @@ def dpsgd_steps(dataset_size: int, batch_size: int, epochs: float) -> int:
     >>> dpsgd_steps(60000, 256, 60)
     14063
     """
-    n = _count("dataset_size", dataset_size)
-    b = _count("batch_size", batch_size)
+    n = as_int("dataset_size", dataset_size, low=1)
+    b = as_int("batch_size", batch_size, low=1)
     if b > n:
         raise InvalidParameterError("batch_size", batch_size, f"must be <= dataset_size={n}")
     e = as_scalar("epochs", epochs, low=0.0)
@@ -109,7 +93,7 @@ def _clt_mu(rate: float, sigma: float, steps: int, sampling: str) -> float:
         fn, s = gdp.clt_mu_poisson, sigma
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ApproximationWarning)
-        return float(fn(rate, s, steps))
+        return float(fn(rate, s, float(steps)))
 
 
 def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: str) -> float:
@@ -129,6 +113,12 @@ def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: 
     if not (f(lo) >= 0 and f(hi) <= 0):
         return math.inf
     return float(optimize.brentq(f, lo, hi, rtol=1e-12))
+
+
+def _excess(understatement: float) -> str:
+    if understatement > 0:
+        return f"the CLT understates the loss by {100 * understatement:.1f}%"
+    return "the CLT does not understate the loss here"
 
 
 @dataclass(frozen=True)
@@ -206,8 +196,7 @@ class DpsgdCalibration:
             f"smallest σ is in [{self.noise_multiplier_lower:.6g}, {self.noise_multiplier:.6g}] "
             f"[{self.lower_accountant}]; "
             f"CLT (APPROXIMATE) would give {self.clt_noise_multiplier:.6g}, whose certified ε is "
-            f"{self.epsilon_at_clt_sigma:.4g} (> {self.epsilon:g}: the CLT understates the loss "
-            f"by {100 * self.clt_understatement:.1f}%)"
+            f"{self.epsilon_at_clt_sigma:.4g} ({_excess(self.clt_understatement)})"
         )
 
 
@@ -253,8 +242,8 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     >>> cal.accountant      # no subsampling: exact composition
     'gdp-exact'
     """
-    n = _count("dataset_size", dataset_size)
-    b = _count("batch_size", batch_size)
+    n = as_int("dataset_size", dataset_size, low=1)
+    b = as_int("batch_size", batch_size, low=1)
     if b > n:
         raise InvalidParameterError("batch_size", batch_size, f"must be <= dataset_size={n}")
     if (epochs is None) == (steps is None):
@@ -279,16 +268,20 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                           accountants=accs, time_budget=time_budget, two_sided=two_sided,
                           progress=progress)
     sigma = cal.noise_multiplier
-    # the certified bound itself (its PLD is cached); σ rounded up only adds noise
+    # the certified bound itself (its PLD is cached); σ rounded up only adds noise. The checks
+    # below use the grid the search finished on, and no PLD where the search built none.
     run = GaussianSteps(cal.bound, t, rate, scheme)
-    cert = composed_epsilon(run, d, discretization=discretization, accountants=accs,
+    disc = cal.discretization
+    if not cal.pld_used:
+        accs = tuple(a for a in accs if a != "pld") or accs
+    cert = composed_epsilon(run, d, discretization=disc, accountants=accs,
                             two_sided=two_sided)
     clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
         # at the same discretisation as the answer, so the CLT's excess is not overstated
         at_clt = composed_epsilon(GaussianSteps.from_noise_multiplier(clt_sigma, t, rate,
                                                                       scheme), d,
-                                  discretization=discretization, accountants=accs,
+                                  discretization=disc, accountants=accs,
                                   two_sided=False).value
         from dpopt.accounting.gdp import epsilon_for_delta
 

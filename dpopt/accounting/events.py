@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from certificates.validate import as_scalar
 from dpopt.accounting.composition import (
@@ -39,6 +39,9 @@ from dpopt.accounting.composition import (
 )
 from dpopt.errors import InvalidParameterError, InvalidTypeError, SolverError
 from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dp_accounting import DpEvent
 
 __all__ = ["PrivacyAccountant", "event_delta", "event_epsilon", "event_relation",
            "event_to_steps"]
@@ -85,7 +88,7 @@ def _walk(event: Any, name: str) -> tuple[set[str], bool]:
     raise InvalidParameterError(name, type(event).__name__, f"must be one of {_SUPPORTED}")
 
 
-def event_relation(event: Any, name: str = "event") -> NeighbouringRelation:
+def event_relation(event: DpEvent, name: str = "event") -> NeighbouringRelation:
     """The neighbouring relation the event tree is analysed under (see the module docstring)."""
     dpa = _dpa()
     if not isinstance(event, dpa.DpEvent):
@@ -108,7 +111,7 @@ def _sigma(value: float, name: str) -> float:
     return as_scalar(name, value, low=0.0)
 
 
-def event_to_steps(event: Any, name: str = "event") -> list[GaussianSteps]:
+def event_to_steps(event: DpEvent, name: str = "event") -> list[GaussianSteps]:
     """The Gaussian steps of an event tree without Laplace events (q = 1/σ_event² over the
     tree's relation)."""
     rel = event_relation(event, name)
@@ -203,7 +206,7 @@ def _has_laplace(event: Any) -> bool:
     return _walk(event, "event")[1]
 
 
-def event_epsilon(event: Any, delta: float, *, discretization: float = 1e-4,
+def event_epsilon(event: DpEvent, delta: float, *, discretization: float = 1e-4,
                   two_sided: bool = True) -> AccountingResult:
     """Certified ε at δ of a dp-accounting event tree (see the module docstring)."""
     event_relation(event)
@@ -214,7 +217,7 @@ def event_epsilon(event: Any, delta: float, *, discretization: float = 1e-4,
                             two_sided=two_sided)
 
 
-def event_delta(event: Any, epsilon: float, *, discretization: float = 1e-4,
+def event_delta(event: DpEvent, epsilon: float, *, discretization: float = 1e-4,
                 two_sided: bool = True) -> AccountingResult:
     """Certified δ at ε of a dp-accounting event tree."""
     event_relation(event)
@@ -272,7 +275,7 @@ class PrivacyAccountant:
         return [GaussianSteps.from_noise_multiplier(s, t, p, self.sampling)
                 for s, p, t in self.history]
 
-    def to_dp_event(self) -> Any:
+    def to_dp_event(self) -> DpEvent:
         """The history as a dp-accounting event (noise multipliers in dp-accounting's units:
         σ/2 for fixed-size batches without replacement)."""
         dpa = _dpa()
@@ -290,14 +293,18 @@ class PrivacyAccountant:
             events.append(dpa.SelfComposedDpEvent(one, t))
         return dpa.ComposedDpEvent(events)
 
-    def get_epsilon(self, delta: float, **kwargs: Any) -> AccountingResult:
-        """Certified ε at δ of the steps so far (two-sided; ``kwargs`` go to
+    def get_epsilon(self, delta: float, *, discretization: float = 1e-4,
+                    two_sided: bool = True) -> AccountingResult:
+        """Certified ε at δ of the steps so far (two-sided; see
         :func:`~dpopt.accounting.composition.composed_epsilon`)."""
-        return composed_epsilon(self.to_steps(), delta, **kwargs)
+        return composed_epsilon(self.to_steps(), delta, discretization=discretization,
+                                two_sided=two_sided)
 
-    def get_delta(self, epsilon: float, **kwargs: Any) -> AccountingResult:
+    def get_delta(self, epsilon: float, *, discretization: float = 1e-4,
+                  two_sided: bool = True) -> AccountingResult:
         """Certified δ at ε of the steps so far."""
-        return composed_delta(self.to_steps(), epsilon, **kwargs)
+        return composed_delta(self.to_steps(), epsilon, discretization=discretization,
+                              two_sided=two_sided)
 
     def state_dict(self) -> dict[str, Any]:
         """The state as plain JSON-able data."""

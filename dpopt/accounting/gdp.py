@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 
+from certificates.rounding import sqrt_up
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting._arrays import FloatOrArray, broadcast, finish, real_array
 from dpopt.errors import (
@@ -435,22 +436,8 @@ def compose(*mus: ArrayLike) -> FloatOrArray:
     flat = total.ravel()
     cols = [a.ravel() for a in out]
     for i in range(flat.size):
-        flat[i] = _sqrt_sum_up(float(flat[i]), [float(c[i]) for c in cols])
+        flat[i] = sqrt_up(sum((Fraction(float(c[i])) ** 2 for c in cols), Fraction(0)))
     return finish(flat.reshape(total.shape))
-
-
-def _sqrt_sum_up(guess: float, values: list[float]) -> float:
-    """Smallest double r with r² >= Σ values² exactly (rational arithmetic), from a near guess."""
-    exact = sum((Fraction(v) ** 2 for v in values), Fraction(0))
-    r = guess
-    while Fraction(r) ** 2 < exact:
-        r = float(np.nextafter(r, np.inf))
-    while r > 0.0:
-        below = float(np.nextafter(r, 0.0))
-        if Fraction(below) ** 2 < exact:
-            break
-        r = below
-    return r
 
 
 def _clt_args(
@@ -750,7 +737,8 @@ def rdp_to_dp_improved(
     .. math:: \varepsilon = \min_{\alpha>1}\; \varepsilon_\alpha + \frac{\log(1/\delta)
               - \log\alpha}{\alpha-1} + \log(1 - 1/\alpha)
 
-    (also Balle et al. 2020), optimised over continuous α (grid in log(α-1), then
+    (also Balle, Barthe, Gaboardi, Hsu and Sato, "Hypothesis Testing Interpretations and Rényi
+    Differential Privacy"), optimised over continuous α (grid in log(α-1), then
     bounded Brent) or over the given ``orders``. Results are clipped at 0. Parameters as in
     :func:`rdp_to_dp_mironov`. Any α gives a valid bound, so an imperfect optimisation only loses
     tightness, never validity.

@@ -29,6 +29,7 @@ import math
 import numpy as np
 from scipy import integrate, optimize
 
+from certificates.roots import BracketError, bracket_increasing
 from dpopt.accounting.analytic_gaussian import shrink_until
 from dpopt.errors import SolverError
 
@@ -118,21 +119,9 @@ def mi_binary_inverse_scalar(kappa: float) -> float:
     def f(x: float) -> float:
         return math.log(mi_binary_scalar(math.exp(x))) - math.log(goal)
 
-    x0 = math.log(8.0 * kappa)
-    lo, hi = x0, x0
-    step = 0.5
-    for _ in range(200):
-        if f(lo) <= 0.0:
-            break
-        lo -= step
-        step *= 2.0
-    step = 0.5
-    for _ in range(60):
-        if f(hi) > 0.0:
-            break
-        hi += step
-        step *= 2.0
-    else:
-        raise SolverError(f"mutual information {kappa!r} too close to log 2 to invert")
+    try:
+        lo, hi = bracket_increasing(f, math.log(8.0 * kappa), step=0.5, max_steps=60)
+    except BracketError:
+        raise SolverError(f"mutual information {kappa!r} too close to log 2 to invert") from None
     root = float(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
     return shrink_until(math.exp(root), lambda v: mi_binary_scalar(v) <= goal)

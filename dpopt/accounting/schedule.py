@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from certificates.rounding import div_sqrt_up, round_down, round_up
 from certificates.validate import as_scalar
 from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting.budgets import GDP, RDP, ZCDP, AllOf, ApproxDP, Budget
@@ -44,10 +45,7 @@ __all__ = ["Schedule"]
 
 
 def _floor_div(value: Fraction) -> float:
-    out = float(value)
-    while Fraction(out) > value:
-        out = math.nextafter(out, 0.0)
-    return out
+    return round_down(value)
 
 
 @dataclass(frozen=True)
@@ -182,10 +180,7 @@ class Schedule(Budget):
             return res.value <= part.epsilon
         if isinstance(part, GDP | ZCDP) or self.sampling_rate == 1.0:
             exact = self.steps * Fraction(bound)  # T releases compose to one with bound T q
-            total = float(exact)
-            while Fraction(total) < exact:
-                total = math.nextafter(total, math.inf)
-            return bool(part.admits(total))
+            return bool(part.admits(round_up(exact)))
         assert isinstance(part, RDP)
         return all(self._rdp_at(bound, a) <= e
                    for a, e in zip(part.alpha, part.epsilon, strict=True))
@@ -211,10 +206,7 @@ class Schedule(Budget):
         <dpopt.accounting.composition.GaussianSteps.noise_multiplier>`."""
         q = self.mahalanobis_bound()
         f = Fraction(sensitivity_factor(as_sampling(self.sampling).relation))
-        sigma = float(f) / math.sqrt(q)
-        while Fraction(sigma) ** 2 * Fraction(q) < f * f:
-            sigma = math.nextafter(sigma, math.inf)
-        return sigma
+        return div_sqrt_up(float(f), q)
 
     def describe(self) -> str:
         where = (

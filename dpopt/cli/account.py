@@ -599,12 +599,9 @@ def safe_sigma(sensitivity: float, bound: float) -> float:
     Rounding in ``Δ / sqrt(q)`` may land one ulp low, which would under-noise; the result is
     nudged up until the inequality holds in exact arithmetic.
     """
-    from fractions import Fraction
+    from certificates.rounding import div_sqrt_up
 
-    sigma = sensitivity / math.sqrt(bound)
-    while Fraction(sensitivity) ** 2 > Fraction(bound) * Fraction(sigma) ** 2:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma
+    return div_sqrt_up(sensitivity, bound)
 
 
 def _cmd_calibrate_gaussian(args: argparse.Namespace, ctx: Context) -> int:
@@ -808,8 +805,7 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
         ctx.print(f"  note: {cal.note}")
     if cal.sampling_rate < 1.0:
         ctx.print(f"  CLT σ [APPROXIMATE]    {cal.clt_noise_multiplier:.6g}   (certified ε of this "
-                  f"σ: {f(cal.epsilon_at_clt_sigma)}; the CLT understates the loss by "
-                  f"{100 * cal.clt_understatement:.1f}%)")
+                  f"σ: {f(cal.epsilon_at_clt_sigma)}; {dpsgd._excess(cal.clt_understatement)})")
         ctx.print(f"  CLT ε at the certified σ [APPROXIMATE]  {f(cal.clt_epsilon_at_certified)}")
     return 0
 
@@ -858,8 +854,9 @@ def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
     ctx.print(f"({args.epsilon:g}, {args.delta:g})-DP over {args.steps} releases, "
               + scheme.describe()
               + ("" if args.rate == 1.0 else f", sampling rate {args.rate:g}") + ":")
+    rel = "add/remove" if scheme.relation.value == "add_remove" else "replace-one"
     ctx.print(f"  per-release Mahalanobis bound q   {format_float(q)}   (over the "
-              f"{scheme.relation} relation; noise std / sensitivity 1/√q = "
+              f"{rel} relation; noise std / sensitivity 1/√q = "
               f"{1.0 / math.sqrt(q):.6g})")
     ctx.print(f"  noise multiplier per clipping norm C   {cal.noise_multiplier:.6g}   "
               f"(interval [{cal.noise_multiplier_lower:.6g}, {cal.noise_multiplier:.6g}])")

@@ -236,6 +236,14 @@ class Design:
         )
 
     @property
+    def problem(self) -> CovarianceProgram:
+        """Deprecated alias of :attr:`program` (removed in dpopt 0.6)."""
+        from certificates._deprecated import warn_moved
+
+        warn_moved("Design.problem", "Design.program")
+        return self.program
+
+    @property
     def certified(self) -> bool:
         """Whether the optimality gap closed to the requested tolerance."""
         return self.certificate.certified

@@ -67,7 +67,7 @@ _MOVED = (
 
 def __getattr__(name: str) -> Any:
     if name in _MOVED:
-        from dpopt._deprecated import moved
+        from certificates._deprecated import moved
 
         return moved(f"{__name__}.{name}", "dpopt.covariance.description", name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -155,8 +155,7 @@ class CovariancePrivacy:
             "naive_bound": self.naive_bound,
             "looseness": self.looseness,
         }
-        if hasattr(self.report, "to_dict"):
-            out["report"] = self.report.to_dict()
+        out["report"] = self.report.to_dict()
         return out
 
 

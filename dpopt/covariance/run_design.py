@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
+from certificates.rounding import sum_up
 from certificates.validate import as_scalar
 from dpopt.accounting.budgets import GDP, MIDP, RDP, ZCDP, AllOf, ApproxDP, Budget, PrivacyReport
 from dpopt.covariance.design import Design, design_covariance
@@ -110,11 +111,7 @@ class RunDesign:
 
     def privacy(self) -> PrivacyReport:
         """Every guarantee of the whole run (one Gaussian with bound Σ q_t, rounded up)."""
-        exact = sum((Fraction(q) for q in self.bounds), Fraction(0))
-        total = float(exact)
-        while Fraction(total) < exact:
-            total = math.nextafter(total, math.inf)
-        return PrivacyReport(total)
+        return PrivacyReport(sum_up(self.bounds))
 
     def __str__(self) -> str:
         parts = [

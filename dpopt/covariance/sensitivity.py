@@ -45,7 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
 from certificates.problem import DEFAULT_CHUNK, ArrayVectors, VectorSource
-from certificates.validate import as_float_array, as_scalar, as_vectors
+from certificates.validate import as_float_array, as_int, as_scalar, as_vectors
 from dpopt.covariance.domains import Box, Domain, Ellipsoid, FinitePoints, Grid, as_domain
 from dpopt.errors import (
     InvalidParameterError,
@@ -71,9 +71,7 @@ _U = float(np.finfo(np.float64).eps) / 2.0
 
 
 def chunk_size_of(size: int) -> int:
-    if isinstance(size, bool) or not isinstance(size, int | np.integer) or int(size) < 1:
-        raise InvalidParameterError("size", size, "must be a positive integer")
-    return int(size)
+    return as_int("size", size, low=1)
 
 
 def _points_of(points: Domain | ArrayLike) -> NDArray[np.float64]:

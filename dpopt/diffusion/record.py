@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from certificates.errors import CertificateError
+from certificates.rounding import round_up
 from dpopt.accounting.budgets import PrivacyReport, parse_budget
 from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid
 from dpopt.covariance.sensitivity import BoxTwoRecordSet
@@ -313,9 +314,7 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
     if not exact <= Fraction(budget_q):
         reasons.append(f"composition: sum of q_t = {float(exact)!r} exceeds the budget's bound "
                        f"Q = {budget_q!r}")
-    bound = float(exact)
-    while Fraction(bound) < exact:
-        bound = math.nextafter(bound, math.inf)
+    bound = round_up(exact)
     return RunVerification(holds=not reasons, reasons=tuple(reasons[:20]), releases=k * t,
                            worst_ratio=worst, bound=bound, budget_bound=budget_q,
                            privacy=PrivacyReport(bound))

@@ -52,6 +52,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import cholesky
 
+from certificates.rounding import round_up
 from certificates.validate import as_float_array
 from dpopt.accounting.budgets import (
     GDP,
@@ -545,9 +546,7 @@ def sample_private(
                else Box(dom.points.min(0), dom.points.max(0)))
         out = np.clip(out, box.lower, box.upper)
     exact = k * sum((Fraction(float(v)) for v in q), Fraction(0))
-    bound = float(exact)
-    while Fraction(bound) < exact:
-        bound = math.nextafter(bound, math.inf)
+    bound = round_up(exact)
     report = PrivacyReport(bound)
     from dpopt import __version__
 

@@ -1,4 +1,4 @@
-"""Reproduction of the seed papers' experiments (UCI Pufferfish scenarios, sweeps, tables).
+"""Reproduction of the papers' experiments (UCI Pufferfish scenarios, sweeps, tables).
 
 See :mod:`dpopt.experiments.rpp` for the α-Wasserstein Rényi Pufferfish experiments on Adult,
 Heart Disease and Student Performance.

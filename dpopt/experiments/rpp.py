@@ -1,4 +1,5 @@
-r"""α-Wasserstein Rényi Pufferfish experiments on the UCI datasets (the α-Wasserstein paper).
+r"""α-Wasserstein Rényi Pufferfish experiments on the UCI datasets (Ding, Yang and Zhang,
+"α-Wasserstein Mechanism for Rényi Pufferfish Privacy").
 
 Scenarios
 ---------

@@ -6,9 +6,9 @@ covariance :math:`\Sigma` is :math:`\rho^* = \max_{v \in \{\pm 1\}^d,\, v_1 = 1}
 vertex), while the naive bound is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(P) =
 d\,\lambda_{\max}(P)`. The ratio naive / exact lies in :math:`[1, d]`.
 
-The seed does not say how its covariances were drawn. The default generator, ``"wishart"``
+The paper does not say how its covariances were drawn. The default generator, ``"wishart"``
 (:math:`\Sigma = AA^\top`, :math:`A` a :math:`d \times (d+1)` standard Gaussian matrix) at
-:math:`d = 10`, reproduces the α-Wasserstein paper's mean of about 1.45; the figure states the
+:math:`d = 10`, reproduces the mean of about 1.45 of the paper's Fig. 1; the figure states the
 generator, d, the number of draws and the seed. The maximum is a sample maximum of a heavy tail and
 depends on the number of draws.
 """

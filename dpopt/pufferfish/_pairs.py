@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import logsumexp
 
 from certificates.coupling import log_value_upper, perturbation_penalty, relative_deviation
 from dpopt.errors import InvalidParameterError
@@ -32,17 +30,6 @@ MAX_GRID = 4_000_000
 SNAP = 1e-9
 #: Largest relative deviation of a candidate's marginals that is priced (certificates.REL_TOL).
 REL_TOL = 1e-6
-
-
-def log_mean_exp(lc: NDArray[np.float64], w: NDArray[np.float64]) -> float:
-    """log sum_k w_k e^{c_k}; log1p(fsum(w - 1, w expm1(c))) when all c <= 1 (relative precision
-    for thresholds near 0), else log-sum-exp. (Plain floating point, for display.)"""
-    if w.size == 0:
-        return float("-inf")
-    if float(np.max(lc)) <= 1.0:
-        excess = math.fsum(np.concatenate([w, [-1.0], w * np.expm1(lc)]).tolist())
-        return float(np.log1p(excess)) if excess > -1.0 else float("-inf")
-    return float(logsumexp(lc, b=w))
 
 
 def resolve_method(method: str, dim: int, cost: RenyiCost | None = None) -> str:

@@ -29,6 +29,7 @@ from scipy.integrate import IntegrationWarning, quad
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
+from certificates.roots import BracketError, bracket_increasing
 from certificates.validate import as_float_array, as_scalar
 from dpopt.errors import AccuracyWarning, InvalidParameterError, InvalidTypeError
 from dpopt.pufferfish.scenario import Scenario
@@ -295,10 +296,14 @@ def minimal_scale_1d(
     u_hi = float(np.log(hi))
     if g(u_hi) > 0.0:
         raise InvalidParameterError("upper", hi, "is not private by the audit (D_alpha > epsilon)")
-    u_lo = u_hi - np.log(2.0)
-    while g(u_lo) <= 0.0:
-        u_hi, u_lo = u_lo, u_lo - np.log(2.0)
-    u = brentq(g, u_lo, u_hi, xtol=1e-12, rtol=1e-14)
+    # the divergence decreases with the scale: bracket -g (increasing) by halvings of the scale
+    try:
+        u_lo, u_top = bracket_increasing(lambda u: -g(u), u_hi - float(np.log(2.0)),
+                                         step=float(np.log(2.0)), grow=1.0, high=u_hi,
+                                         max_steps=2000)
+        u = brentq(g, u_lo, u_top, xtol=1e-12, rtol=1e-14)
+    except BracketError:  # g(u_hi) = 0 exactly: the given scale is the least
+        u = u_hi
     scale = float(np.exp(u)) * (1.0 + marg)
     while g(float(np.log(scale))) > 0.0:  # pragma: no cover - margin >> quadrature error
         scale *= 1.0 + max(marg, 1e-9)

@@ -6,9 +6,11 @@ value over pairs and priors:
 
 * pure Pufferfish, Wasserstein mechanism of Song, Wang and Chaudhuri (2017):
   :math:`b = W_\infty/\varepsilon`;
-* RPP with :math:`W_\infty` (general Wasserstein mechanism of Pierquin et al., 2024, re-derived in
-  Pierquin et al.): Laplace, the smallest :math:`b` with :math:`D^{Lap}_\alpha(W_\infty/b)\le
-  \varepsilon` (:math:`\log M^{Lap}_\alpha(W_\infty/b) \le (\alpha-1)\varepsilon`); Gaussian,
+* RPP with :math:`W_\infty` (the general Wasserstein mechanism of Pierquin, Bellet, Tommasi and
+  Boussard, "Rényi Pufferfish Privacy: General Additive Noise Mechanisms and Privacy
+  Amplification by Iteration", re-derived here): Laplace, the smallest :math:`b` with
+  :math:`D^{Lap}_\alpha(W_\infty/b)\le \varepsilon`
+  (:math:`\log M^{Lap}_\alpha(W_\infty/b) \le (\alpha-1)\varepsilon`); Gaussian,
   :math:`\sigma^2 = \alpha W_\infty^2/(2\varepsilon)`.
 
 Because an average never exceeds a maximum, the α-Wasserstein calibration of
@@ -105,7 +107,8 @@ def winf_baseline(scenario: Scenario, cost: RenyiCost, epsilon: float) -> Baseli
 
 
 def winf_laplace(scenario: Scenario, epsilon: float) -> Baseline:
-    r"""Pure Pufferfish Wasserstein mechanism (Song et al. 2017): b = W∞/ε."""
+    r"""Pure Pufferfish Wasserstein mechanism (Song, Wang and Chaudhuri, "Pufferfish Privacy
+    Mechanisms for Correlated Data"): b = W∞/ε."""
     return winf_baseline(scenario, LaplaceCost(float("inf")), epsilon)
 
 

@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import brentq
 
+from certificates.rounding import step_down_until
 from certificates.validate import as_psd_matrix, as_scalar
 from dpopt.accounting.renyi import gaussian_log_moment, laplace_log_moment
 from dpopt.errors import InvalidParameterError
@@ -207,10 +208,7 @@ class LaplaceCost(RenyiCost):
 
 
 def _safe_div(level: float, factor: float, g: Profile) -> float:
-    t = level / factor
-    while float(g(np.array([t]))[0]) > level:
-        t = np.nextafter(t, 0.0)
-    return float(t)
+    return step_down_until(level / factor, lambda t: float(g(np.array([t]))[0]) <= level)
 
 
 @dataclass(frozen=True)
@@ -279,9 +277,7 @@ def _scaled_norm(rows: NDArray[np.float64]) -> NDArray[np.float64]:
 
 def _sqrt_inverse(level: float, a: float, g: Profile) -> float:
     t = float(np.sqrt(2.0 * level / (a * (a - 1.0))))
-    while float(g(np.array([t]))[0]) > level:
-        t = float(np.nextafter(t, 0.0))
-    return t
+    return step_down_until(t, lambda v: float(g(np.array([v]))[0]) <= level)
 
 
 @dataclass(frozen=True)

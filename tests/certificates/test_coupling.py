@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certificates.coupling import check_coupling, round_to_marginals
-from dpopt.errors import InvalidParameterError
+from certificates.errors import InvalidParameterError
 
-# R1 (MATH.md §2.8): quantile pieces and the exact Laplace moment at alpha=2, b=0.646254278
+# R1: quantile pieces and the exact Laplace moment at alpha=2, b=0.646254278
 P = np.array([0.5, 0.3, 0.2])
 Q = np.array([0.2, 0.3, 0.3, 0.2])
 X = np.array([0.0, 1.0, 2.0])
@@ -23,7 +23,7 @@ MASS = np.array([0.2, 0.3, 0.3, 0.2])
 
 
 def lap_log_moment(a: float, t: np.ndarray) -> np.ndarray:
-    # MATH.md §1.1 stable form (independent of dpopt.accounting.renyi)
+    # stable form (Mironov) (independent of dpopt.accounting.renyi)
     return (a - 1) * t + np.log(a / (2 * a - 1) + (a - 1) / (2 * a - 1) * np.exp(-(2 * a - 1) * t))
 
 

@@ -1,9 +1,11 @@
-"""certificates.covariance.check: intervals, repair, rejections, extended-precision feasibility."""
+"""certificates.covariance.check: intervals, repair, rejections, extended-precision feasibility.
+
+The candidates are closed-form optima with their stationarity duals
+(:mod:`tests.certificates.closed_form`): the checker is tested on its own, no solver involved
+(its use on solvers' output is tested in ``tests/solvers``).
+"""
 
 from __future__ import annotations
-
-import itertools
-from collections.abc import Iterator
 
 import mpmath
 import numpy as np
@@ -15,13 +17,18 @@ from numpy.typing import NDArray
 from certificates.covariance import check
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProgram, FactoredDual
-from solvers.cvx import solve_cvx
-from tests.canonical import F1, F3, F4_RANKDEF
+from tests.canonical import F1, F2, F3, CanonicalCase, ChunkedArray
+from tests.certificates.closed_form import cube, floor_pair, pair
+
+
+class _Pair:
+    def __init__(self, case: CanonicalCase) -> None:
+        self.covariance, self.dual = pair(case)
 
 
 @pytest.fixture(scope="module")
-def f1_solution():  # type: ignore[no-untyped-def]
-    return solve_cvx(F1.problem(), form="primal")
+def f1_solution() -> _Pair:
+    return _Pair(F1)
 
 
 def _mp_strictly_feasible(prob: CovarianceProgram, sigma: NDArray[np.float64]) -> bool:
@@ -84,54 +91,35 @@ def test_perturbed_dual_not_certified(f1_solution, which: str) -> None:  # type:
 
 
 def test_singular_sigma_is_ridged() -> None:
-    assert F4_RANKDEF.covariance is not None
-    sol = solve_cvx(F4_RANKDEF.problem())
-    cert = check(F4_RANKDEF.problem(), F4_RANKDEF.covariance, sol.dual)
+    """A singular candidate (F2's optimum with one direction removed) is ridged, not rejected,
+    and the result is strictly feasible."""
+    sigma = np.diag([0.5, 0.5, 0.0])
+    _, dual = pair(F2)
+    cert = check(F2.problem(), sigma, dual)
     assert "ridged" in cert.message
-    assert cert.certified
-    assert _mp_strictly_feasible(F4_RANKDEF.problem(), cert.repaired_covariance)
+    assert np.isfinite(cert.upper) and cert.lower <= F2.value <= cert.upper
+    assert _mp_strictly_feasible(F2.problem(), cert.repaired_covariance)
 
 
 def test_floor_repair() -> None:
-    prob = CovarianceProgram(F3.vectors, F3.weight, 2.0, 0.8)  # floor binds: Sigma* = 0.8 I
-    sol = solve_cvx(prob)
-    assert sol.value == pytest.approx(0.8 * 14, rel=1e-7)
-    cert = check(prob, np.diag([0.8, 0.79, 0.8]), sol.dual)
+    prob, sigma, dual, value = floor_pair(F3, 0.8)  # floor binds: Sigma* = 0.8 I
+    assert value == pytest.approx(0.8 * 14, rel=1e-15)
+    cert = check(prob, np.diag([0.8, 0.79, 0.8]), dual)
     assert cert.floor_residual == pytest.approx(-0.01)
     assert np.linalg.eigvalsh(cert.repaired_covariance)[0] >= 0.8
     assert _mp_strictly_feasible(prob, cert.repaired_covariance)
-    good = check(prob, sol.covariance, sol.dual)
-    assert good.certified and good.lower <= 0.8 * 14 <= good.upper
+    good = check(prob, sigma, dual)
+    assert good.certified and good.lower <= value <= good.upper
 
 
-class _Chunked:
-    """A VectorSource over an array, yielding tiny chunks (tests the chunked pass)."""
-
-    def __init__(self, arr: NDArray[np.float64]) -> None:
-        self.arr = arr
-
-    @property
-    def count(self) -> int:
-        return int(self.arr.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.arr.shape[1])
-
-    def chunks(self, size: int = 3) -> Iterator[tuple[int, NDArray[np.float64]]]:
-        for start in range(0, self.count, 3):
-            yield start, self.arr[start : start + 3]
-
-    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
-        return self.arr[indices]
-
-
-def test_vector_source_matches_array() -> None:
+def test_vector_source_matches_array(f1_solution: _Pair) -> None:
     rng = np.random.default_rng(5)
-    s = rng.normal(size=(17, 3))
+    extra = rng.normal(size=(13, 3))  # slack vectors beside the binding cube
+    extra *= 0.5 / np.max(np.linalg.norm(extra, axis=1))
+    s = np.concatenate([F1.vectors, extra])
     prob_a = CovarianceProgram(s, F1.weight, 1.0)
-    prob_c = CovarianceProgram(_Chunked(s), F1.weight, 1.0)
-    sol = solve_cvx(prob_a)
+    prob_c = CovarianceProgram(ChunkedArray(s), F1.weight, 1.0)
+    sol = f1_solution
     ca = check(prob_a, sol.covariance, sol.dual)
     cc = check(prob_c, sol.covariance, sol.dual)
     assert ca.upper == cc.upper and ca.lower == cc.lower
@@ -139,7 +127,7 @@ def test_vector_source_matches_array() -> None:
     s2 = s.copy()
     ratios = [v @ np.linalg.solve(sol.covariance, v) for v in s]
     s2[-1] = 1.5 * s[int(np.argmax(ratios))]
-    cbad = check(CovarianceProgram(_Chunked(s2), F1.weight, 1.0), sol.covariance, sol.dual)
+    cbad = check(CovarianceProgram(ChunkedArray(s2), F1.weight, 1.0), sol.covariance, sol.dual)
     assert cbad.primal_residual == pytest.approx(1.25, rel=1e-5)
 
 
@@ -183,39 +171,24 @@ def test_any_scaling_gives_valid_interval(c: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
     sigma = c * F1.covariance  # type: ignore[operator]
     sigma = sigma + 0.05 * np.diag(rng.uniform(0, 1, 3))
-    cert = check(F1.problem(), sigma, solve_cached().dual)
+    cert = check(F1.problem(), sigma, pair(F1)[1])
     assert cert.lower <= F1.value * (1 + 1e-12) <= cert.upper * (1 + 1e-12)
     r = max(s @ np.linalg.solve(cert.repaired_covariance, s) for s in F1.vectors)
     assert r < F1.bound
 
 
-_CACHE: dict[str, object] = {}
-
-
-def solve_cached():  # type: ignore[no-untyped-def]
-    if "f1" not in _CACHE:
-        _CACHE["f1"] = solve_cvx(F1.problem())
-    return _CACHE["f1"]
-
-
 def test_cube_closed_form() -> None:
-    """Diagonal W, cube sensitivity set: v = (sum_i sqrt W_ii)^2 / q (MATH.md §6)."""
-    w = np.diag([0.5, 2.0, 3.0, 1.2])
-    s = np.array(list(itertools.product([-1.0, 1.0], repeat=4)))
-    prob = CovarianceProgram(s, w, 1.7)
-    exact = float(np.sum(np.sqrt(np.diag(w)))) ** 2 / 1.7
-    sol = solve_cvx(prob)
-    cert = check(prob, sol.covariance, sol.dual)
-    assert cert.certified and cert.lower <= exact <= cert.upper
+    """Diagonal W, cube sensitivity set: v = (sum_i sqrt W_ii)^2 / q, float and rigorous."""
+    from tests.certificates.closed_form import kkt_dual
 
-
-def test_accepts_structured_solver_dual() -> None:
-    """check() takes any FactoredDual, e.g. from the reduced-dual structured solver."""
-    structured = pytest.importorskip("solvers.structured")
-    for eta in (0.0, 0.5):
-        prob = CovarianceProgram(F1.vectors, F1.weight, 1.0, eta)
-        sol = structured.solve_structured(prob)
-        cert = check(prob, sol.covariance, sol.dual, rigorous=True)
-        assert cert.certified, cert.message
-        ref = solve_cvx(prob)
-        assert cert.lower <= ref.value * (1 + 1e-9) and ref.value <= cert.upper * (1 + 1e-9)
+    prob, sigma, exact = cube(np.array([0.5, 2.0, 3.0, 1.2]), 1.7)
+    dual = kkt_dual(prob, sigma)
+    for rigorous in (False, True):
+        cert = check(prob, sigma, dual, rigorous=rigorous)
+        assert cert.certified and cert.lower <= exact <= cert.upper
+    # a dual with one multiplier halved still bounds the optimum from below, but loosely
+    weak = type(dual)(dual.support, dual.multipliers * np.where(np.arange(dual.support.size) == 0,
+                                                                0.5, 1.0),
+                      dual.directions, dual.floor_factor)
+    loose = check(prob, sigma, weak)
+    assert loose.lower <= exact and not loose.certified

@@ -4,27 +4,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 from certificates.covariance import check
 from certificates.errors import CertificateError, InvalidParameterError
 from certificates.io import _canonical, read_certificate, verify_file, write_certificate
 from certificates.problem import CovarianceProgram, FactoredDual
-from solvers.cvx import solve_cvx
-from tests.canonical import F1
+from tests.canonical import F1, ChunkedArray
+from tests.certificates.closed_form import kkt_dual
 
 
 @pytest.fixture(scope="module")
 def solved() -> tuple[CovarianceProgram, FactoredDual, object]:
-    prob = CovarianceProgram(F1.vectors, F1.weight, 1.0, 0.3)
-    sol = solve_cvx(prob)
-    assert sol.dual is not None
-    return prob, sol.dual, check(prob, sol.covariance, sol.dual, rigorous=True)
+    prob = CovarianceProgram(F1.vectors, F1.weight, 1.0, 0.3)  # the floor is slack at F1's optimum
+    assert F1.covariance is not None
+    dual = kkt_dual(prob, F1.covariance)
+    return prob, dual, check(prob, F1.covariance, dual, rigorous=True)
 
 
 def test_round_trip(tmp_path: Path, solved) -> None:  # type: ignore[no-untyped-def]
@@ -90,40 +88,20 @@ def test_edited_digit_rejected_by_recheck(tmp_path: Path, solved, key: str) -> N
         verify_file(path)
 
 
-class _Source:
-    def __init__(self, arr: NDArray[np.float64]) -> None:
-        self.arr = arr
-
-    @property
-    def count(self) -> int:
-        return int(self.arr.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.arr.shape[1])
-
-    def chunks(self, size: int = 2) -> Iterator[tuple[int, NDArray[np.float64]]]:
-        for s in range(0, self.count, 2):
-            yield s, self.arr[s : s + 2]
-
-    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
-        return self.arr[indices]
-
-
 def test_vector_source_file(tmp_path: Path) -> None:
-    prob = CovarianceProgram(_Source(F1.vectors), F1.weight, 1.0, 0.3)
-    sol = solve_cvx(prob)
-    assert sol.dual is not None
-    cert = check(prob, sol.covariance, sol.dual)
+    prob = CovarianceProgram(ChunkedArray(F1.vectors, 2), F1.weight, 1.0, 0.3)
+    assert F1.covariance is not None
+    dual = kkt_dual(CovarianceProgram(F1.vectors, F1.weight, 1.0, 0.3), F1.covariance)
+    cert = check(prob, F1.covariance, dual)
     path = tmp_path / "s.json"
     with pytest.raises(InvalidParameterError):
-        write_certificate(path, prob, cert, sol.dual)
-    write_certificate(path, prob, cert, sol.dual, description="F1 cube vectors")
+        write_certificate(path, prob, cert, dual)
+    write_certificate(path, prob, cert, dual, description="F1 cube vectors")
     with pytest.raises(CertificateError, match="source"):
         verify_file(path)
-    assert verify_file(path, source=_Source(F1.vectors)).certified
+    assert verify_file(path, source=ChunkedArray(F1.vectors, 2)).certified
     with pytest.raises(CertificateError, match="sha256"):
-        verify_file(path, source=_Source(2 * F1.vectors))
+        verify_file(path, source=ChunkedArray(2 * F1.vectors, 2))
 
 
 def test_garbage_file(tmp_path: Path) -> None:

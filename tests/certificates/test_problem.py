@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from certificates import ArrayVectors, CovarianceProgram, FactoredDual
-from dpopt.errors import DpoptError, InvalidParameterError, InvalidTypeError
+from certificates.errors import DpoptError, InvalidParameterError, InvalidTypeError
 
 
 def test_problem_defaults_and_source() -> None:
@@ -62,11 +62,3 @@ def test_all_zero_and_out_of_range_vectors_are_named_errors() -> None:
         CovarianceProgram(vectors=1e150 * np.ones((3, 2)), bound=1.0)
     p = CovarianceProgram(vectors=[[3.0, 4.0], [0.0, 1.0]], bound=1.0)
     assert p.max_norm() == 5.0 and p.max_sq_norm() == 25.0
-
-
-def test_design_rejects_an_all_zero_source() -> None:
-    from dpopt.accounting.budgets import GDP
-    from dpopt.covariance.design import design_covariance
-
-    with pytest.raises(InvalidParameterError, match="no noise is needed"):
-        design_covariance(ArrayVectors(np.zeros((4, 2))), GDP(mu=1.0))

@@ -1,8 +1,8 @@
 """RPP experiments on the UCI scenarios against independent computations.
 
 References written here from scratch (not through dpopt.pufferfish): a two-pointer quantile
-coupling, the closed-form Laplace Rényi moment (MATH.md §1.1), Brent root-finding of the OT
-condition (MATH.md §2.2, §3.2), closed-form W∞ baselines (§2.4), and a grid quadrature of the true
+coupling, the closed-form Laplace Rényi moment (Mironov), Brent root-finding of the OT
+condition (Ding, Yang & Zhang), closed-form W∞ baselines, and a grid quadrature of the true
 Rényi divergence of the noisy output laws.
 """
 
@@ -55,7 +55,7 @@ def _pieces(x, p, y, q):  # type: ignore[no-untyped-def]
 
 
 def _log_m_laplace(a: float, t: np.ndarray) -> np.ndarray:
-    """log[ a/(2a-1) e^{(a-1)t} + (a-1)/(2a-1) e^{-a t} ] (MATH.md §1.1)."""
+    """log[ a/(2a-1) e^{(a-1)t} + (a-1)/(2a-1) e^{-a t} ] (Mironov)."""
     first = np.log(a / (2 * a - 1)) + (a - 1) * t
     return np.logaddexp(first, np.log((a - 1) / (2 * a - 1)) - a * t)
 
@@ -201,7 +201,7 @@ def test_paper_cost_blows_up_as_alpha_to_one_exact_cost_shrinks() -> None:
     alphas = (1.01, 1.1, 2.0, 10.0)
     exact = [calibrate_laplace(sc, a, 1.0).scale for a in alphas]
     paper = [calibrate_laplace(sc, a, 1.0, form="paper").scale for a in alphas]
-    assert np.all(np.diff(exact) > 0)  # MATH.md §2.5: exact scale shrinks as alpha -> 1
+    assert np.all(np.diff(exact) > 0)  # exact scale shrinks as alpha -> 1
     assert paper[0] > paper[1] > paper[2]  # §10.3: paper-form scale ~ 1/(alpha-1)
     assert paper[0] > 6.0 / 1.0  # worse than W_inf / eps = 6 near alpha = 1
 
@@ -215,7 +215,7 @@ def test_calibrated_scales_pass_true_divergence_audit(tables: dict[str, pd.DataF
         d_lap = _true_divergence(x, p, y, q, row["b_exact"], alpha, "laplace")
         d_gau = _true_divergence(x, p, y, q, row["sigma"], alpha, "gaussian")
         assert 0 < d_lap <= eps and 0 < d_gau <= eps
-    # the OT condition is sufficient, not tight (MATH.md §10.5); on this scenario it is very
+    # the OT condition is sufficient, not tight; on this scenario it is very
     # loose at large alpha: one cholesterol outlier (564 mg/dl) sets the W_inf = 155 shift.
     row = table[(table["epsilon"] == 0.5) & (table["alpha"] == 10.0)].iloc[0]
     assert _true_divergence(x, p, y, q, row["b_exact"], 10.0, "laplace") < 0.1 * 0.5

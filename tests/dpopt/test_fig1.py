@@ -38,7 +38,7 @@ def test_ratios_match_independent_sup(generator: str) -> None:
 
 
 def test_default_reproduces_seed_mean() -> None:
-    # MATH.md §7.2: Wishart (d+1 dof) at d = 10, 2000 draws: mean 1.45 (10^4 draws: 1.464)
+    # Wishart (d+1 dof) at d = 10, 2000 draws: mean 1.45 (10^4 draws: 1.464)
     s = fig1_summary(fig1_ratios())
     assert 1.40 <= s.mean <= 1.50
     assert 1.36 <= s.median <= 1.46

@@ -1,6 +1,6 @@
-"""Tests of the structure-exploiting covariance solver (MATH.md §6.3-§6.4, §11, §12).
+"""Tests of the structure-exploiting covariance solver (docs/theory.md).
 
-References are independent of the solver: the MATH.md F1-F4 optima (``tests/canonical.py``),
+References are independent of the solver: the closed-form F1-F4 optima (``tests/canonical.py``),
 cvxpy + Clarabel at tight tolerance, the closed form of the cube with diagonal W, and the
 certificate checker ``certificates.covariance.check`` (self-bounding dual bound + a scaled primal).
 """
@@ -83,7 +83,7 @@ def test_canonical_optima(canonical_case: CanonicalCase) -> None:
 
 
 def test_f1_reduced_dual_weights() -> None:
-    """MATH.md F1: mu* = (0.40909903, 0.26767767, 0.09090097, 0.23232233), all q_j = 1."""
+    """F1: mu* = (0.40909903, 0.26767767, 0.09090097, 0.23232233), all q_j = 1."""
     s = np.array([[1.0, 1, 1], [1, 1, -1], [1, -1, 1], [1, -1, -1]])
     w = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.5]])
     sol = solve_structured(CovarianceProgram(s, w, 1.0))
@@ -97,7 +97,7 @@ def test_f1_reduced_dual_weights() -> None:
 
 @pytest.mark.parametrize("d", [2, 3, 4])
 def test_cube_diagonal_weight_closed_form(d: int) -> None:
-    """Uniform-query cube {-1,1}^d with diagonal W: v = (sum_i sqrt W_ii)^2 / q (MATH.md §6)."""
+    """Uniform-query cube {-1,1}^d with diagonal W: v = (sum_i sqrt W_ii)^2 / q."""
     signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * d)).reshape(d, -1).T
     w = np.diag(np.linspace(0.5, 3.0, d))
     q = 0.7
@@ -110,6 +110,21 @@ def test_cube_diagonal_weight_closed_form(d: int) -> None:
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(4))
 def test_agrees_with_clarabel(seed: int) -> None:
+    """Value and covariance agree with Clarabel; Clarabel's point never beats our lower bound.
+
+    The optimal covariance is unique: at any optimum the KKT stationarity condition reads
+    Sigma W Sigma = M with M = sum_j lambda_j s_j s_j^T for any optimal dual lambda, and this
+    Riccati equation has the single positive-definite solution
+    W^{-1/2} (W^{1/2} M W^{1/2})^{1/2} W^{-1/2}.  So comparing covariances is meaningful, but only
+    against a reference that Clarabel itself reports as solved.  Clarabel's interior point on
+    the primal (Sigma) form can stall near the end and stop at ``AlmostSolved`` (cvxpy status
+    ``optimal_inaccurate``): with Clarabel 0.11 at seed 1 the dual residual jumps on the last
+    iteration and the returned Sigma violates a constraint by ~1e-7 relative, with a value
+    below our certified lower bound and entries ~3e-4 away from the optimum.  The covariance
+    is therefore compared with Clarabel on the inverse (X = Sigma^{-1}) form, a different conic
+    formulation, at a tolerance it reaches with status ``optimal``; the primal-form point is
+    still required to agree in value and, scaled to feasibility, not to beat our certificate.
+    """
     from solvers.cvx import solve_cvx
 
     rng = np.random.default_rng(seed)
@@ -119,9 +134,19 @@ def test_agrees_with_clarabel(seed: int) -> None:
     w = a @ a.T + 0.2 * np.eye(d)
     problem = CovarianceProgram(s, w, float(rng.uniform(0.3, 3.0)))
     ref = solve_cvx(problem, solver="clarabel", form="primal", tol=1e-10)
-    ours = solve_structured(problem)
+    ours = solve_structured(problem, tol=TOL)
     assert ours.value == pytest.approx(ref.value, rel=1e-6)
-    np.testing.assert_allclose(ours.covariance, ref.covariance, rtol=1e-4, atol=1e-5)
+    ours_cert = check(problem, ours.covariance, ours.dual, tol=1e-7)
+    assert ours_cert.certified, ours_cert.message
+    # Clarabel's Sigma, ridged and scaled to strict feasibility by the checker, is a feasible
+    # point: its value can never fall below a valid lower bound (our dual's)
+    ref_cert = check(problem, ref.covariance, ours.dual, tol=1e-7)
+    assert ref_cert.upper >= ours_cert.lower * (1 - 1e-12)
+    # the unique optimum, from a reference Clarabel reports as solved
+    ref_inv = solve_cvx(problem, solver="clarabel", form="inverse", tol=1e-8)
+    assert ref_inv.stats.extra["cvxpy_status"] == "optimal"
+    assert ours.value == pytest.approx(ref_inv.value, rel=1e-8)
+    np.testing.assert_allclose(ours.covariance, ref_inv.covariance, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -182,7 +207,7 @@ def test_certified_by_checker(m: int, d: int, w_kind: str, eta: float) -> None:
 
 def test_floor_block_stays_near_the_clamped_eigenspace() -> None:
     # a low floor clamps a few eigenvalues; directions that are not clamped are dropped from
-    # the floor block (MATH.md §11.5), and the result stays certified
+    # the floor block, and the result stays certified
     rng = np.random.default_rng(2)
     d = 20
     s = _two_record(80, d, rng)

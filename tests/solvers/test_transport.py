@@ -1,4 +1,5 @@
-"""Couplings: quantile (1-D), POT network simplex, cvxpy LP; W_inf bottleneck (MATH.md §3)."""
+"""Couplings: quantile (1-D), POT network simplex, cvxpy LP; W_inf bottleneck
+(Santambrogio, ch. 2)."""
 
 from __future__ import annotations
 
@@ -199,7 +200,7 @@ def test_brute_force_small_lp_matches_emd() -> None:
 
 
 def test_concave_cost_quantile_is_not_optimal() -> None:
-    # MATH.md §3.2: sqrt|z| on P={0,1}, Q={1,2}: LP 0.70711 < 1.0 (monotone)
+    # concave cost: sqrt|z| on P={0,1}, Q={1,2}: LP 0.70711 < 1.0 (monotone)
     x, y, p = np.array([0.0, 1.0]), np.array([1.0, 2.0]), np.array([0.5, 0.5])
     lc = 0.5 * np.log(np.abs(x[:, None] - y[None, :]) + 1e-300)
     cq = quantile_coupling(x, p, y, p)
@@ -209,7 +210,7 @@ def test_concave_cost_quantile_is_not_optimal() -> None:
 
 
 def test_emd_capped_costs_do_not_collapse() -> None:
-    # MATH.md §3.3 pitfall: costs spanning hundreds of orders of magnitude
+    # pitfall: costs spanning hundreds of orders of magnitude
     x = np.array([0.0, 1.0, 2.0, 40.0])
     y = np.array([0.5, 1.5, 30.0])
     p, q = np.array([0.25, 0.25, 0.25, 0.25]), np.array([0.375, 0.5, 0.125])

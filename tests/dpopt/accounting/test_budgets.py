@@ -29,7 +29,7 @@ from dpopt.accounting.budgets import (
 from dpopt.accounting.gdp import delta_for_epsilon, epsilon_for_delta, mu_for
 from dpopt.errors import InvalidParameterError, InvalidTypeError
 
-# ---------------------------------------------------------------- MATH.md §4.4 values
+# ---------------------------------------------------------------- reference values
 
 PSI = [
     (1e-4, 1.249984375e-5),
@@ -57,7 +57,7 @@ PSI_INV = [
 def test_mi_binary_math_values() -> None:
     q = np.array([p[0] for p in PSI])
     got = mi_binary(q)
-    # 1e-4 is given to 10 digits in MATH.md (its exact value is 1.24998437526e-5)
+    # 1e-4 is given to 10 digits (its exact value is 1.24998437526e-5)
     np.testing.assert_allclose(got, [p[1] for p in PSI], rtol=3e-10)
     np.testing.assert_allclose(np.asarray(got)[1:], [p[1] for p in PSI[1:]], rtol=1e-12)
     assert mi_binary(0.0) == 0.0

@@ -1,4 +1,5 @@
-"""Gaussian DP and the exact Gaussian (eps, delta) curve vs MATH.md §4-§5 and mpmath (50 digits)."""
+"""Gaussian DP and the exact Gaussian (eps, delta) curve
+vs Balle & Wang, Dong-Roth-Su and mpmath (50 digits)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def mp_delta(eps: float, mu: float) -> mpmath.mpf:
         return mpmath.ncdf(m / 2 - e / m) - mpmath.exp(e) * mpmath.ncdf(-m / 2 - e / m)
 
 
-# ---------------------------------------------------------------- MATH.md test values
+# ---------------------------------------------------------------- reference values
 
 BALLE_WANG = [
     (1.0, 1e-5, 0.0718514046548, 3.73063163482),
@@ -82,7 +83,7 @@ def test_curve_values() -> None:
     assert log_delta_for_epsilon(1.0, 0.0) == -np.inf
 
 
-# (q, delta) -> exact / Mironov / improved (MATH.md §4.2 test cases)
+# (q, delta) -> exact / Mironov / improved (Mironov; Canonne-Kamath-Steinke)
 CONVERSIONS = [
     (1.0, 1e-5, 4.377178096, 5.298525912, 4.728386985),
     (0.1, 1e-5, 1.199369574, 1.567427129, 1.308118343),
@@ -112,7 +113,7 @@ def test_rdp_conversions(
     assert epsilon_for_delta(delta, math.sqrt(q)) == pytest.approx(exact, rel=1e-9)
     assert rdp_to_dp_mironov(delta, bound=q) == pytest.approx(mironov, rel=1e-9)
     got = rdp_to_dp_improved(delta, bound=q)
-    # MATH.md gives 10 digits; two entries were slightly under-optimised there (ours is lower,
+    # the table has 10 digits; two entries were slightly under-optimised there (ours is lower,
     # confirmed by the mpmath optimum), so compare to the mpmath optimum tightly and to the
     # table loosely.
     assert got == pytest.approx(_mp_improved(q, delta), rel=1e-11)
@@ -139,7 +140,7 @@ def test_clt_values_and_warning() -> None:
         mu2 = clt_mu_poisson(p, 1.1, 60 * 60000 / 256)
     assert mu2 == pytest.approx(0.573591273305, rel=REL)
     assert epsilon_for_delta(1e-5, mu2) == pytest.approx(2.32431526844, rel=REL)
-    # MATH.md quotes 0.834512 (4 digits); the 50-digit root is 0.834462903039
+    # a table quotes 0.834512 (4 digits); the 50-digit root is 0.834462903039
     assert epsilon_for_delta(1e-5, mu) == pytest.approx(0.834462903039, rel=1e-9)
     # large noise: the uniform formula keeps precision (series: mu ~ p sqrt(T) / sigma)
     with pytest.warns(ApproximationWarning):

@@ -1,4 +1,4 @@
-"""Rényi log-moments of shifted Laplace/Gaussian noise vs MATH.md §1 values and mpmath."""
+"""Rényi log-moments of shifted Laplace/Gaussian noise vs closed forms (Mironov) and mpmath."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_laplace_monotone_and_bounded(a: float, t1: float, t2: float) -> None:
     lo, hi = sorted((t1, t2))
     m_lo, m_hi = laplace_log_moment(a, lo), laplace_log_moment(a, hi)
     assert m_lo <= m_hi
-    # M^Lap <= e^{(a-1)t} (likelihood-ratio bound, MATH.md §2.3) and D_a <= D_inf = t
+    # M^Lap <= e^{(a-1)t} (likelihood-ratio bound) and D_a <= D_inf = t
     assert m_hi <= (a - 1) * hi * (1 + 1e-12) + 1e-300
     assert renyi_laplace(a, hi, 1.0) <= hi * (1 + 1e-12) + 1e-300
 

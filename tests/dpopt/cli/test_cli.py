@@ -362,7 +362,7 @@ def test_calibrate_gaussian_bad_inputs(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def _r1_csv(path: Path) -> Path:
-    """MATH.md §2.8 R1 as samples: P = {0: .5, 1: .3, 2: .2}, Q = {0: .2, 1: .3, 2: .3, 3: .2}."""
+    """R1 as samples: P = {0: .5, 1: .3, 2: .2}, Q = {0: .2, 1: .3, 2: .3, 3: .2}."""
     rows = ["group,value"]
     for v, n in ((0, 5), (1, 3), (2, 2)):
         rows += [f"a,{v}"] * n
@@ -460,11 +460,11 @@ def test_figures_list_and_run(
 
 # ----------------------------------------------------------------------------- demo, design, verify
 
-Q_APPROX_1_1EM6 = 0.0560289638253  # MATH.md §4.2: q*(eps=1, delta=1e-6)
+Q_APPROX_1_1EM6 = 0.0560289638253  # Balle & Wang: q*(eps=1, delta=1e-6)
 
 
 def _softmax_mean(data: np.ndarray, g: np.ndarray, sigma: float) -> np.ndarray:
-    """Ideal denoiser m_g(D) computed directly (seed 002 eq. 2), independent of dpopt."""
+    """Ideal denoiser m_g(D) computed directly (posterior mean), independent of dpopt."""
     logw = -np.sum((data - g) ** 2, axis=1) / (2 * sigma**2)
     w = np.exp(logw - logw.max())
     return (w / w.sum()) @ data
@@ -589,7 +589,7 @@ def test_verify_round_trip_and_tamper(
 @pytest.mark.parametrize(
     ("extra", "value"),
     [
-        # uniform query on [0,1]^2, W = I, q = 1 (gdp:mu=1): (sum sqrt W_ii)^2 / q = 4 (MATH.md §6)
+        # uniform query on [0,1]^2, W = I, q = 1 (gdp:mu=1): (sum sqrt W_ii)^2 / q = 4
         (["--budget", "gdp:mu=1"], 4.0),
         # replacement relation: bound q/4 on the add/remove set (the x4 rule) -> 16
         (["--budget", "gdp:mu=1", "--relation", "replacement"], 16.0),
@@ -631,7 +631,7 @@ def test_design_weight_file_and_csv_domain(
         str(tmp_path / "w.npy"),
     )
     res = run_json(argv, capsys)
-    # diagonal W: (sum_i sqrt W_ii)^2 / q = 9 (MATH.md §6 cube closed form)
+    # diagonal W: (sum_i sqrt W_ii)^2 / q = 9 (cube closed form)
     assert res["total_error"] == pytest.approx(9.0, rel=1e-6)
     code, _out, err = run(["verify", str(tmp_path / "w.json")], capsys)
     assert code == 0, err
@@ -813,7 +813,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 
 def _mp_delta(eps: float, mu: float) -> float:
-    """Balle-Wang delta(eps) for mu-GDP at 40 digits (MATH.md §4.2), independent of dpopt."""
+    """Balle-Wang delta(eps) for mu-GDP at 40 digits (Balle & Wang), independent of dpopt."""
     import mpmath as mp
 
     mp.mp.dps = 40

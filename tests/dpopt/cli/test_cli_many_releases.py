@@ -147,3 +147,11 @@ def test_subsample_prints_certified_delta_and_subsampled_rdp(
 def test_compose_overflow_names_the_users_parameter(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["account", "compose", "1e200", "1"], capsys)
     assert code != 0 and "mus=" in err and "bound=inf" not in err
+
+
+def test_huge_step_counts_answer_with_rdp(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_json(["account", "dpsgd", "--dataset-size", "60000", "--batch-size", "256",
+                    "--steps", "99999999999999999999", "--epsilon", "3", "--delta", "1e-5"],
+                   capsys)
+    assert res["accountant"] == "rdp" and math.isfinite(res["noise_multiplier"])
+    assert res["steps"] == 10**20 and res["certified_epsilon"] <= 3.0

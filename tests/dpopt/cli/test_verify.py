@@ -17,8 +17,6 @@ from certificates.io import _canonical
 from dpopt.cli import main
 from dpopt.covariance.design import Design
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
 
 def run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()

@@ -1,4 +1,4 @@
-"""The ideal denoiser (seed 002 eqs. 1-8) against brute force, mpmath and finite differences."""
+"""The ideal denoiser against brute force, mpmath and finite differences."""
 
 from __future__ import annotations
 

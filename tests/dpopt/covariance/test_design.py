@@ -72,7 +72,7 @@ def test_budget_sequence_is_all_of(denoiser_set) -> None:  # type: ignore[no-unt
 
 
 def test_matches_canonical_and_scaling() -> None:
-    """Value scales as 1/q (v(q/2) = 2 v(q), MATH.md F1)."""
+    """Value scales as 1/q (v(q/2) = 2 v(q), F1)."""
     d1 = design_covariance(F1.vectors, ZCDP(rho=0.5), weight=F1.weight)
     d2 = design_covariance(F1.vectors, ZCDP(rho=0.25), weight=F1.weight)
     assert d1.certificate.lower <= F1.value <= d1.value
@@ -225,3 +225,12 @@ def test_replacement_relation_designs_against_a_quarter_of_the_bound() -> None:
     assert rep.privacy.mahalanobis_bound <= 1.0
     with pytest.raises(InvalidParameterError, match="add_remove"):
         design_covariance(s, GDP(mu=1.0), relation="replace")
+
+
+def test_design_rejects_an_all_zero_source() -> None:
+    from certificates.problem import ArrayVectors
+    from dpopt.accounting.budgets import GDP
+    from dpopt.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="no noise is needed"):
+        design_covariance(ArrayVectors(np.zeros((4, 2))), GDP(mu=1.0))

@@ -1,4 +1,4 @@
-"""Exact privacy of a covariance: rho*, naive bound and the report (MATH.md §4 test values)."""
+"""Exact privacy of a covariance: rho*, naive bound and the report (Balle & Wang)."""
 
 from __future__ import annotations
 

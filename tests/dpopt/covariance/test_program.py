@@ -64,7 +64,7 @@ def test_dispatcher_methods() -> None:
 
 def test_isotropic_baseline() -> None:
     value, cov = isotropic_baseline(F1.problem())
-    assert value == pytest.approx(10.5, rel=1e-12)  # MATH.md F1 isotropic baseline
+    assert value == pytest.approx(10.5, rel=1e-12)  # F1 isotropic baseline c tr W
     assert value >= 10.5 and np.allclose(cov, 3.0 * np.eye(3))
 
 

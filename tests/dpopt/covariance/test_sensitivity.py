@@ -284,7 +284,7 @@ def test_pruning_random_sets_and_antiparallel(seed: int, d: int) -> None:
 
 
 def test_pruning_rank_deficient_set() -> None:
-    # two-record vectors of m <= d points span m - 1 dimensions (MATH.md §11.3)
+    # two-record vectors of m <= d points span m - 1 dimensions
     rng = np.random.default_rng(11)
     src = TwoRecordVectors(rng.normal(size=(4, 6)), rng.normal(size=6), 1.0)
     pruned = prune(src)

@@ -1,4 +1,4 @@
-"""Audit by quadrature: MATH.md R1 divergences, mpmath, and calibrated scales really are private."""
+"""Audit by quadrature: R1 divergences, mpmath, and calibrated scales really are private."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_r1_fixed_scale_divergences(mech: str, a: float, fwd: float, rev: float)
     assert res.passed is None
 
 
-# MATH.md §2.8: true D at (b_exact, sigma_W) for (a, eps)
+# true D at (b_exact, sigma_W) for (a, eps)
 R1_TRUE = {
     (2, 0.5): (0.277211, 0.336968),
     (2, 1.0): (0.520601, 0.590988),
@@ -101,7 +101,7 @@ def test_against_mpmath_quadrature() -> None:
     ],
 )
 def test_true_minimal_scales_r1(mech: str, a: float, e: float, expected: float) -> None:
-    # MATH.md §2.8 "true minimal scales"; the result carries a 1e-6 safety margin
+    # true minimal scales (quadrature); the result carries a 1e-6 safety margin
     s = minimal_scale_1d(R1, mech, a, e)
     assert s == pytest.approx(expected * (1 + 1e-6), rel=5e-8)
     assert audit(R1, mech, s, a, e).passed

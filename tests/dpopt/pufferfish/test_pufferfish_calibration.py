@@ -1,4 +1,4 @@
-"""α-Wasserstein calibration: MATH.md R1–R3, limits, baselines, monotonicity, routes, d > 1."""
+"""α-Wasserstein calibration: R1–R3, limits, baselines, monotonicity, routes, d > 1."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ _K = np.arange(11)
 R2 = Scenario.from_laws({"p3": (_K, binom.pmf(_K, 10, 0.3)), "p5": (_K, binom.pmf(_K, 10, 0.5))})
 R3 = Scenario.from_laws({"x": ([0.0], [1.0]), "y": ([1.0], [1.0])})
 
-# (a, eps): b_exact, b_paper, b_crude, W_inf/eps, b_WinfRPP, sigma_W, sigma_Winf  (MATH.md §2.8)
+# (a, eps): b_exact, b_paper, b_crude, W_inf/eps, b_WinfRPP, sigma_W, sigma_Winf
 R1_TABLE = {
     (2, 0.5): (1.02814612, 3.36799655, 1.68399827, 2, 1.15037592, 1.29768959, 1.41421356),
     (2, 1.0): (0.646254278, 1.74410431, 0.872052154, 1, 0.715333491, 0.933837327, 1),
@@ -78,7 +78,7 @@ def test_r1_gaussian_closed_form() -> None:
 
 
 def test_r1_alpha_sweep_and_limits() -> None:
-    # MATH.md §2.5: a = 1.001/1.1/2/5/100, eps = 1
+    # a = 1.001/1.1/2/5/100, eps = 1
     alphas = [1.001, 1.1, 2, 5, 100]
     b_exact = [0.469449, 0.493687, 0.646254, 0.832078, 0.990879]
     b_paper = [800.900, 8.90601, 1.74410, 1.18498, 1.00783]
@@ -110,7 +110,7 @@ def test_deterministic_reduces_to_rdp(ae: tuple[float, float], b_rdp: float) -> 
     assert renyi_laplace(a, 1.0, b) <= e  # the RDP condition, by dpopt.accounting.renyi
     assert calibrate_laplace(R3, a, e, form="paper").scale == pytest.approx(a / ((a - 1) * e))
     assert calibrate_gaussian(R3, a, e).scale == pytest.approx(np.sqrt(a / (2 * e)), rel=1e-10)
-    # independent inversion of the closed form of MATH.md §1.1
+    # independent inversion of the closed form (Mironov)
     d = brentq(
         lambda bb: np.log(a / (2 * a - 1) * np.exp((a - 1) / bb) + (a - 1) / (2 * a - 1)
                           * np.exp(-a / bb)) / (a - 1) - e, 0.05, 50, xtol=1e-15,
@@ -127,7 +127,7 @@ def test_alpha_infinity_is_winf_over_eps(sc: Scenario) -> None:
         assert cal.scale >= w / e
         assert cal.certified and cal.pairs[0].certificate.aggregate == "max"
         assert calibrate_exponential(sc, np.inf, e).scale == pytest.approx(w / e, rel=1e-14)
-    # every cost tends to W_inf / eps as a grows (MATH.md §2.5)
+    # every cost tends to W_inf / eps as a grows
     for form in ("exact", "ratio", "paper"):
         assert calibrate_laplace(sc, 1e5, 1.0, form=form).scale == pytest.approx(w, rel=2e-3)
 

@@ -5,7 +5,7 @@ by the shared helper :mod:`tests.certificates.mutations`. Outcomes: *accepted* (
 proves what the edited file claims), *rejected* (a CertificateError naming the field or the
 failed claim) or *crash* (any other exception: never allowed). Every accepted edit that changes
 what the file claims about privacy is re-checked against the independent mpmath reference of
-:mod:`tests.certificates.test_numerical_edges` (0 false claims accepted).
+:mod:`tests.dpopt.test_certificate_numerical_edges` (0 false claims accepted).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from certificates.renyi_mixture import verify_mixture_file
 from dpopt.cli.main import main
 from dpopt.pufferfish import Scenario, calibrate_tight
 from tests.certificates import mutations as mu
-from tests.certificates.test_numerical_edges import LAW_P, LAW_Q, reference
+from tests.dpopt.test_certificate_numerical_edges import LAW_P, LAW_Q, reference
 
 COUNTS: Counter[str] = Counter()
 
