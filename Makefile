@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_covariance.py --timeout 30
 	$(PY) scripts/bench_transport.py --sizes 30 100 10000 100000 --repeat 1
 	$(PY) scripts/bench_accounting.py
+	$(PY) scripts/bench_run_split.py
 	$(PY) scripts/bench_box.py
 
 bench-sampler: $(STAMP)

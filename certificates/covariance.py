@@ -24,6 +24,10 @@ r"""Independent certificate of an optimal covariance.
   stored :math:`W` (:func:`certificates.rigorous.exact_whitened_bound`: exact congruence by a
   float inverse Cholesky factor, no squared condition number), which reaches what the stored
   dual carries: :math:`t` is then :math:`1/\lambda_{\max}(S, W)` up to a margin of 1e-13.
+* **lower** is also compared with the bounds every
+  program satisfies (:mod:`certificates.closed_form`: :math:`\eta\operatorname{tr}W` and the
+  bounds from the vector the pass found largest), exact in rational arithmetic: they prove the
+  closed-form optima (:math:`\eta I`, a set on one line) to the last bit.
 * **gap** = (upper - lower) / upper; ``certified`` iff gap <= tol.
 * ``complementarity`` is the gap formula (19) of the optimal-covariance paper evaluated at
   :math:`\hat\Sigma`:
@@ -44,6 +48,7 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import NDArray
 
+from certificates.closed_form import closed_form_lower_bound
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import CovarianceProgram, FactoredDual
 from certificates.rigorous import (
@@ -58,7 +63,7 @@ from certificates.rigorous import (
 )
 from certificates.validate import as_matrix, as_scalar
 
-__all__ = ["CovarianceCertificate", "check", "dual_lower_bound", "primal_ratio",
+__all__ = ["CovarianceCertificate", "check", "dual_cut", "dual_lower_bound", "primal_ratio",
            "whitened_dual_bound"]
 
 #: Scaling margins tried in turn by the repair (relative enlargement of the scale factor).
@@ -443,6 +448,15 @@ def check(
             lower = max(lower, _refined_bound(weight, q, eta, sup_vec, dual, repaired, upper, lower,
                                               tol, w_min, rigorous=False))
     lower = max(0.0, lower)
+    if upper > 0 and lower < upper:
+        # the bounds every program satisfies (eta tr W; the largest vector's) are exact where
+        # they are the optimum (closed-form cases), whatever the conditioning of W
+        top = problem.source.take(np.array([feas.argmax], dtype=np.intp)) if (
+            feas.argmax >= 0) else np.zeros((0, d))
+        exact = closed_form_lower_bound(weight, q, eta, top, above=lower)
+        if exact > lower:
+            lower = exact
+            notes.append("lower bound from the closed-form bounds (certificates.closed_form)")
     gap = (upper - lower) / upper if upper > 0 else math.inf
     # gap formula (19) at the repaired Sigma
     comp = float(
@@ -466,3 +480,47 @@ def check(
         rigorous=rigorous,
         tol=tol, message="; ".join(notes),
     )
+
+
+def dual_cut(problem: CovarianceProgram, dual: FactoredDual) -> tuple[float, float]:
+    r"""An affine minorant of the value function :math:`v(q')` from one factored dual.
+
+    Dual feasibility (:math:`H \succeq 0`, :math:`\lambda \ge 0`,
+    :math:`W - H - \sum_j\lambda_ju_ju_j^\top \succeq 0`) does not involve the bound, so a dual
+    of the program at bound :math:`q`, scaled by the factor :math:`\kappa` that makes it
+    feasible (as in :func:`check`'s float lower bound), bounds the program at every bound
+    :math:`q'`:
+
+    .. math::
+
+        v(q') \ge \kappa\Big(\eta\operatorname{tr}H + 2\sum_j\lambda_ju_j^\top s_j\Big)
+        - \kappa\Big(\sum_j\lambda_j\Big)q' = a - bq' .
+
+    Returns ``(a, b)`` (``b >= 0``), rounded outward by a relative 1e-12; ``(0, 0)`` when the
+    dual proves nothing. Used to bound an optimal split of a budget across programs
+    (:func:`dpopt.covariance.run_design.design_run`).
+    """
+    if not isinstance(problem, CovarianceProgram):
+        raise InvalidTypeError("problem", problem, "a CovarianceProgram")
+    d = problem.dim
+    dual = _validate_dual(dual, d, problem.count)
+    weight = np.asarray(problem.weight, dtype=np.float64)
+    q, eta = float(problem.bound), float(problem.noise_floor)
+    sup_vec = problem.source.take(dual.support) if dual.support.size else np.zeros((0, d))
+    lam, u, g = dual.multipliers, dual.directions.reshape(-1, d), dual.floor_factor
+    h = g @ g.T if g.size else np.zeros((d, d))
+    w_min = float(sla.eigvalsh(weight)[0]) * (1 - 1e-10)
+    if not w_min > 0:
+        return 0.0, 0.0
+    low, dval, e_norm = dual_lower_bound(sup_vec, weight, q, eta, lam, u, h, w_min)
+    if not dval > 0:
+        return 0.0, 0.0
+    if e_norm > 1e-12 * w_min:
+        low = max(low, whitened_dual_bound(weight, dval, lam, u, g if g.size else
+                                           np.zeros((d, 0))))
+    kappa = max(0.0, low) / dval
+    intercept = eta * float(np.trace(h)) + 2.0 * float(
+        np.sum(lam * np.einsum("ij,ij->i", u, sup_vec)))
+    slope = float(np.sum(lam))
+    a = kappa * intercept
+    return a - 1e-12 * abs(a), kappa * slope * (1.0 + 1e-12)

@@ -225,6 +225,7 @@ def write_certificate(
     *,
     description: str | None = None,
     overwrite: bool = False,
+    produced_by: str | None = None,
 ) -> str:
     """Write a certificate file; return its sha256.
 
@@ -246,6 +247,9 @@ def write_certificate(
     description : str, optional
         How to regenerate the vectors (required for a VectorSource). This module stores it as
         opaque text; ``dpopt`` writes and checks a structured one.
+    produced_by : str, optional
+        Which solver path produced the answer (free text, stored as ``versions["produced_by"]``,
+        at most 200 characters; informative only, nothing is verified from it).
     """
     if not isinstance(problem, CovarianceProgram):
         raise InvalidTypeError("problem", problem, "a CovarianceProgram")
@@ -255,6 +259,8 @@ def write_certificate(
         raise InvalidTypeError("dual", dual, "a FactoredDual")
     if description is not None and not isinstance(description, str):
         raise InvalidTypeError("description", description, "a string")
+    if produced_by is not None and not isinstance(produced_by, str):
+        raise InvalidTypeError("produced_by", produced_by, "a string")
     if not (math.isfinite(certificate.upper) and certificate.upper > 0):
         raise CertificateError("refusing to write a certificate without a finite upper bound")
     stored = isinstance(problem.vectors, np.ndarray)
@@ -293,7 +299,8 @@ def write_certificate(
             "rigorous": bool(certificate.rigorous),
             "tol": float(certificate.tol),
         },
-        "versions": _versions(),
+        "versions": {**_versions(),
+                     **({"produced_by": produced_by[:200]} if produced_by else {})},
     }
     content["sha256"] = _canonical(content)
     mode = "w" if overwrite else "x"

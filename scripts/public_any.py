@@ -42,6 +42,9 @@ ALLOWED: dict[str, str] = {
         "(form: str, covariance: array, norm: float)",
     "solvers/api.py::solve(**options)":
         "forwarded to solve_structured or solve_cvx, whose keyword options differ by method",
+    "solvers/api.py::attempts(**options)":
+        "forwarded to solve_structured or solve_cvx (checked by name against STRUCTURED_OPTIONS "
+        "and BACKEND_OPTIONS), whose keyword options differ by method",
 }
 
 

@@ -2,7 +2,9 @@
 
 - :func:`solve` dispatches a :class:`certificates.CovarianceProgram` to a method: ``"structured"``
   (:func:`solve_structured`, the structure-exploiting solver), a cvxpy backend (``"clarabel"``,
-  ``"scs"``, any installed PSD-capable solver: :func:`available_backends`), or ``"auto"``.
+  ``"scs"``, any installed PSD-capable solver: :func:`available_backends`), or ``"auto"``
+  (:mod:`solvers.api` owns its plan, fallback budget, tolerance mapping and option checks;
+  :func:`solvers.api.attempts` runs the plan one step at a time for a caller that certifies).
 - Optimal-transport couplings for Pufferfish calibration: :func:`quantile_coupling` (1-D, exact
   for convex costs), :func:`emd_coupling` (POT), :func:`lp_coupling` (cvxpy, with potentials).
 

@@ -112,6 +112,15 @@ _FLOOR_DROP = 0.1
 _FLOOR_WREL = 1e-2
 #: Entry weight of new floor directions, relative to the mean weight of the block.
 _FLOOR_ENTRY = 1e-5
+#: The floor block spans every direction when d <= _FLOOR_FULL_SMALL, or d <= _FLOOR_FULL_MAX
+#: and the data are rank-deficient: d(d+1)/2 floor weights, but no column generation over floor
+#: directions (which costs a restricted solve per round); unclamped directions start at
+#: _FLOOR_FULL_ENTRY of a clamped one's weight. (At d = 20 with few clamped directions the
+#: growing block is faster; the clamped count at the switch, an early candidate's, does not
+#: tell the two apart.)
+_FLOOR_FULL_MAX = 30
+_FLOOR_FULL_SMALL = 10
+_FLOOR_FULL_ENTRY = 1e-3
 #: Relative tolerance of the parallel/antiparallel test of new working-set atoms.
 _PARALLEL_RTOL = 1e-12
 #: The candidate pool: every full pass keeps its ``pool`` highest-scoring vectors in memory, and
@@ -266,6 +275,7 @@ class _Run:
     vectors: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     restricted: Restricted | None = None
     floor_basis: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    floor_full: bool = False  # the floor block spans every direction (see _enter_floor_mode)
     # outcome
     best: _Candidate | None = None
     status: str = "iteration_limit"
@@ -862,7 +872,7 @@ def _column_generation(run: _Run) -> None:
             if full_next:
                 continue
         grew = _add_violated_atoms(run, point, pricing)
-        if run.floor_mode and state.floor_weights.shape[0]:
+        if run.floor_mode and state.floor_weights.shape[0] and not run.floor_full:
             grew |= _drop_slack_floor_directions(run, point)
         if run.floor_mode and cand.floor_score > t * (1.0 + 0.5 * inner_tol):
             grew |= _add_floor_directions(run, cand, gap, inner_tol)
@@ -965,8 +975,11 @@ def _floor_binds(run: _Run, cand: _Candidate) -> bool:
 
 
 def _enter_floor_mode(run: _Run, cand: _Candidate) -> None:
-    """Switch to the floor block in full coordinates: the complement of the span and the
-    violated eigendirections of the candidate become the floor basis E."""
+    """Switch to the floor block in full coordinates. The floor basis E is either every
+    eigendirection of the candidate (``_Run.floor_full``: d <= _FLOOR_FULL_SMALL, or
+    rank-deficient data up to _FLOOR_FULL_MAX; the block then never changes and only its
+    weights Pi move, no direction enters or leaves), or the complement of the span and the
+    violated eigendirections (directions enter and leave by column generation)."""
     run.floor_mode = True
     d = run.dim
     run.geometry = geo = _Geometry.of(run.weight, np.eye(d))
@@ -974,26 +987,36 @@ def _enter_floor_mode(run: _Run, cand: _Candidate) -> None:
         run.atoms_added = max(2 * d, 16)
     t = cand.point.root_trace
     sig_w, sig_v = cand.sigma_eig
-    violated = sig_v[:, run.eta / np.maximum(sig_w, 1e-300) > t]
-    if run.rank < d:
-        violated = violated - run.complement @ (run.complement.T @ violated)
-        violated = violated[:, np.linalg.norm(violated, axis=0) > 1e-6]
-    candidates = np.concatenate([run.complement if run.rank < d else np.zeros((d, 0)),
-                                 violated], axis=1)
-    if candidates.shape[1]:
-        qmat, rmat = linalg.qr(candidates, mode="economic")
-        run.floor_basis = qmat[:, np.abs(np.diag(rmat)) > 1e-8]
+    clamped = run.eta / np.maximum(sig_w, 1e-300) > t
+    n_clamped = int(np.sum(clamped)) + (d - run.rank)
+    run.floor_full = d <= _FLOOR_FULL_SMALL or (d <= _FLOOR_FULL_MAX and run.rank < d)
+    entry = np.ones(0)
+    if run.floor_full:
+        run.floor_basis = sig_v
+        entry = np.where(clamped, 1.0, _FLOOR_FULL_ENTRY)
+    else:
+        violated = sig_v[:, clamped]
+        if run.rank < d:
+            violated = violated - run.complement @ (run.complement.T @ violated)
+            violated = violated[:, np.linalg.norm(violated, axis=0) > 1e-6]
+        candidates = np.concatenate([run.complement if run.rank < d else np.zeros((d, 0)),
+                                     violated], axis=1)
+        if candidates.shape[1]:
+            qmat, rmat = linalg.qr(candidates, mode="economic")
+            run.floor_basis = qmat[:, np.abs(np.diag(rmat)) > 1e-8]
+        entry = np.ones(run.floor_basis.shape[1])
     n_floor = run.floor_basis.shape[1]
     state = run.state()
-    share = n_floor / (n_floor + max(int(np.sum(state.mu > 0)), 1))
+    share = max(n_clamped, 1) / (max(n_clamped, 1) + max(int(np.sum(state.mu > 0)), 1))
     run.restricted = Restricted(
         atoms=run.vectors @ geo.whiten,
         mu=state.mu * (1.0 - share),
         floor_atoms=np.sqrt(run.eta) * (geo.whiten.T @ run.floor_basis),
-        floor_weights=np.eye(n_floor) * (share / n_floor),
+        floor_weights=np.diag(entry * (share / max(float(entry.sum()), 1e-300))),
         floor_rotation=np.eye(n_floor),
     )
-    run.say(f"floor binds: switching to the floor block with {n_floor} directions")
+    run.say(f"floor binds: switching to the floor block with {n_floor} directions"
+            f"{' (all)' if run.floor_full else ''}")
 
 
 def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) -> bool:
@@ -1225,7 +1248,7 @@ def _trivial_solution(run: _Run) -> Solution | None:
     v = run.span[:, 0]
     w_v = float(v @ weight @ v)
     if float(np.linalg.norm(weight @ v - w_v * v)) > 1e-13:
-        return None
+        return _rank_one_any_weight(run, res) if run.eta == 0 else None
     excess = top - run.eta
     sigma = run.eta * np.eye(d) + excess * np.outer(v, v)
     ridge = 0.0
@@ -1239,6 +1262,30 @@ def _trivial_solution(run: _Run) -> Solution | None:
     lower = run.eta * (float(np.trace(weight)) - w_v) + w_v * top
     run.status, run.message = "optimal", "one direction, an eigenvector of W (closed form)"
     return _verified_solution(run, _sym(sigma), dual, lower,
+                              {"support": 1, "ridge": ridge, "closed_form": "rank one"},
+                              exact_floor=True)
+
+
+def _rank_one_any_weight(run: _Run, res: PassResult) -> Solution:
+    r"""Vectors on one line :math:`s = a v` without a floor, any :math:`W`: the infimum is
+    :math:`s^\top Ws/q` (:math:`\Sigma \succeq ss^\top/q` for every feasible :math:`\Sigma`),
+    approached by :math:`ss^\top/q` plus a tiny ridge off the line; the dual
+    :math:`u = qWs/(s^\top Ws)`, :math:`\lambda = s^\top Ws/q^2`,
+    :math:`H = W - Wss^\top W/(s^\top Ws) \succeq 0` attains it (normalised units, q = 1)."""
+    d = run.dim
+    weight = run.weight
+    v = run.span[:, 0]
+    top = float(res.qmax)
+    s_top = run.source.take(np.array([res.argmax], dtype=np.intp)) / run.data_scale
+    ws = weight @ s_top[0]
+    sws = float(s_top[0] @ ws)
+    rest = float(np.trace(weight)) - float(v @ weight @ v)
+    ridge = max(_RIDGE, 0.05 * run.tol) * sws / max(rest, 1e-300) if d > 1 else 0.0
+    sigma = top * np.outer(v, v) + ridge * (np.eye(d) - np.outer(v, v))
+    dual = FactoredDual(np.array([res.argmax], dtype=np.intp), np.array([sws]),
+                        (ws / sws)[None, :], _psd_factor(weight - np.outer(ws, ws) / sws))
+    run.status, run.message = "optimal", "one direction, no floor (closed form)"
+    return _verified_solution(run, _sym(sigma), dual, sws,
                               {"support": 1, "ridge": ridge, "closed_form": "rank one"},
                               exact_floor=True)
 
@@ -1274,6 +1321,7 @@ def _finish(run: _Run) -> Solution:
         "support": int(np.sum(cand.mu > 0)),
         "working_set": int(cand.mu.size),
         "floor_block": int(cand.floor_weights.shape[0]),
+        "floor_full": bool(run.floor_full),
         "ridge": ridge,
     }
     return _verified_solution(run, _sym(sigma), _factored_dual(run, cand), t * t, details)

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import math
 import os
-import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,8 +55,7 @@ from dpopt.errors import (
 from dpopt.progress import watch_passes
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
-from solvers.api import AUTO_MAX_COUNT, AUTO_MAX_DIM, solve
-from solvers.dask_passes import PassFailedError
+from solvers.api import Attempt, attempts, methods
 from solvers.structured import blas_limits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,6 +112,11 @@ class Design:
     budget : Budget or None
         The budget the design was made for (several: their ``AllOf``); what :meth:`save`
         describes in the file so that the verifier recomputes its bound.
+    path : str
+        Which step of the solver plan produced the answer (``"structured"``, ``"structured,
+        closed form (eta I)"``, ``"clarabel (primal form)"``, ...) and, when the plan went past
+        its first step, every step tried with its outcome and time. Printed by ``str(design)``
+        and saved in the certificate file (``versions["produced_by"]``).
     """
 
     covariance: NDArray[np.float64]
@@ -129,6 +132,7 @@ class Design:
     message: str = ""
     coverage: BoxCoverage | EllipsoidCoverage | None = None
     budget: Budget | None = None
+    path: str = ""
 
     def save(self, path: str | os.PathLike[str], *,
              description: str | DesignDescription | None = None,
@@ -158,7 +162,8 @@ class Design:
                     "design on the bounding box, or pass a free-text description knowingly")
         text = description.to_json() if isinstance(description, DesignDescription) else description
         return write_certificate(path, self.program, self.certificate, self.solution.dual,
-                                 description=text, overwrite=overwrite)
+                                 description=text, overwrite=overwrite,
+                                 produced_by=self.path or None)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *,
@@ -232,7 +237,7 @@ class Design:
             isotropic_value=iso_value, bound=bound, solution=solution, program=program,
             relation=rel, status=status,
             message=f"loaded from {os.fspath(path)!r} and re-verified: {cert.message}",
-            budget=vf.budget, coverage=coverage,
+            budget=vf.budget, coverage=coverage, path=cf.versions.get("produced_by", ""),
         )
 
     @property
@@ -289,7 +294,7 @@ class Design:
         return (
             f"Design: tr(W Sigma) = {self.value:.10g} (isotropic {self.isotropic_value:.10g}, "
             f"{self.improvement:.4g} times the error); q = {self.bound:.10g} ({self.relation}); "
-            f"{self.certificate}{covers}"
+            f"{self.certificate}{covers}" + (f"; answer from {self.path}" if self.path else "")
         )
 
 
@@ -325,24 +330,19 @@ def _vectors_of(sensitivity: ArrayLike | VectorSource | PrunedSet) -> ArrayLike 
     return sensitivity
 
 
-def _attempts(problem: CovarianceProgram, solver: str) -> list[tuple[str, str]]:
-    """Solver attempts in order; ``auto``: the structured solver, then Clarabel as a second
-    opinion (natural form when small, N = Sigma^-1 form otherwise), then SCS when small."""
-    if not isinstance(solver, str):
-        raise InvalidTypeError("solver", solver, "a solver name string")
-    if solver.lower() != "auto":
-        return [(solver.lower(), "primal")]
-    if problem.count <= AUTO_MAX_COUNT and problem.dim <= AUTO_MAX_DIM:
-        return [("structured", "primal"), ("clarabel", "primal"), ("scs", "primal")]
-    return [("structured", "primal"), ("clarabel", "inverse")]
+_MOVED = ("FALLBACK_TIME_FACTOR", "FALLBACK_MIN_SECONDS", "FALLBACK_MAX_SECONDS")
 
 
-#: A fallback of ``solver="auto"`` may take this many times the structured solver's time ...
-FALLBACK_TIME_FACTOR = 100.0
-#: ... but at least this many seconds (solver time, cvxpy's compilation excluded) ...
-FALLBACK_MIN_SECONDS = 2.0
-#: ... and at most this many.
-FALLBACK_MAX_SECONDS = 60.0
+def __getattr__(name: str) -> object:
+    """The fallback budget moved to :mod:`solvers.api` (which owns ``solver="auto"``)."""
+    if name in _MOVED:
+        import solvers.api
+
+        warnings.warn(f"dpopt.covariance.design.{name} moved to solvers.api.{name}; the old "
+                      "path will be removed in the next release", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(solvers.api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _better(new: CovarianceCertificate, old: CovarianceCertificate | None) -> bool:
@@ -388,11 +388,11 @@ def design_covariance(
     noise_floor : float, default 0
         eta: require Sigma >= eta I.
     solver : str, default "auto"
-        ``"auto"`` (the structured solver; if its certificate does not close, Clarabel and then
-        SCS as second opinions, each under a time budget of ``FALLBACK_TIME_FACTOR`` times the
-        structured solve (between ``FALLBACK_MIN_SECONDS`` and ``FALLBACK_MAX_SECONDS``),
-        keeping the best certified value), ``"structured"`` or any backend of
-        :func:`solvers.cvx.available_backends`.
+        ``"auto"`` (the plan of :func:`solvers.api.plan`: the structured solver; if its
+        certificate does not close, Clarabel and then SCS as second opinions, together under
+        ``solvers.api.FALLBACK_TIME_FACTOR`` times the structured solve; the best certified
+        value is kept and ``design.path`` says which step produced it), ``"structured"`` or
+        any backend of :func:`solvers.cvx.available_backends`.
     tol : float, default 1e-6
         Relative gap required for certification.
     rigorous : bool, default False
@@ -448,12 +448,6 @@ def design_covariance(
                    None)
 
 
-def _executor_option(executor: Any, method: str) -> dict[str, Any]:
-    """The pass executor goes to the structured solver only (the cvxpy backends hold the vectors
-    in their own model)."""
-    return {"executor": executor} if executor is not None and method == "structured" else {}
-
-
 def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget | Sequence[Budget],
             weight: ArrayLike | None, noise_floor: float, solver: str,
             tol: float, rigorous: bool, relation: RelationLike, executor: Any) -> Design:
@@ -462,50 +456,64 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     tol = as_scalar("tol", tol, low=0.0, high=1.0)
     problem = CovarianceProgram(_vectors_of(sensitivity), weight, add_remove_bound(q, rel),
                                 noise_floor)
-    best: tuple[CovarianceCertificate, Solution] | None = None
+    if not isinstance(solver, str):
+        raise InvalidTypeError("solver", solver, "a solver name string")
+    if solver.lower() not in methods():
+        raise InvalidParameterError("solver", solver, f"must be one of {methods()}")
+    best: tuple[CovarianceCertificate, Attempt] | None = None
+    strongest: tuple[CovarianceCertificate, Attempt] | None = None  # the best lower bound
+    mixed: tuple[CovarianceCertificate, Solution] | None = None
+    tried: list[str] = []
     errors: list[str] = []
-    solve_tol = max(1e-10, min(1e-8, tol / 100))
-    auto = solver.lower() == "auto" if isinstance(solver, str) else False
-    budget: float | None = None
-    for method, form in _attempts(problem, solver):
-        options: dict[str, Any] = {}
-        if budget is not None and method != "structured":
-            options["time_limit"] = budget
-        started = time.perf_counter()
-        try:
-            sol = solve(problem, method=method, form=form, tol=solve_tol,
-                        **options, **_executor_option(watch_passes(executor), method))
-        except SolverError as exc:
-            if isinstance(exc, PassFailedError):
-                raise  # a distributed pass could not complete: no fallback on a partial pass
-            errors.append(f"{method}: {exc}")
+    # the pass executor serves the structured solver only (a backend holds the vectors itself)
+    structured = solver.lower() in ("auto", "structured")
+    watched = watch_passes(executor)  # a cluster's passes tick the progress line
+    options: dict[str, Any] = (
+        {"executor": watched} if watched is not None and structured else {})
+    # solvers.api owns the plan, the fallbacks' time budget and the tol mapping; here each
+    # answer is certified and the best certified one kept; the plan stops at the first
+    # certified answer (the fallbacks then never start)
+    for att in attempts(problem, solver, tol=tol, **options):
+        if att.solution is None:
+            errors.append(f"{att.step.label}: {att.error}")
+            tried.append(f"{att.step.label} (failed)")
             continue
-        except InvalidParameterError:
-            if not auto or method == "structured":  # bad data, not a solver's failure
-                raise
-            continue
-        finally:
-            if auto and budget is None:  # the first (structured) attempt sets the budget
-                budget = min(FALLBACK_MAX_SECONDS, max(
-                    FALLBACK_MIN_SECONDS, FALLBACK_TIME_FACTOR * (time.perf_counter() - started)))
+        sol = att.solution
         progress.phase("certificate", total=1)  # the check's own pass over the vectors
         with blas_limits(1):  # small matrices: threaded BLAS only adds contention
             cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
         if _better(cert, best[0] if best is not None else None):
-            best = (cert, sol)
+            best = (cert, att)
+        if strongest is None or cert.lower > strongest[0].lower:
+            strongest = (cert, att)
+        tried.append(f"{att.label} ({'certified' if cert.certified else f'gap {cert.gap:.2g}'}"
+                     f", {att.seconds:.3g} s)")
         if cert.certified:
+            break
+        # every dual bounds the same program: the best covariance with the strongest dual
+        mixed = _mixed(problem, best, strongest, tol, rigorous) or mixed
+        if mixed is not None and mixed[0].certified:
             break
     # arrays were range-checked by CovarianceProgram; a source's largest norm was recorded by the
     # first pass over it, so this costs no pass of its own
     check_norm_range(problem.max_norm())
     if best is None:
         raise SolverError("every solver attempt failed: " + " | ".join(errors))
-    cert, sol = best
+    cert, chosen = best
+    if chosen.solution is None:  # pragma: no cover - attempts without a solution are never kept
+        raise SolverError("internal error: a failed attempt was kept")
+    sol = chosen.solution
+    label = chosen.label
+    if mixed is not None and not cert.certified and mixed[0].lower > cert.lower:
+        cert, sol = mixed
+        if strongest is not None:
+            label = f"{chosen.label}, with the dual of {strongest[1].label}"
+    path = label if len(tried) == 1 else f"{label}; tried {', '.join(tried)}"
     if not math.isfinite(cert.upper):
         raise InfeasibleError(f"no strictly feasible covariance could be certified: {cert.message}")
     if cert.certified:
         status = "optimal"
-        message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
+        message = f"certified optimal to tol={tol:g} by {label}: {cert.message}"
     else:
         status = "optimal_inaccurate"
         why = f" (solver {sol.stats.solver}: {sol.status}; {sol.message})" if sol.message else ""
@@ -525,8 +533,24 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
         isotropic_value=iso_value, bound=q, solution=sol, program=problem, relation=rel,
-        status=status, message=message, budget=stated,
+        status=status, message=message, budget=stated, path=path,
     )
+
+
+def _mixed(problem: CovarianceProgram, best: tuple[CovarianceCertificate, Attempt] | None,
+           strongest: tuple[CovarianceCertificate, Attempt] | None, tol: float,
+           rigorous: bool) -> tuple[CovarianceCertificate, Solution] | None:
+    """The covariance of the best attempt certified with the dual of the attempt with the best
+    lower bound (a certificate is any covariance with any dual of the program), when those are
+    two attempts; ``None`` otherwise."""
+    if best is None or strongest is None or best[1] is strongest[1]:
+        return None
+    sol, other = best[1].solution, strongest[1].solution
+    if sol is None or other is None or other.dual is None:
+        return None
+    with blas_limits(1):
+        cert = check(problem, sol.covariance, other.dual, tol=tol, rigorous=rigorous)
+    return cert, replace(sol, dual=other.dual)
 
 
 def _certified_sup(problem: CovarianceProgram, cert: CovarianceCertificate) -> MahalanobisSup:

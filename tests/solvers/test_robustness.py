@@ -111,13 +111,12 @@ def test_solvers_are_silent_and_report_status() -> None:
 def test_design_warns_once_when_not_certified(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(8)
     s = rng.random((200, 6)) - 0.5
-    monkeypatch.setattr(design_module, "_attempts", lambda problem, solver: [("structured", "")])
-    real = design_module.solve
+    real = design_module.attempts
 
-    def few_passes(problem: CovarianceProgram, **kw: object) -> object:
-        return real(problem, method="structured", max_passes=4)
+    def few_passes(problem: CovarianceProgram, method: str, **kw: object) -> object:
+        return real(problem, "structured", tol=1e-12, max_passes=4)
 
-    monkeypatch.setattr(design_module, "solve", few_passes)
+    monkeypatch.setattr(design_module, "attempts", few_passes)
     with pytest.warns(AccuracyWarning) as record:
         d = design_covariance(s, ZCDP(rho=0.5), tol=1e-12)
     assert len([r for r in record if issubclass(r.category, AccuracyWarning)]) == 1
