@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: help install run test test-slow lint types bench bench-full bench-scale-full figures fig1 fig-rpp-adult \
 	fig-rpp-heart fig-rpp-student fig-rpp-tightness fig-denoiser fig-dpsgd fig-sampler notebooks docs \
-	docs-check docs-assets clean bench-scale bench-sampler
+	docs-check docs-assets clean bench-scale bench-sampler dist
 
 help:
 	@echo "make run        bootstrap and run 'dpopt demo'"
@@ -21,6 +21,7 @@ help:
 	@echo "make notebooks  execute the notebooks into docs/notebooks (the site's copies)"
 	@echo "make docs       build the documentation site into site/ (mkdocs --strict)"
 	@echo "make docs-check build the site and open it in headless Chromium"
+	@echo "make dist       build the wheel into dist/ (pip install dist/dpopt-*.whl elsewhere)"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -104,5 +105,12 @@ docs-check: docs
 docs-assets: $(STAMP)
 	$(PY) scripts/docs_assets.py
 
+# the wheel: dpopt is on no package index, so it is installed from a clone or from this file
+dist: $(STAMP)
+	rm -rf dist build
+	$(PY) -m pip wheel --no-deps -w dist .
+	rm -rf build *.egg-info
+	@ls dist/*.whl
+
 clean:
-	rm -rf $(VENV) results site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) results site dist build .pytest_cache .mypy_cache .ruff_cache

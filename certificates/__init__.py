@@ -16,30 +16,69 @@ Imports nothing from ``dpopt`` or ``solvers`` and never trusts a solver's status
   :func:`verify_mixture_file` check a tight Pufferfish calibration and its JSON file.
 """
 
-from certificates.box_sup import BoxSup, certified_box_sup, two_record_form_bounds
-from certificates.coupling import (
-    CouplingCertificate,
-    check_coupling,
-    log_average,
-    round_to_marginals,
-)
-from certificates.covariance import CovarianceCertificate, check, primal_ratio
-from certificates.io import (
-    CertificateFile,
-    parse_certificate,
-    read_certificate,
-    verify_file,
-    write_certificate,
-)
-from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
-from certificates.renyi_mixture import (
-    DivergenceBounds,
-    MixtureCertificate,
-    check_calibration,
-    divergence_bounds,
-    verify_mixture_file,
-    write_mixture_certificate,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> module that defines it; imported on first use (PEP 562), so that
+#: ``import certificates.errors`` (which every dpopt import needs) does not load scipy
+_EXPORTS: dict[str, str] = {
+    **{n: "certificates.box_sup" for n in (
+        "BoxSup", "certified_box_sup", "two_record_form_bounds")},
+    **{n: "certificates.coupling" for n in (
+        "CouplingCertificate", "check_coupling", "log_average", "round_to_marginals")},
+    **{n: "certificates.covariance" for n in (
+        "CovarianceCertificate", "check", "primal_ratio")},
+    **{n: "certificates.io" for n in (
+        "CertificateFile", "parse_certificate", "read_certificate", "verify_file",
+        "write_certificate")},
+    **{n: "certificates.problem" for n in (
+        "ArrayVectors", "CovarianceProgram", "FactoredDual", "VectorSource")},
+    **{n: "certificates.renyi_mixture" for n in (
+        "DivergenceBounds", "MixtureCertificate", "check_calibration", "divergence_bounds",
+        "verify_mixture_file", "write_mixture_certificate")},
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from certificates.box_sup import BoxSup, certified_box_sup, two_record_form_bounds
+    from certificates.coupling import (
+        CouplingCertificate,
+        check_coupling,
+        log_average,
+        round_to_marginals,
+    )
+    from certificates.covariance import CovarianceCertificate, check, primal_ratio
+    from certificates.io import (
+        CertificateFile,
+        parse_certificate,
+        read_certificate,
+        verify_file,
+        write_certificate,
+    )
+    from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual, VectorSource
+    from certificates.renyi_mixture import (
+        DivergenceBounds,
+        MixtureCertificate,
+        check_calibration,
+        divergence_bounds,
+        verify_mixture_file,
+        write_mixture_certificate,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'certificates' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "ArrayVectors",

@@ -19,7 +19,23 @@ __all__ = [
 
 
 def _show(value: object) -> str:
+    """The value as a user would recognise it: numbers and short lists as written, arrays by a
+    few entries or their shape, other objects by their kind and size (never a repr dump)."""
+    shape, tolist = getattr(value, "shape", None), getattr(value, "tolist", None)
+    if isinstance(shape, tuple) and callable(tolist):  # a numpy array or scalar
+        size = 1
+        for n in shape:
+            size *= int(n)
+        if size <= 6:
+            return repr(tolist())
+        return f"an array of shape {shape}" if shape else repr(tolist())
     text = repr(value)
+    if "array(" in text or (len(text) > 120 and not isinstance(value, (str, list, tuple))):
+        name = type(value).__name__
+        dim, count = getattr(value, "dim", None), getattr(value, "count", None)
+        where = f" in R^{dim}" if isinstance(dim, int) else ""
+        many = f" of {count} points" if isinstance(count, int) else ""
+        return f"a {name}{many}{where}"
     return text if len(text) <= 120 else text[:117] + "..."
 
 

@@ -2,7 +2,7 @@
 
 Everything here imports ``dask.distributed`` lazily, only when a caller asks for a cluster
 (``dask="local"``, a scheduler address or a ``distributed.Client``), so the default in-process path
-never imports Dask. Install the extra with ``pip install dpopt[distributed]``.
+never imports Dask. Install the extra from a clone with ``pip install -e '.[distributed]'``.
 
 - :func:`dask_client`: a context manager turning the user's ``dask=`` argument into a client (and
   closing what it started);
@@ -49,7 +49,8 @@ def _distributed() -> Any:
         import distributed
     except ImportError:
         raise SolverError(
-            "Dask support needs dask.distributed; install it with `pip install dpopt[distributed]`"
+            "Dask support needs dask.distributed; install it from a clone with "
+            "`pip install -e '.[distributed]'`"
         ) from None
     return distributed
 

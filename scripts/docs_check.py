@@ -7,7 +7,14 @@ pages in a headless Chromium with a fresh profile, and checks the rendered DOM:
 - every API reference page renders documented objects (the reference is not empty);
 - every notebook page carries its figures (inline PNG images);
 - the theory page and the command-line guide render;
+- opened from ``file://`` (no server, as a user opens ``site/index.html``): the formulas of the
+  API reference and the theory page are typeset by the site's own MathJax (every ``arithmatex``
+  element becomes a MathJax SVG, none reports an error), and the search box finds pages;
+- no page loads a script, style or font from another host (the site works offline);
 - no page carries team-internal references (checked in every HTML file of the site).
+
+The ``file://`` checks drive Chromium through its DevTools protocol on a pipe
+(``--remote-debugging-pipe``), so they need nothing beyond the standard library.
 
 It also saves a screenshot of the front page (``--screenshot``, default
 ``SITE/../docs-check.png``). Exit status 0 when every check passes, 1 otherwise, 2 when
@@ -23,16 +30,21 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import json
+import os
 import re
+import select
 import shutil
 import socketserver
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.request import url2pathname
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = (
@@ -51,8 +63,15 @@ REFERENCE_PAGES = ("accounting", "covariance", "pufferfish", "solvers", "certifi
                    "errors")
 NOTEBOOK_PAGES = ("denoiser_covariance", "gdp_tour", "rpp_experiments")
 #: further pages and a text each must show
-OTHER_PAGES = (("theory/", "The covariance program"), ("guide/cli/", "JSON output"),
-               ("guide/covariance-design/", "Design.plot()"))
+OTHER_PAGES = (("theory.html", "The covariance program"), ("guide/cli.html", "JSON output"),
+               ("guide/covariance-design.html", "Design.plot()"))
+#: pages whose formulas must be typeset when opened from file://, with the least formula count
+MATH_PAGES = (("reference/accounting.html", 50), ("reference/covariance.html", 50),
+              ("theory.html", 3))
+#: a search from file:// and a page it must find among its results
+SEARCH = ("mahalanobis", "guide/accounting.html")
+#: an element loading from another host (a CDN): the site must not need one
+_REMOTE = re.compile(r"<(?:script|link|img)\b[^>]*\b(?:src|href)=\"(?:https?:)?//", re.I)
 
 
 def find_chromium(explicit: str | None = None) -> str | None:
@@ -103,6 +122,139 @@ def screenshot(chromium: str, profile: Path, url: str, path: Path) -> None:
         raise RuntimeError(f"chromium wrote no screenshot to {path}")
 
 
+class DevTools:
+    """A headless Chromium driven through the DevTools protocol on a pipe.
+
+    Chromium started with ``--remote-debugging-pipe`` reads commands from file descriptor 3 and
+    writes replies to 4, one JSON message each, terminated by a NUL byte.
+    """
+
+    def __init__(self, chromium: str, profile: Path) -> None:
+        to_chromium, self._writer = os.pipe()
+        self._reader, from_chromium = os.pipe()
+
+        def wire() -> None:  # in the child, before exec: the pipes become fds 3 and 4
+            os.dup2(to_chromium, 3)
+            os.dup2(from_chromium, 4)
+
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+               "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-first-run", "--remote-debugging-pipe",
+               f"--user-data-dir={profile}", "about:blank"]
+        self._proc = subprocess.Popen(cmd, pass_fds=(3, 4), preexec_fn=wire,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chromium)
+        os.close(from_chromium)
+        self._buffer = b""
+        self._id = 0
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self._session = self.send("Target.attachToTarget",
+                                  {"targetId": target, "flatten": True})["sessionId"]
+
+    def send(self, method: str, params: dict[str, object] | None = None, *,
+             session: bool = False, timeout: float = 60.0) -> dict[str, object]:
+        """Send one command and return its result (raise on an error reply or a timeout)."""
+        self._id += 1
+        message: dict[str, object] = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = self._session
+        os.write(self._writer, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self._id:
+                    if "error" in reply:
+                        raise RuntimeError(f"chromium: {method}: {reply['error']}")
+                    result: dict[str, object] = reply.get("result", {})
+                    return result
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"chromium did not answer {method} within {timeout:g} s")
+            ready, _, _ = select.select([self._reader], [], [], left)
+            if ready:
+                chunk = os.read(self._reader, 1 << 16)
+                if not chunk:
+                    raise RuntimeError("chromium closed the DevTools pipe")
+                self._buffer += chunk
+
+    def open(self, url: str) -> None:
+        """Navigate the page to ``url``."""
+        self.send("Page.navigate", {"url": url}, session=True)
+
+    def evaluate(self, expression: str) -> object:
+        """The JSON value of a JavaScript expression in the page."""
+        result = self.send("Runtime.evaluate", {"expression": expression,
+                                                "returnByValue": True}, session=True)
+        value = result.get("result", {})
+        return value.get("value") if isinstance(value, dict) else None
+
+    def wait_for(self, expression: str, timeout: float = 30.0) -> object:
+        """Poll ``expression`` until it is truthy; return its last value."""
+        deadline = time.monotonic() + timeout
+        value = self.evaluate(expression)
+        while not value and time.monotonic() < deadline:
+            time.sleep(0.2)
+            value = self.evaluate(expression)
+        return value
+
+    def close(self) -> None:
+        """Close the browser (kill it if it does not exit)."""
+        try:
+            self.send("Browser.close", timeout=5)
+            self._proc.wait(timeout=10)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            self._proc.kill()
+            self._proc.wait()
+        finally:
+            os.close(self._writer)
+            os.close(self._reader)
+
+
+_MATH_STATE = ("(() => { const m = document.querySelectorAll('.arithmatex').length;"
+               " const done = document.querySelectorAll('.arithmatex mjx-container').length;"
+               " const bad = document.querySelectorAll('mjx-merror, [data-mjx-error]').length;"
+               " return document.readyState === 'complete' && done === m"
+               " ? {formulas: m, typeset: done, errors: bad} : null; })()")
+_SEARCH_STATE = ("(() => { const items = [...document.querySelectorAll("
+                 "'.md-search-result__item a')].map(a => a.getAttribute('href'));"
+                 " return items.length ? items : null; })()")
+
+
+def check_offline(site: Path, chromium: str, profile: Path) -> list[str]:
+    """Math and search on the site opened from ``file://``; return the failures."""
+    failures: list[str] = []
+    root = site.resolve().as_uri() + "/"
+    browser = DevTools(chromium, profile)
+    try:
+        for path, least in MATH_PAGES:
+            browser.open(root + path)
+            state = browser.wait_for(_MATH_STATE, timeout=60.0)
+            if not isinstance(state, dict):
+                failures.append(f"{path} (file://): formulas not typeset by MathJax")
+            elif state["formulas"] < least or state["errors"]:
+                failures.append(f"{path} (file://): {state['typeset']} formulas typeset "
+                                f"(expected >= {least}), {state['errors']} MathJax errors")
+        query, expected = SEARCH
+        browser.open(root + f"index.html?q={query}")
+        hits = browser.wait_for(_SEARCH_STATE, timeout=60.0)
+        if not isinstance(hits, list):
+            failures.append(f"search (file://): no result for {query!r}")
+        else:
+            pages = {str(h).split("#")[0].split("?")[0] for h in hits}
+            if root + expected not in pages:
+                failures.append(f"search (file://): {query!r} does not find {expected}: "
+                                f"{sorted(pages)[:5]}")
+            missing = [p for p in pages
+                       if not Path(url2pathname(p.removeprefix("file://"))).is_file()]
+            if missing:
+                failures.append(f"search (file://): results link to missing pages {missing[:3]}")
+    finally:
+        browser.close()
+    return failures
+
+
 def check_site(site: Path, chromium: str, shot: Path | None = None, *,
                quick: bool = False) -> list[str]:
     """Run the checks; return the list of failures (empty when the site renders).
@@ -116,6 +268,9 @@ def check_site(site: Path, chromium: str, shot: Path | None = None, *,
         hits = internal.findall(html.read_text(encoding="utf-8", errors="replace"))
         if hits:
             failures.append(f"{html.relative_to(site)}: team-internal references {hits[:3]}")
+        remote = _REMOTE.findall(html.read_text(encoding="utf-8", errors="replace"))
+        if remote:
+            failures.append(f"{html.relative_to(site)}: loads from another host {remote[:2]}")
     reference = REFERENCE_PAGES[:2] if quick else REFERENCE_PAGES
     notebooks = NOTEBOOK_PAGES[:1] if quick else NOTEBOOK_PAGES
     others = OTHER_PAGES[:0] if quick else OTHER_PAGES
@@ -130,12 +285,12 @@ def check_site(site: Path, chromium: str, shot: Path | None = None, *,
             if needle not in front:
                 failures.append(f"front page: {needle!r} not rendered")
         for name in reference:
-            dom = page(f"reference/{name}/")
+            dom = page(f"reference/{name}.html")
             objects = len(re.findall(r'class="doc doc-object doc-', dom))
             if objects < 2:
                 failures.append(f"reference/{name}: {objects} documented objects (expected >= 2)")
         for name in notebooks:
-            dom = page(f"notebooks/{name}/")
+            dom = page(f"notebooks/{name}.html")
             images = len(re.findall(r"<img[^>]+src=\"data:image/png", dom))
             if images < 1:
                 failures.append(f"notebooks/{name}: no figure rendered")
@@ -144,6 +299,7 @@ def check_site(site: Path, chromium: str, shot: Path | None = None, *,
                 failures.append(f"{path}: {needle!r} not rendered")
         if shot is not None:
             screenshot(chromium, profile, base, shot)
+        failures.extend(check_offline(site, chromium, Path(tmp) / "devtools"))
     return failures
 
 

@@ -3,10 +3,11 @@ docstrings as Markdown (mkdocs.yml: ``mkdocstrings`` → ``extensions``).
 
 The docstrings are numpy style but use a few reST constructs that Markdown shows verbatim:
 
-- roles ``:math:`x```, ``:func:`name```, ``:class:``, ``:mod:``, ``:meth:``, ``:data:``,
-  ``:attr:``, ``:exc:`` become inline code (``~pkg.mod.name`` shows ``name``);
-- ``.. math::`` blocks (content on the directive line or indented below it) become fenced
-  code blocks;
+- the role ``:math:`x``` becomes inline math ``\\(x\\)`` and ``.. math::`` blocks (content on
+  the directive line or indented below it) become display math ``$$ … $$``; pymdownx.arithmatex
+  marks both and MathJax typesets them (mkdocs.yml);
+- roles ``:func:`name```, ``:class:``, ``:mod:``, ``:meth:``, ``:data:``, ``:attr:``,
+  ``:exc:`` become inline code (``~pkg.mod.name`` shows ``name``);
 - a section titled ``Example`` becomes ``Examples`` (so doctests render as code).
 
 Only the rendered text changes; the source docstrings stay as they are. (Docstrings cite papers
@@ -21,7 +22,8 @@ from typing import Any
 
 from griffe import Extension
 
-_ROLE = re.compile(r":(?:math|func|class|mod|meth|data|attr|exc|obj):`(~?)([^`]+)`")
+_ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc|obj):`(~?)([^`]+)`")
+_MATH_ROLE = re.compile(r":math:`([^`]+)`")
 
 
 def _role(match: re.Match[str]) -> str:
@@ -31,26 +33,40 @@ def _role(match: re.Match[str]) -> str:
     return f"`{target}`"
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
 def _math_blocks(text: str) -> str:
     lines = text.split("\n")
     out: list[str] = []
+    shift: tuple[int, str] | None = None  # (reST indent, Markdown pad) of the list item text
     i = 0
     while i < len(lines):
         line = lines[i]
         if line.strip().startswith(".. math::"):
-            indent = len(line) - len(line.lstrip())
+            indent = _indent(line)
             i += 1
             body: list[str] = [line.strip()[len(".. math::"):]]  # content on the directive line
-            while i < len(lines) and (not lines[i].strip()
-                                      or len(lines[i]) - len(lines[i].lstrip()) > indent):
+            while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > indent):
                 body.append(lines[i])
                 i += 1
-            while body and not body[-1].strip():
-                body.pop()
             content = [b.strip() for b in body if b.strip()]
-            out.extend([" " * indent + "```", *(" " * indent + c for c in content),
-                        " " * indent + "```", ""])
+            # Markdown continues a list item at 4 spaces, reST at the item's text (3 for "1. "):
+            # the block and the rest of its item move to the next multiple of 4
+            pad = " " * (-(-indent // 4) * 4)
+            shift = (indent, pad) if len(pad) != indent else None
+            if out and out[-1].strip():
+                out.append("")
+            out.extend([pad + "$$", *(pad + c for c in content), pad + "$$", ""])
             continue
+        if shift is not None and line.strip():
+            if _indent(line) < shift[0]:  # the next item: a blank line keeps it out of the text
+                shift = None
+                if out and out[-1].strip():
+                    out.append("")
+            elif _indent(line) == shift[0]:
+                line = shift[1] + line.lstrip()
         out.append(line)
         i += 1
     return "\n".join(out)
@@ -59,6 +75,8 @@ def _math_blocks(text: str) -> str:
 def rewrite(text: str) -> str:
     """The Markdown-friendly version of one docstring."""
     text = _math_blocks(text)
+    # one line: a continuation line starting with "+" or "-" would open a Markdown list
+    text = _MATH_ROLE.sub(lambda m: "\\(" + " ".join(m.group(1).split()) + "\\)", text)
     text = _ROLE.sub(_role, text)
     return re.sub(r"^(\s*)Example\n(\s*)-------\n", r"\1Examples\n\2--------\n", text,
                   flags=re.M)

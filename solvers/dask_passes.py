@@ -36,8 +36,8 @@ more often than allowed, an exception in the source, or ``timeout`` exceeded) ra
 ever reduced, so no design is built on one. Invalid data (NaN/inf vectors, wrong shapes) raises
 the same :class:`~certificates.errors.InvalidParameterError` as in process.
 
-Dask is optional (``pip install dpopt[distributed]``); this module imports it only when a
-:class:`DaskPasses` is built.
+Dask is optional (from a clone: ``pip install -e '.[distributed]'``); this module imports it
+only when a :class:`DaskPasses` is built.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def _import_distributed() -> Any:
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise SolverError(
             "the Dask executor needs dask.distributed; install it with "
-            "`pip install dpopt[distributed]`"
+            "`pip install -e '.[distributed]'` from a clone"
         ) from None
     return distributed
 

@@ -133,10 +133,41 @@ def test_docstrings_render_as_markdown() -> None:
             "\n.. math::\n\n    \\min_\\Sigma x\n\n"
             ".. math:: a = b\n          + c\n\nExample\n-------\n>>> 1\n1\n")
     out = rewrite(text)
-    assert "`s_j`" in out and "`check`" in out and ":math:" not in out and ":func:" not in out
-    assert "```\n\\min_\\Sigma x\n```" in out and "```\na = b\n+ c\n```" in out
+    assert "\\(s_j\\)" in out and "`check`" in out and ":math:" not in out and ":func:" not in out
+    assert "$$\n\\min_\\Sigma x\n$$" in out and "$$\na = b\n+ c\n$$" in out
     assert "Examples\n--------\n>>> 1" in out and ".. math" not in out
     assert "(Santambrogio, Section 2.2)" in out  # citations render as written
+
+
+def test_docstring_math_stays_in_its_list_item() -> None:
+    """Math in a reST list item (3-space continuation) stays inside the item in Markdown."""
+    markdown = pytest.importorskip("markdown")
+    rewrite = _load("griffe_docstrings").rewrite
+    text = ("1. First, with :math:`a\n   + b`.\n\n   .. math:: x_1 = y_1\n\n"
+            "   Still the first item.\n2. Second.\n")
+    html = markdown.markdown(rewrite(text), extensions=["pymdownx.arithmatex"],
+                             extension_configs={"pymdownx.arithmatex": {"generic": True}})
+    first = html.split("<li>")[1]
+    assert "\\(a + b\\)" in first and '<div class="arithmatex">' in first
+    assert "Still the first item." in first and "Second." not in first
+    assert html.count("<li>") == 2
+
+
+def test_site_serves_its_own_mathjax_and_search() -> None:
+    """MathJax comes from an installed package, copied in by the hook; nothing from a CDN."""
+    yaml = pytest.importorskip("yaml")
+    hooks = _load("mkdocs_hooks")
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    assert hooks.MATHJAX_DEST in config["extra_javascript"]
+    assert not [s for s in config["extra_javascript"] if "://" in s]
+    assert any("offline" in p for p in config["plugins"])
+    assert [p for p in config["extra"]["polyfills"] if "iframe-worker" in p] == \
+        ["javascripts/iframe-worker.js"]
+    for script in ("javascripts/mathjax-config.js", "javascripts/iframe-worker.js"):
+        assert (ROOT / "docs" / script).is_file()
+    source = hooks.mathjax_source()
+    assert source.stat().st_size > 1_000_000   # the full MathJax bundle, not a stub
+    assert "django-static-mathjax" in (ROOT / "pyproject.toml").read_text()
 
 
 @pytest.mark.parametrize("package", ["dpopt", "solvers", "certificates"])

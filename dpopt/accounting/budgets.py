@@ -561,27 +561,23 @@ def _number(spec: str, key: str, text: str) -> float:
 
 
 def _parse_one(spec: str, part: str) -> Budget:
-    kind, sep, rest = part.partition(":")
-    kind = kind.strip().lower()
+    from dpopt.spec import parse_spec
+
+    try:
+        kind, fields = parse_spec(part)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError("spec", spec, exc.requirement) from None
     kind = _ALIASES.get(kind, kind)
-    if not sep or kind not in _KINDS:
+    if kind not in _KINDS:
         raise InvalidParameterError(
             "spec", spec, f"must look like 'kind:key=value,...' with kind in {sorted(_KINDS)}"
         )
     allowed = _KINDS[kind]
-    fields: dict[str, str] = {}
-    for item in rest.split(","):
-        if not item.strip():
-            continue
-        key, eq, val = item.partition("=")
-        key = key.strip().lower()
-        if not eq or key not in allowed:
-            raise InvalidParameterError(
-                "spec", spec, f"unknown or malformed field {item.strip()!r} for {kind} {allowed}"
-            )
-        if key in fields:
-            raise InvalidParameterError("spec", spec, f"field {key!r} given twice")
-        fields[key] = val.strip()
+    unknown = [k for k in fields if k not in allowed]
+    if unknown:
+        raise InvalidParameterError(
+            "spec", spec, f"unknown field {unknown[0]!r} for {kind} (fields: {', '.join(allowed)})"
+        )
     required = tuple(k for k in allowed if k != "relation")
     missing = [k for k in required if k not in fields]
     if missing:

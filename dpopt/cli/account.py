@@ -442,7 +442,15 @@ def parse_budgets(specs: list[str], command: str) -> Budget:
     ``AllOf``."""
     from dpopt.accounting.budgets import AllOf, parse_budget
 
-    parsed = [parse_budget(s) for s in specs]
+    parsed = []
+    for spec in specs:
+        try:
+            parsed.append(parse_budget(spec))
+        except InvalidParameterError as exc:  # name the option the user typed
+            if exc.name != "spec":
+                raise
+            option = "budget" if command == "account" else "--budget"
+            raise InvalidParameterError(option, spec, exc.requirement) from None
     return parsed[0] if len(parsed) == 1 else AllOf(*parsed)
 
 
@@ -750,6 +758,7 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
             steps=args.steps, epsilon=args.epsilon, delta=args.delta, sampling=args.sampling,
             discretization=args.discretization, accountant=args.accountant,
             time_budget=args.time_budget,
+            progress=None if ctx.interactive else False,  # no bar into logs, pipes or -q
         )
     scheme = as_sampling(cal.sampling)
     result = {
@@ -813,7 +822,8 @@ def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.stage("searching the per-release bound"):
         cal = comp.calibrate_noise(args.epsilon, args.delta, args.steps, args.rate, scheme,
                                    discretization=args.discretization, accountants=accs,
-                                   time_budget=args.time_budget)
+                                   time_budget=args.time_budget,
+                                   progress=None if ctx.interactive else False)
         run = comp.GaussianSteps(cal.bound, args.steps, args.rate, scheme)
         check = comp.composed_epsilon(run, args.delta, discretization=args.discretization,
                                       accountants=accs)

@@ -15,10 +15,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,8 +26,13 @@ from numpy.typing import NDArray
 from certificates.validate import as_float_array
 from dpopt.errors import DpoptError, InvalidParameterError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from dpopt.progress import Progress
+
 __all__ = [
     "COMMON",
+    "SCHEMA_VERSION",
+    "VOCABULARY",
     "Context",
     "Subparsers",
     "UsageError",
@@ -37,6 +42,7 @@ __all__ = [
     "read_matrix",
     "read_points",
     "read_table",
+    "to_vocabulary",
     "write_text_safely",
 ]
 
@@ -264,16 +270,81 @@ def _jsonable(obj: object) -> object:
         return int(obj)
     if isinstance(obj, float | np.floating):
         x = float(obj)
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
+        return x if math.isfinite(x) else None  # JSON has no inf or NaN: null, documented
     return obj
 
 
+#: Version of the JSON vocabulary of every ``--json`` output (``schema_version`` in each
+#: output; the schema is ``dpopt/schemas/cli-output.schema.json``, documented in the JSON guide).
+SCHEMA_VERSION = 1
+
+#: One name per quantity. Keys the commands build -> the key of the vocabulary (None: a second
+#: name of a quantity already present, dropped), for every command (``"*"``) or for one (its
+#: ``command`` value). Applied at every depth of an output except inside the privacy report,
+#: which has a schema of its own.
+VOCABULARY: dict[str, dict[str, str | None]] = {
+    "*": {"interval": "certified_interval", "rate": "sampling_rate", "report": "privacy"},
+    "design": {"sigma": "denoiser_sigma"},
+    "demo": {"sigma": "denoiser_sigma"},
+    "verify": {"sigma": "denoiser_sigma"},
+    "design-run": {"sigma": "denoiser_sigma"},
+    "account subsample": {"sigma": "noise_multiplier"},
+    "account schedule": {"noise_std_per_sensitivity": None},  # is the noise_multiplier
+    "calibrate gaussian": {"sigma": "noise_std"},
+}
+
+
+def _renamed(obj: object, names: Mapping[str, str | None]) -> object:
+    if isinstance(obj, dict):
+        if obj.get("schema") == "dpopt.privacy-report/1":
+            return obj
+        out: dict[str, object] = {}
+        for k, v in obj.items():
+            new = names.get(k, k)
+            if new is not None:
+                out[new] = _renamed(v, names)
+        return out
+    if isinstance(obj, list):
+        return [_renamed(v, names) for v in obj]
+    return obj
+
+
+def to_vocabulary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A command's result in the one JSON vocabulary: keys renamed by :data:`VOCABULARY`,
+    numpy values converted, inf and NaN as null, ``schema_version`` first."""
+    plain = _jsonable(dict(result))
+    assert isinstance(plain, dict)
+    names = {**VOCABULARY["*"], **VOCABULARY.get(str(plain.get("command")), {})}
+    renamed = _renamed(plain, names)
+    assert isinstance(renamed, dict)
+    return {"schema_version": SCHEMA_VERSION, **renamed}
+
+
+def _schema(name: str) -> dict[str, Any]:
+    from importlib import resources
+
+    text = resources.files("dpopt").joinpath(f"schemas/{name}").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def output_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of every ``--json`` output, version
+    :data:`SCHEMA_VERSION` (``dpopt/schemas/cli-output.schema.json``)."""
+    return _schema("cli-output.schema.json")
+
+
+def files_schema() -> dict[str, Any]:
+    """The JSON Schema of the files dpopt writes (design/certificate files and tight Pufferfish
+    certificates, each naming its ``format``; ``dpopt/schemas/files.schema.json``)."""
+    return _schema("files.schema.json")
+
+
 def dump_json(obj: object) -> str:
-    """Serialize to strict JSON (numpy types converted; NaN -> null, inf -> "inf")."""
+    """Serialize to strict JSON: numpy types converted, inf and NaN as null; a command's result
+    (a mapping with a ``command`` key) goes through :func:`to_vocabulary` first."""
+    if isinstance(obj, Mapping) and "command" in obj:
+        return json.dumps(to_vocabulary(obj), indent=2, allow_nan=False)
     return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
 
 
@@ -320,6 +391,17 @@ class Context:
         """Whether progress may be shown: stderr is a terminal and ``--quiet`` is off."""
         isatty = getattr(self.err, "isatty", None)
         return not self.quiet and bool(isatty and isatty())
+
+    def steps(self, desc: str, *, unit: str, total: float | None = None,
+              expected: tuple[float, float] | None = None,
+              tail: tuple[float, float] | None = None) -> Progress:
+        """A :class:`dpopt.progress.Progress` line on stderr (a terminal only, not with
+        ``--quiet``) with the steps done and the time left from the measured step times; use it
+        as a context manager, library code inside reports with :func:`dpopt.progress.tick`."""
+        from dpopt.progress import Progress
+
+        return Progress(desc, unit=unit, total=total, expected=expected, tail=tail,
+                        stream=self.err, enabled=self.interactive)
 
     @contextmanager
     def stage(self, desc: str) -> Iterator[None]:

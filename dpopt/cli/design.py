@@ -29,6 +29,8 @@ from dpopt.cli.common import (
     read_points,
 )
 from dpopt.cli.options import (
+    CHECK_PASS_COST,
+    PASSES_EXPECTED,
     add_dask_option,
     add_renamed_option,
     announce_large_design,
@@ -437,8 +439,11 @@ def run_design(
             vectors = np.concatenate([b for _, b in sensitivity.chunks()], axis=0)
         else:
             vectors = sensitivity
-        stage = f"solving ({count} sensitivity vectors, d = {dim})"
-    with ctx.stage(stage):
+        stage = f"design ({count:,} vectors, d = {dim})"
+    # the box set runs an exchange, not a fixed number of passes: its line shows the time only
+    with ctx.steps(stage, unit="pass",
+                   expected=None if count == 0 else PASSES_EXPECTED,
+                   tail=None if count == 0 else CHECK_PASS_COST):
         design = design_covariance(
             vectors,
             budget,
@@ -682,7 +687,7 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"{path} is a directory, not a certificate file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path} is not readable")
-    result: dict[str, Any] = {"file": str(path), "holds": False}
+    result: dict[str, Any] = {"command": "verify", "file": str(path), "holds": False}
     try:
         with ctx.stage("re-checking"):
             v = verification.verify(path, rigorous=True if args.rigorous else None,
@@ -706,16 +711,13 @@ def _cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
-    import json
-
     from dpopt.figures import __main__ as registry
 
     figures: dict[str, tuple[str, str]] = registry.FIGURES
     if args.list or not args.names:
         if args.json:
-            ctx.print(json.dumps(
-                {"figures": [{"name": n, "description": d} for n, (_, d) in figures.items()]},
-                indent=2, ensure_ascii=False))
+            ctx.print(dump_json({"command": "figures", "figures": [
+                {"name": n, "description": d} for n, (_, d) in figures.items()]}))
             return 0
         width = max((len(n) for n in figures), default=4) + 2
         for name, (_, desc) in figures.items():
@@ -744,7 +746,8 @@ def _cmd_figures(args: argparse.Namespace, ctx: Context) -> int:
             if paths is not None:
                 written[name] = paths
     if args.json:
-        ctx.print(json.dumps({"written": written, "kept": kept, "failed": failed}, indent=2))
+        ctx.print(dump_json({"command": "figures", "written": written, "kept": kept,
+                             "failed": failed}))
     if failed:
         ctx.warn(f"{len(failed)} figure(s) failed: {', '.join(failed)}")
         return 1

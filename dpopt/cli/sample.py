@@ -137,12 +137,14 @@ def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
         plot_run(out, args.plot)
     rep = out.privacy
     summary = {
+        "command": "sample",
         "source": what, "releases": out.releases, "cpu_seconds": out.seconds,
         "releases_per_second": out.releases / out.seconds if out.seconds > 0 else None,
         "gdp_mu": rep.gdp_mu,
         "epsilon": {f"{d:g}": float(rep.epsilon(d)) for d in (1e-5, 1e-6, 1e-8)},
         "summed_error": out.errors, "baseline_over_released": out.ratios(),
         "output": args.output,
+        "privacy": rep.to_dict(),  # the run's guarantee, in the report every command prints
     }
     if args.json:
         ctx.print(dump_json(summary))

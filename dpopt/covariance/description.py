@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpopt.errors import CertificateError, InvalidParameterError
+from dpopt.spec import parse_spec
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily (the CLI's start-up stays light)
     from certificates.problem import VectorSource
@@ -112,40 +113,8 @@ POINTS_LABEL = "points"
 # ----------------------------------------------------------------------------- the spec grammar
 
 
-def parse_spec(text: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
-    """Split ``KIND:KEY=VALUE,...`` into ``(kind, {key: value})`` (kind and keys lower-cased).
-
-    A bare ``KIND`` (no colon) gives an empty mapping. Keys must be unique and non-empty.
-
-    Raises
-    ------
-    InvalidParameterError
-        Naming ``what`` and echoing ``text``.
-
-    Examples
-    --------
-    >>> parse_spec("Grid:lo=0, hi=1,n=5")
-    ('grid', {'lo': '0', 'hi': '1', 'n': '5'})
-    """
-    if not isinstance(text, str):
-        raise InvalidParameterError(what, text, "must be a string KIND:KEY=VALUE,...")
-    kind, sep, rest = text.strip().partition(":")
-    kind = kind.strip().lower()
-    if not kind:
-        raise InvalidParameterError(what, text, "must look like KIND:KEY=VALUE,... (empty kind)")
-    params: dict[str, str] = {}
-    if sep and rest.strip():
-        for item in rest.split(","):
-            key, eq, val = item.partition("=")
-            key, val = key.strip().lower(), val.strip()
-            if not eq or not key or not val:
-                raise InvalidParameterError(
-                    what, text, f"item {item.strip()!r} must look like KEY=VALUE"
-                )
-            if key in params:
-                raise InvalidParameterError(what, text, f"key {key!r} is given twice")
-            params[key] = val
-    return kind, params
+# The grammar lives in :mod:`dpopt.spec`, the one parser budgets and domains share (imported
+# above and re-exported here, where it was first defined).
 
 
 def _float_of(key: str, value: str, spec: str) -> float:
@@ -545,10 +514,20 @@ def budget_from_description(desc: DesignDescription) -> Budget:
     return _budget_of(desc.budget_specs)
 
 
+def _legacy_spec(spec: str) -> str:
+    """A budget spec as files written before the one spec grammar may hold it: empty items
+    (``epsilon=1,,delta=1e-6``, a trailing comma) were skipped then, so they are dropped here
+    and such a file still verifies; new specs with empty items are refused when written."""
+    kind, sep, rest = spec.partition(":")
+    if not sep:
+        return spec
+    return kind + sep + ",".join(item for item in rest.split(",") if item.strip())
+
+
 def _budget_of(specs: tuple[str, ...] | list[str]) -> Budget:
     from dpopt.accounting.budgets import AllOf, parse_budget
 
-    parsed = [parse_budget(s) for s in specs]
+    parsed = [parse_budget("&".join(_legacy_spec(p) for p in s.split("&"))) for s in specs]
     return parsed[0] if len(parsed) == 1 else AllOf(*parsed)
 
 

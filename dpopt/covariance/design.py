@@ -41,6 +41,7 @@ from certificates.covariance import CovarianceCertificate, check
 from certificates.io import write_certificate
 from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
 from certificates.validate import as_scalar
+from dpopt import progress
 from dpopt.covariance.mahalanobis_sup import MahalanobisSup
 from dpopt.covariance.privacy import CovariancePrivacy, privacy_from_sup
 from dpopt.covariance.program import isotropic_baseline
@@ -51,6 +52,7 @@ from dpopt.errors import (
     InvalidTypeError,
     SolverError,
 )
+from dpopt.progress import watch_passes
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
 from solvers.api import Attempt, attempts, methods
@@ -404,8 +406,8 @@ def design_covariance(
         (:class:`solvers.dask_passes.DaskPasses`): ``"local"`` starts a ``LocalCluster`` for this
         call and closes it, a scheduler address (``"tcp://host:8786"``) or a ``Client`` uses that
         cluster. The answer is the same as in process. The certificate check and the privacy
-        re-check run in this process. Needs ``pip install dpopt[distributed]``; ``None``
-        (default) never imports Dask.
+        re-check run in this process. Needs Dask (from a clone:
+        ``pip install -e '.[distributed]'``); ``None`` (default) never imports Dask.
 
     Returns
     -------
@@ -465,7 +467,9 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     errors: list[str] = []
     # the pass executor serves the structured solver only (a backend holds the vectors itself)
     structured = solver.lower() in ("auto", "structured")
-    options = {"executor": executor} if executor is not None and structured else {}
+    watched = watch_passes(executor)  # a cluster's passes tick the progress line
+    options: dict[str, Any] = (
+        {"executor": watched} if watched is not None and structured else {})
     # solvers.api owns the plan, the fallbacks' time budget and the tol mapping; here each
     # answer is certified and the best certified one kept; the plan stops at the first
     # certified answer (the fallbacks then never start)
@@ -475,6 +479,7 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
             tried.append(f"{att.step.label} (failed)")
             continue
         sol = att.solution
+        progress.phase("certificate", total=1)  # the check's own pass over the vectors
         with blas_limits(1):  # small matrices: threaded BLAS only adds contention
             cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
         if _better(cert, best[0] if best is not None else None):

@@ -51,6 +51,7 @@ from dpopt.errors import (
     InvalidParameterError,
     InvalidTypeError,
 )
+from dpopt.progress import tick_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from certificates.box_sup import BoxSup
@@ -160,7 +161,9 @@ class _PairVectors:
         size = chunk_size_of(size)
         count = self.count
         for start in range(0, count, size):
-            yield start, self.block(start, min(count, start + size))
+            stop = min(count, start + size)
+            yield start, self.block(start, stop)
+            tick_rows(stop - start, count)  # the consumer is done with the block
 
     def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
         """The vectors with the given indices, shape (len(indices), d)."""
@@ -220,7 +223,18 @@ class TwoRecordVectors(_PairVectors):
         self._query = g
         self._sigma = s
         diff = self._points - g
-        self._half_sq = np.einsum("ij,ij->i", diff, diff) / (2.0 * s * s)
+        self._sq = np.einsum("ij,ij->i", diff, diff)  # |g - p|^2, finite for finite points
+        if not np.all(np.isfinite(self._sq)):
+            raise InvalidParameterError(
+                "query", query, "is so far from the domain that |g - p|^2 overflows doubles")
+
+    def _z(self, i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.float64]:
+        """z = (|g - p_k|^2 - |g - p_i|^2) / (2 sigma^2), divided in two steps: a tiny sigma
+        (sigma^2 below the doubles, e.g. 1e-300) gives z = +-inf (expit = 1, the sigma -> 0
+        limit, never smaller than the true coefficient), an equal distance z = 0, never NaN."""
+        gap = self._sq[k] - self._sq[i]
+        with np.errstate(over="ignore"):
+            return np.asarray(gap / self._sigma / (2.0 * self._sigma), dtype=np.float64)
 
     @property
     def query(self) -> NDArray[np.float64]:
@@ -233,7 +247,7 @@ class TwoRecordVectors(_PairVectors):
         return self._sigma
 
     def _block(self, i: NDArray[np.intp], k: NDArray[np.intp]) -> NDArray[np.float64]:
-        z = self._half_sq[k] - self._half_sq[i]
+        z = self._z(i, k)
         coef = expit(np.abs(z))
         coef = np.where(z >= 0, coef, -coef)
         out = self._points[i] - self._points[k]
@@ -243,7 +257,7 @@ class TwoRecordVectors(_PairVectors):
     def ordered_pairs(self, indices: ArrayLike) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
         r"""Indices ``(x, y)`` with vector j equal to :math:`t_g(p_x, p_y)` (x is removed)."""
         i, k = self.pair_indices(indices)
-        z = self._half_sq[k] - self._half_sq[i]
+        z = self._z(i, k)
         return np.where(z >= 0, i, k), np.where(z >= 0, k, i)
 
 
@@ -321,7 +335,9 @@ class BoxVertexDifferences:
         """Yield ``(start, block)`` in index order."""
         size = chunk_size_of(size)
         for start in range(0, self.count, size):
-            yield start, self.block(start, min(self.count, start + size))
+            stop = min(self.count, start + size)
+            yield start, self.block(start, stop)
+            tick_rows(stop - start, self.count)
 
     def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
         """The vectors with the given indices."""

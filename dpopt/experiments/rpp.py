@@ -32,7 +32,8 @@ For every scenario, :math:`\varepsilon` in :data:`EPSILONS` and :math:`\alpha` i
 - noise power: ``power_laplace`` :math:`= 2 b_{exact}^2`, ``power_gauss`` :math:`= \sigma^2`;
 - tight scales (optional, :func:`dpopt.pufferfish.calibrate_tight`): ``b_tight`` and
   ``sigma_tight``, the least scales whose true divergence is at most ε, proven within 1 %
-  (a proven private scale, with :math:`0.99\times` it proven not private).
+  (a proven private scale, with ``b_tight_refuted`` / ``sigma_tight_refuted``, about
+  :math:`0.99\times` it, proven not private).
 
 At :math:`\alpha = \infty` every Laplace cost reduces to :math:`b = W_\infty/\varepsilon`.
 """
@@ -71,6 +72,7 @@ __all__ = [
     "SCENARIOS",
     "RPPScenarioSpec",
     "build_scenario",
+    "noise_power_claims",
     "rpp_sweep",
     "scenario_laws",
     "summary_ratios",
@@ -236,7 +238,8 @@ def _sweep_row(
     if tight == "all" or (tight == "curves" and (alpha == alpha_curve or eps == eps_curve)):
         row |= _tight_row(scenario, alpha, eps)
     elif tight != "none":
-        row |= {"b_tight": np.nan, "sigma_tight": np.nan}
+        row |= {"b_tight": np.nan, "b_tight_refuted": np.nan, "sigma_tight": np.nan,
+                "sigma_tight_refuted": np.nan}
     return row
 
 
@@ -263,7 +266,8 @@ def rpp_sweep(
         terminal (never into logs), ``False`` none.
     client : distributed.Client, optional
         Run every (ε, α) cell as a Dask task on this cluster (the scenario is sent once); the
-        table is identical to the in-process one. Needs ``pip install dpopt[distributed]``.
+        table is identical to the in-process one. Needs Dask (from a clone:
+        ``pip install -e '.[distributed]'``).
     tight : {"none", "curves", "all"}
         Where to add the tight scales ``b_tight`` / ``sigma_tight``: nowhere, on the two curves
         the figures draw (every ε at the α nearest 2, every α at the ε nearest 1), or everywhere
@@ -274,8 +278,10 @@ def rpp_sweep(
     pandas.DataFrame
         One row per (ε, α) with columns ``scenario, epsilon, alpha, w_inf, w_1, w_2, b_exact,
         b_lr, b_paper, b_winf, b_winf_rpp, sigma, sigma_winf, power_laplace, power_gauss``
-        (Gaussian columns are NaN at α = ∞), plus ``b_tight, sigma_tight`` unless
-        ``tight="none"``. Every scale is the certified output of
+        (Gaussian columns are NaN at α = ∞), plus ``b_tight, b_tight_refuted, sigma_tight,
+        sigma_tight_refuted`` unless ``tight="none"`` (the tight scale is proven private, the
+        refuted one, within 1 % below it, proven not private: the bracket of the true least
+        scale). Every scale is the certified output of
         :func:`dpopt.pufferfish.calibrate`, :func:`dpopt.pufferfish.calibrate_tight` or of a
         :mod:`dpopt.pufferfish` baseline.
     """
@@ -302,10 +308,15 @@ def rpp_sweep(
 
 def _tight_row(scenario: Scenario, alpha: float, eps: float) -> dict[str, float]:
     """Tight Laplace and Gaussian scales at one (α, ε) (σ is NaN at α = ∞)."""
-    out = {"b_tight": calibrate_tight(scenario, alpha, eps, "laplace").scale}
-    out["sigma_tight"] = (
-        np.nan if np.isinf(alpha) else calibrate_tight(scenario, alpha, eps, "gaussian").scale
-    )
+    lap = calibrate_tight(scenario, alpha, eps, "laplace")
+    out = {"b_tight": lap.scale,
+           "b_tight_refuted": np.nan if lap.refuted_scale is None else lap.refuted_scale,
+           "sigma_tight": np.nan, "sigma_tight_refuted": np.nan}
+    if not np.isinf(alpha):
+        gauss = calibrate_tight(scenario, alpha, eps, "gaussian")
+        out["sigma_tight"] = gauss.scale
+        out["sigma_tight_refuted"] = (np.nan if gauss.refuted_scale is None
+                                      else gauss.refuted_scale)
     return out
 
 
@@ -383,4 +394,49 @@ def tightness(
                 "ratio": tc.scale / calibrated,
             }
         )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def noise_power_claims(tables: pd.DataFrame | Sequence[pd.DataFrame]) -> pd.DataFrame:
+    r"""How often the Gaussian mechanism needs less noise power than Laplace, per scenario.
+
+    The α-Wasserstein paper states that the Gaussian mechanism needs less noise power than the
+    Laplace one. The answer depends on which Laplace scale it is compared with; over the finite
+    α of each sweep table (every ε), the columns are
+
+    - ``points``: the (ε, α) cells compared;
+    - ``gauss_below_paper``: the share of cells with :math:`\sigma^2 < 2 b_{paper}^2` (the
+      paper's own, loose Laplace cost);
+    - ``gauss_below_exact``: with the exact Rényi cost, :math:`\sigma^2 < 2 b_{exact}^2`
+      (both α-W calibrations as sharp as the condition allows);
+    - ``gauss_below_tight``: tight against tight, :math:`\sigma_{tight}^2 < 2 b_{tight}^2`
+      (the least private scales, proven within 1 %; only where both were computed, NaN when
+      the tables have no tight columns);
+    - ``median_ratio_paper``, ``median_ratio_exact``, ``median_ratio_tight``: the median of
+      :math:`\sigma^2 / (2b^2)` for the three comparisons (above 1: Laplace has less power).
+
+    Shares are fractions in [0, 1].
+    """
+    frames = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
+    rows = []
+    for table in frames:
+        for key, sub in table.groupby("scenario", sort=False):
+            fin = sub[np.isfinite(sub["alpha"].to_numpy(dtype=float))]
+            sigma2 = fin["sigma"].to_numpy(dtype=float) ** 2
+            row: dict[str, Any] = {"scenario": key, "points": len(fin)}
+            for name, col in (("paper", "b_paper"), ("exact", "b_exact")):
+                ratio = sigma2 / (2.0 * fin[col].to_numpy(dtype=float) ** 2)
+                row[f"gauss_below_{name}"] = float(np.mean(ratio < 1.0))
+                row[f"median_ratio_{name}"] = float(np.median(ratio))
+            if {"b_tight", "sigma_tight"} <= set(fin.columns):
+                ratio = (fin["sigma_tight"].to_numpy(dtype=float) ** 2
+                         / (2.0 * fin["b_tight"].to_numpy(dtype=float) ** 2))
+                ratio = ratio[np.isfinite(ratio)]
+                row["tight_points"] = int(ratio.size)
+                row["gauss_below_tight"] = float(np.mean(ratio < 1.0)) if ratio.size else np.nan
+                row["median_ratio_tight"] = float(np.median(ratio)) if ratio.size else np.nan
+            else:
+                row |= {"tight_points": 0, "gauss_below_tight": np.nan,
+                        "median_ratio_tight": np.nan}
+            rows.append(row)
     return pd.DataFrame(rows)

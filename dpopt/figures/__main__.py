@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dask", metavar="local|ADDRESS", default=None,
         help="run the sweeps and draws as Dask tasks: 'local' starts a LocalCluster on this "
         "machine for the run, an address such as tcp://host:8786 uses a running scheduler "
-        "(same results; needs 'pip install dpopt[distributed]')")
+        "(same results; needs pip install -e '.[distributed]' from a clone)")
     args = parser.parse_args(argv)
     if args.list or not args.names:
         for name, (_, desc) in FIGURES.items():

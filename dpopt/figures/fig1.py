@@ -177,8 +177,8 @@ def fig1_ratios(
     rng : numpy Generator, int seed or None
     client : distributed.Client, optional
         Enumerate the draws as Dask tasks (batches of :data:`BATCH` covariances, drawn here from
-        ``rng`` so the result is the same as in process). Needs ``pip install
-        dpopt[distributed]``.
+        ``rng`` so the result is the same as in process). Needs Dask (from a clone:
+        ``pip install -e '.[distributed]'``).
     progress : bool or None
         Progress bar over the batches (drawn only when stderr is a terminal; ``False``: none).
 

@@ -5,13 +5,19 @@ One PNG and one CSV per scenario of :data:`dpopt.experiments.rpp.SCENARIOS`, wri
 
 (a) Laplace scale against ε at α = 2: α-W with the exact, likelihood-ratio and paper costs
     against the W∞ baselines (W∞/ε and the W∞-RPP calibration) and the tight scale (the least
-    private scale, proven within 1 %, :func:`dpopt.pufferfish.calibrate_tight`);
+    private scale, proven within 1 %, :func:`dpopt.pufferfish.calibrate_tight`; a band shows
+    the 1 % bracket: proven private at its top, proven not private at its bottom);
 (b) Laplace scale against α at ε = 1 (the α → 1 behaviour: exact cost shrinks, paper cost
     blows up);
-(c) Gaussian σ against ε, α-W and tight against the W∞ baseline
-    :math:`\sqrt{\alpha W_\infty^2/(2ε)}`;
-(d) noise power ratio :math:`\sigma^2 / (2 b_{exact}^2)` against ε for each α (Gaussian better
+(c) Gaussian σ against ε at α = 2 and α = 10, α-W and tight (with its bracket) against the
+    W∞ baseline :math:`\sqrt{\alpha W_\infty^2/(2ε)}`;
+(d) noise power ratio :math:`\sigma^2 / (2 b_{exact}^2)` against ε for each α, and the same
+    ratio of the tight scales, :math:`\sigma_{tight}^2 / (2 b_{tight}^2)` (Gaussian better
     below 1).
+
+Each dataset group also writes ``noise-power-<dataset>.csv``
+(:func:`dpopt.experiments.rpp.noise_power_claims`): how often the Gaussian needs less noise
+power than Laplace, against the paper's Laplace cost, the exact one and tight against tight.
 
 Panel (b) also draws the tight scale against α (and at α = ∞ as a horizontal line).
 """
@@ -30,6 +36,7 @@ from dpopt.experiments.rpp import (
     EPSILONS,
     SCENARIOS,
     RPPScenarioSpec,
+    noise_power_claims,
     rpp_sweep,
     summary_ratios,
     tightness,
@@ -67,6 +74,27 @@ def _nearest(values: Iterable[float], target: float) -> float:
     return float(arr[np.argmin(np.abs(np.log(arr) - np.log(target)))])
 
 
+def _tight_curve(ax: Any, x: pd.Series, tight: pd.Series, refuted: pd.Series | None,
+                 style: str, label: str, **kwargs: Any) -> None:
+    """The tight scale as a line, and its 1 % bracket as a band: at the line the scale is
+    proven private, at the band's lower edge proven not private; the least private scale lies
+    in between."""
+    ok = np.isfinite(tight.to_numpy(dtype=float))
+    if ok.sum() < 1:
+        return
+    (line,) = ax.plot(x[ok], tight[ok], style, label=label, **kwargs)
+    if refuted is not None:
+        low = refuted.to_numpy(dtype=float)
+        band = ok & np.isfinite(low)
+        if band.any():
+            ax.fill_between(np.asarray(x)[band], low[band], np.asarray(tight)[band],
+                            color=line.get_color(), alpha=0.3, lw=0)
+
+
+def _col(frame: pd.DataFrame, name: str) -> pd.Series | None:
+    return frame[name] if name in frame.columns else None
+
+
 def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) -> Path:
     """Draw the four-panel figure of one scenario from its sweep table and save it as PNG."""
     from matplotlib.figure import Figure
@@ -85,10 +113,12 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         ("b_paper", "α-W, paper cost exp(α|z|/b)", "-^"),
         ("b_winf_rpp", "W∞-RPP (Pierquin et al.)", "--"),
         ("b_winf", "W∞/ε (Song et al.)", ":"),
-        ("b_tight", "tight: least private scale (certified, 1 %)", "-D"),
     ]:
         if col in sub.columns:
             ax.plot(sub["epsilon"], sub[col], style, label=label, ms=4)
+    if "b_tight" in sub.columns:
+        _tight_curve(ax, sub["epsilon"], sub["b_tight"], _col(sub, "b_tight_refuted"), "-D",
+                     "tight: least private scale, within 1 % (band: the bracket)", ms=4)
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Laplace scale b",
            title=f"(a) Laplace, α = {alpha_a:g}")
     ax.legend(fontsize=8)
@@ -100,10 +130,12 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         ("b_exact", "α-W, exact cost", "-o"),
         ("b_paper", "α-W, paper cost", "-^"),
         ("b_winf_rpp", "W∞-RPP", "--"),
-        ("b_tight", "tight (certified)", "-D"),
     ]:
         if col in fin.columns:
             ax.plot(fin["alpha"], fin[col], style, label=label, ms=4)
+    if "b_tight" in fin.columns:
+        _tight_curve(ax, fin["alpha"], fin["b_tight"], _col(fin, "b_tight_refuted"), "-D",
+                     "tight, within 1 % (band: the bracket)", ms=4)
     ax.axhline(w_inf / eps_b, color="k", ls=":", label="W∞/ε (α = ∞)")
     pure = sub[np.isinf(sub["alpha"])]
     if "b_tight" in sub.columns and not pure.empty and np.isfinite(pure["b_tight"]).all():
@@ -121,22 +153,31 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
         (line,) = ax.plot(sub["epsilon"], sub["sigma"], "-o", ms=4, label=f"α-W, α = {alpha:g}")
         ax.plot(sub["epsilon"], sub["sigma_winf"], "--", color=line.get_color(),
                 label=f"W∞ baseline, α = {alpha:g}")
-        if "sigma_tight" in sub.columns and np.isfinite(sub["sigma_tight"]).sum() > 1:
-            ax.plot(sub["epsilon"], sub["sigma_tight"], ":D", color=line.get_color(), ms=3,
-                    label=f"tight (certified), α = {alpha:g}")
+        if "sigma_tight" in sub.columns:
+            _tight_curve(ax, sub["epsilon"], sub["sigma_tight"],
+                         _col(sub, "sigma_tight_refuted"), ":D",
+                         f"tight, within 1 % (band), α = {alpha:g}", color=line.get_color(),
+                         ms=3)
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="Gaussian σ",
            title="(c) Gaussian noise")
     ax.legend(fontsize=8)
 
     ax = axes[1, 1]
+    has_tight = {"b_tight", "sigma_tight"} <= set(table.columns)
     for alpha in finite_alphas:
         sub = _at(table, alpha=alpha).sort_values("epsilon")
-        ax.plot(sub["epsilon"], sub["power_gauss"] / sub["power_laplace"], "-o", ms=3,
-                label=f"α = {alpha:g}")
+        (line,) = ax.plot(sub["epsilon"], sub["power_gauss"] / sub["power_laplace"], "-o",
+                          ms=3, label=f"α = {alpha:g}, α-W exact costs")
+        if has_tight:
+            ratio = sub["sigma_tight"] ** 2 / (2.0 * sub["b_tight"] ** 2)
+            ok = np.isfinite(ratio.to_numpy(dtype=float))
+            if ok.any():
+                ax.plot(sub["epsilon"][ok], ratio[ok], "--", color=line.get_color(), lw=1,
+                        label=f"α = {alpha:g}, tight vs tight")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="σ² / (2 b²)",
-           title="(d) noise power, Gaussian / Laplace (exact costs)")
-    ax.legend(fontsize=7, ncol=2)
+           title="(d) noise power, Gaussian / Laplace (below 1: Gaussian less)")
+    ax.legend(fontsize=6, ncol=2)
 
     fig.suptitle(f"{spec.title}  (W∞ = {w_inf:g})")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +211,7 @@ def rpp_figures(
         if spec.dataset != dataset:
             continue
         table = rpp_sweep(spec, epsilons=epsilons, alphas=alphas, progress=progress,
-                          tight="curves", client=client)
+                          tight="all", client=client)
         csv = out / f"{spec.key}.csv"
         table.to_csv(csv, index=False)
         written += [csv, plot_rpp_scenario(spec, table, out / f"{spec.key}.png")]
@@ -183,7 +224,9 @@ def _group(dataset: str, out_dir: str | Path, client: Any,
     tables = [pd.read_csv(p) for p in paths if p.suffix == ".csv"]
     summary = Path(out_dir) / "rpp" / f"summary-{dataset}.csv"
     summary_ratios(tables, epsilon=1.0, alpha=2.0).to_csv(summary, index=False)
-    return [*paths, summary]
+    claims = Path(out_dir) / "rpp" / f"noise-power-{dataset}.csv"
+    noise_power_claims(tables).to_csv(claims, index=False)
+    return [*paths, summary, claims]
 
 
 def rpp_adult(out_dir: str | Path = "results", *, client: Client | None = None,

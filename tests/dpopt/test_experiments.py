@@ -311,3 +311,28 @@ def test_tightness_certified_least_scale_by_independent_quadrature() -> None:
         assert d_cal == pytest.approx(row["true_divergence_at_calibrated"], rel=1e-4)
     # on this scenario the sufficient condition is very loose (true minimal ~ 0.11-0.15 x)
     assert (table["ratio"] < 0.2).all()
+
+
+def test_noise_power_claims_count_the_cells_directly() -> None:
+    """The shares and medians of ``noise_power_claims`` against a plain loop over the rows, on
+    a small sweep with tight scales everywhere (their 1 % brackets checked on the way)."""
+    from dpopt.experiments.rpp import noise_power_claims
+
+    table = rpp_sweep(SCENARIOS["student-mat-sex-G3"], epsilons=(0.2, 1.0, 3.0),
+                      alphas=(1.5, 10.0, INF), tight="all")
+    fin = [r for _, r in table.iterrows() if np.isfinite(r["alpha"])]
+    for r in fin:  # proven private at the tight scale, not private at the refuted one
+        assert r["b_tight_refuted"] < r["b_tight"] <= r["b_exact"] * (1 + 1e-12)
+        assert r["sigma_tight_refuted"] < r["sigma_tight"] <= r["sigma"] * (1 + 1e-12)
+        assert r["b_tight_refuted"] >= 0.99 * r["b_tight"] * (1 - 1e-12)
+    got = noise_power_claims(table).iloc[0]
+    assert got["points"] == len(fin) == 6 and got["tight_points"] == 6
+    for name, lap, gauss in (("paper", "b_paper", "sigma"), ("exact", "b_exact", "sigma"),
+                             ("tight", "b_tight", "sigma_tight")):
+        ratios = sorted(r[gauss] ** 2 / (2 * r[lap] ** 2) for r in fin)
+        below = sum(1 for x in ratios if x < 1) / len(ratios)
+        assert got[f"gauss_below_{name}"] == pytest.approx(below)
+        assert got[f"median_ratio_{name}"] == pytest.approx((ratios[2] + ratios[3]) / 2)
+    assert np.isnan(noise_power_claims(rpp_sweep(
+        SCENARIOS["student-mat-sex-G3"], epsilons=(1.0,), alphas=(2.0,))).iloc[0][
+        "gauss_below_tight"])

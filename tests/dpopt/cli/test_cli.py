@@ -218,7 +218,7 @@ def test_account_convert_gdp_matches_math_md(capsys: pytest.CaptureFixture[str])
         ["account", "convert", "gdp:mu=1", "--delta", "1e-5", "--epsilon", "1", "--alpha", "2"],
         capsys,
     )
-    rep = res["report"]
+    rep = res["privacy"]
     assert rep["mahalanobis_bound"] == pytest.approx(1.0, rel=1e-9)
     assert rep["zcdp_rho"] == pytest.approx(0.5, rel=1e-9)
     assert rep["gdp_mu"] == pytest.approx(1.0, rel=1e-9)
@@ -244,7 +244,7 @@ def test_account_convert_bounds(
     specs: list[str], bound: float, capsys: pytest.CaptureFixture[str]
 ) -> None:
     res = run_json(["account", "convert", *specs], capsys)
-    q = res["report"]["mahalanobis_bound"]
+    q = res["privacy"]["mahalanobis_bound"]
     assert q == pytest.approx(bound, rel=1e-6)
     # privacy is correctness: never a larger bound (less noise) than the reference
     assert q <= bound * (1 + 1e-9)
@@ -263,7 +263,7 @@ def test_account_convert_text_and_bad_spec(capsys: pytest.CaptureFixture[str]) -
 def test_account_compose(capsys: pytest.CaptureFixture[str]) -> None:
     res = run_json(["account", "compose", "0.5", "1", "2", "--delta", "1e-5"], capsys)
     assert res["mu"] == pytest.approx(2.29128784748, rel=1e-9)
-    assert res["report"]["mahalanobis_bound"] == pytest.approx(2.29128784748**2, rel=1e-9)
+    assert res["privacy"]["mahalanobis_bound"] == pytest.approx(2.29128784748**2, rel=1e-9)
 
 
 EPS_14063 = 2.32436166284  # Balle-Wang root at mu above, delta 1e-5 (mpmath, 40 digits)
@@ -305,11 +305,11 @@ def test_account_subsample_clt(
         "--no-certified",
     ]
     res = run_json(argv, capsys)
-    assert res["approximate"] is True and res["report"]["approximate"] is True
+    assert res["approximate"] is True and res["privacy"]["approximate"] is True
     assert res["steps"] == (3516 if epochs == 15 else 14063)
     assert res["mu"] == pytest.approx(mu, rel=1e-8)
     if eps is not None:
-        assert res["report"]["epsilon_for_delta"][0]["epsilon"] == pytest.approx(eps, rel=1e-5)
+        assert res["privacy"]["epsilon_for_delta"][0]["epsilon"] == pytest.approx(eps, rel=1e-5)
     code, out, _ = run(argv, capsys)
     assert code == 0 and "APPROXIMATE" in out
 
@@ -342,12 +342,12 @@ def test_calibrate_gaussian_balle_wang(
 ) -> None:
     argv = ["calibrate", "gaussian", "--epsilon", str(eps), "--delta", str(delta)]
     res = run_json([*argv, "--sensitivity", str(sens)], capsys)
-    assert res["sigma"] == pytest.approx(sigma, rel=1e-6)
-    assert res["sigma"] >= sigma * (1 - 1e-9)  # never under-noise
+    assert res["noise_std"] == pytest.approx(sigma, rel=1e-6)
+    assert res["noise_std"] >= sigma * (1 - 1e-9)  # never under-noise
     # the budget-spec route agrees
     spec = f"approx:epsilon={eps},delta={delta}"
     res2 = run_json(["calibrate", "gaussian", "--budget", spec, "--sensitivity", str(sens)], capsys)
-    assert res2["sigma"] == pytest.approx(sigma, rel=1e-6)
+    assert res2["noise_std"] == pytest.approx(sigma, rel=1e-6)
 
 
 def test_calibrate_gaussian_bad_inputs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -505,7 +505,7 @@ def test_demo_certified_and_private(demo_file: tuple[Path, dict]) -> None:
     prec = np.linalg.inv(cov)
     axis = np.linspace(0, 1, 5)
     grid = np.array([[a, b] for a in axis for b in axis])
-    g, sigma = np.array(res["query"]), res["sigma"]
+    g, sigma = np.array(res["query"]), res["denoiser_sigma"]
     worst = 0.0
     for x in grid:
         for y in grid:
@@ -546,11 +546,11 @@ def test_verify_round_trip_and_tamper(
     code, out, _ = run(["verify", str(path), "--json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["holds"] is True
-    assert data["interval"] == pytest.approx(res["certified_interval"], rel=1e-9)
+    assert data["certified_interval"] == pytest.approx(res["certified_interval"], rel=1e-9)
     code, out, _ = run(["verify", str(path), "--json", "--rigorous"], capsys)
     data = json.loads(out)
     assert code == 0 and data["rigorous"] is True
-    lo, up = data["interval"]
+    lo, up = data["certified_interval"]
     assert lo <= res["total_error"] <= up * (1 + 1e-12)
     # tamper: shrink the covariance (less noise) -> must fail with exit 1
     content = json.loads(path.read_text())
@@ -685,8 +685,10 @@ def test_design_unstored_vectors_regenerated_by_verify(
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "gdp:mu"], "spec"),
-        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "foo:x=1"], "spec"),
+        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "gdp:mu"],
+         "--budget"),
+        (["--domain", "grid:lo=0,hi=1,n=3,d=2", "--uniform-query", "--budget", "foo:x=1"],
+         "--budget"),
         (["--domain", "grid:lo=0,hi=1,n=1,d=2", "--uniform-query", "--budget", "gdp:mu=1"], "n"),
         (["--domain", "grid:lo=1,hi=0,d=2", "--uniform-query", "--budget", "gdp:mu=1"], "hi > lo"),
         (["--domain", "ball:r=1", "--uniform-query", "--budget", "gdp:mu=1"], "domain"),
@@ -836,7 +838,7 @@ def test_calibrate_gaussian_never_under_noises(eps: float, log10_delta: float, s
         argv = ["calibrate", "gaussian", "--epsilon", repr(e), "--delta", repr(delta)]
         with contextlib.redirect_stdout(buf):
             assert main([*argv, "--sensitivity", repr(sens), "--json"]) == 0
-        outs.append(json.loads(buf.getvalue())["sigma"])
+        outs.append(json.loads(buf.getvalue())["noise_std"])
     sigma, sigma_larger_eps = outs
     # forward check at high precision: the released sigma meets (eps, delta)
     assert _mp_delta(eps, sens / sigma) <= delta * (1 + 1e-9)
@@ -860,7 +862,7 @@ def test_account_convert_round_trip(eps: float, log10_delta: float) -> None:
     argv = ["account", "convert", f"approx:epsilon={eps!r},delta={delta!r}"]
     with contextlib.redirect_stdout(buf):
         assert main([*argv, "--delta", repr(delta), "--epsilon", repr(eps), "--json"]) == 0
-    rep = json.loads(buf.getvalue())["report"]
+    rep = json.loads(buf.getvalue())["privacy"]
     # the bound of an (eps, delta) budget gives back at most eps at delta, at most delta at eps
     assert rep["epsilon_for_delta"][0]["epsilon"] <= eps * (1 + 1e-9) + 1e-12
     assert rep["epsilon_for_delta"][0]["epsilon"] >= eps * (1 - 1e-6) - 1e-9

@@ -34,7 +34,7 @@ def test_subsample_prints_certified_beside_clt(capsys: pytest.CaptureFixture[str
     res = run_json(["account", "subsample", "--rate", "0.05", "--sigma", "1.2", "--steps", "40",
                     "--delta", "1e-5"], capsys)
     cert = res["certified"][0]
-    clt_eps = res["report"]["epsilon_for_delta"][0]["epsilon"]
+    clt_eps = res["privacy"]["epsilon_for_delta"][0]["epsilon"]
     assert cert["accountant"] in ("pld", "rdp") and cert["epsilon"] >= clt_eps * 0.9
 
 

@@ -1,0 +1,359 @@
+"""Progress you can trust: a one-line display with an ETA from *measured* step times.
+
+Long computations in dpopt are sequences of similar steps: the structured solver's full passes
+over the sensitivity vectors, the batches of a sampler. :class:`Progress` times the steps as
+they complete and estimates the time left as (steps left) × (measured time per step; the first
+step, which carries one-time start-up costs, is left out once a second one is done), so the
+estimate is a measurement of this run on this machine, not an extrapolation from a benchmark.
+
+Usage, from code that owns the terminal (the command line)::
+
+    with Progress("design", unit="pass", expected=(4, 6), tail=(4, 14), enabled=True):
+        ...                      # code below calls progress.tick() once per step
+
+and from library code that does the steps (it costs nothing when no display is active)::
+
+    from dpopt import progress
+    progress.tick()              # one step done
+
+Library code that runs a long loop of its own (an accounting search, a sampler) opens its
+display with :func:`auto`; it is drawn only where the command line allowed displays
+(:func:`displays`: stderr is a terminal and ``--quiet`` is off), never from a plain Python
+call, a notebook or a test::
+
+    with progress.auto("sampling", total=n_batches, unit="batch"):
+        for batch in batches:
+            ...
+            progress.tick()
+
+The active display is held in a :mod:`contextvars` variable, so library functions need no extra
+parameter and a display never leaks into another thread's work. :func:`watch_passes` wraps a
+solver's pass executor so that each full pass ticks.
+
+How many steps remain is known exactly for a fixed number of steps (``total``), and is a range
+for searches and iterative solvers (``expected=(low, high)``); the ETA then reads
+"about 20–30 s left". While the computation runs at least one more step is counted, also once
+more steps ran than ``high``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # pragma: no cover - types only: importing this module stays free
+    from certificates.problem import VectorSource
+    from solvers.passes import FloatArray, PassExecutor, PassResult
+
+__all__ = ["Progress", "allowed", "auto", "current", "displays", "human_seconds", "phase", "tick",
+           "tick_rows", "watch_passes"]
+
+_ACTIVE: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
+    "dpopt_progress", default=None)
+#: where library code may draw its own displays (set by the command line); None: nowhere
+_ALLOWED: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar(
+    "dpopt_progress_stream", default=None)
+
+
+def human_seconds(seconds: float) -> str:
+    """``42 s``, ``3.5 min``, ``2.1 h``, ``1.5 days`` (for display only)."""
+    if not math.isfinite(seconds):
+        return "unknown"
+    if seconds < 90:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+class Progress:
+    """A status line on a terminal with the work done, the time per step and the time left.
+
+    Parameters
+    ----------
+    desc : str
+        What runs (``"design (1,000,000 vectors, d = 2)"``).
+    total : float, optional
+        The exact number of steps, when known (the batches of a sampler).
+    expected : (float, float), optional
+        The usual range of the number of steps when it is not known in advance (a solver's
+        passes, a root search's evaluations). Ignored when ``total`` is given.
+    tail : (float, float), optional
+        Work that follows the counted steps, in units of one measured step (for a design: the
+        certificate's pass, which costs several solver passes). It is added to the time left
+        until :meth:`phase` starts the next stage.
+    unit : str, default "step"
+        The name of one step (``"pass"``, ``"evaluation"``, ``"batch"``).
+    stream : text stream, optional
+        Where to draw (default ``sys.stderr``).
+    enabled : bool, optional
+        Draw at all. ``None`` (default): only when ``stream`` is a terminal. Steps are timed
+        either way, so :meth:`eta` and :attr:`history` serve tests and logs too.
+    clock : callable, default time.perf_counter
+        The clock steps are timed with (tests pass a fake one).
+
+    Notes
+    -----
+    Steps may be fractional: a pass over the vectors reports each chunk as the fraction of the
+    pass it is, so the line moves within a pass and the time per step is measured on the work
+    done so far, ``elapsed / done``. The time left is ``(steps left + tail) × elapsed / done``,
+    a range when the number of steps is a range.
+    """
+
+    def __init__(self, desc: str, *, total: float | None = None,
+                 expected: tuple[float, float] | None = None,
+                 tail: tuple[float, float] | None = None, unit: str = "step",
+                 stream: TextIO | None = None, enabled: bool | None = None,
+                 clock: Callable[[], float] = time.perf_counter,
+                 min_interval: float = 0.25) -> None:
+        self.desc = desc
+        self.unit = unit
+        self.stream = sys.stderr if stream is None else stream
+        if enabled is None:
+            isatty = getattr(self.stream, "isatty", None)
+            try:
+                enabled = bool(isatty and isatty())
+            except (ValueError, OSError):
+                enabled = False
+        self.enabled = enabled
+        self.clock = clock
+        self.min_interval = float(min_interval)
+        #: (phase, steps done, seconds) of every finished phase, and of the current one at exit
+        self.history: list[tuple[str, float, float]] = []
+        self._width = 0
+        self._drawn_at = -math.inf
+        self._token: contextvars.Token[Progress | None] | None = None
+        self._set_phase(desc, total, expected, tail)
+
+    def _set_phase(self, desc: str, total: float | None, expected: tuple[float, float] | None,
+                   tail: tuple[float, float] | None) -> None:
+        self.phase_desc = desc
+        self.total = None if total is None else max(float(total), 0.0)
+        self.expected = None if expected is None else (float(expected[0]), float(expected[1]))
+        self.tail = None if tail is None else (float(tail[0]), float(tail[1]))
+        self.done = 0.0
+        self._started = self.clock()
+        self._first_at: float | None = None
+
+    # -- the context: make this the display that tick() reaches ------------------------------
+    def __enter__(self) -> Progress:
+        self._started = self.clock()
+        self._token = _ACTIVE.set(self)
+        self._draw(force=True)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._token is not None:
+            _ACTIVE.reset(self._token)
+            self._token = None
+        self.finish()
+
+    def finish(self) -> None:
+        """Record the current phase and erase the line (for a display used without ``with``,
+        driven by :meth:`advance` alone)."""
+        self.history.append((self.phase_desc, self.done, self.clock() - self._started))
+        self._erase()
+
+    # tqdm's names, so code written for a tqdm bar can drive this one
+    def update(self, steps: float = 1.0) -> None:
+        """The same as :meth:`advance`."""
+        self.advance(steps)
+
+    def close(self) -> None:
+        """The same as :meth:`finish`."""
+        self.finish()
+
+    def phase(self, desc: str, *, total: float | None = None,
+              expected: tuple[float, float] | None = None) -> None:
+        """Start the next stage (its own steps and time per step); ends the ``tail``."""
+        self.history.append((self.phase_desc, self.done, self.clock() - self._started))
+        self._set_phase(desc, total, expected, None)
+        self._draw(force=True)
+
+    # -- steps -------------------------------------------------------------------------------
+    def advance(self, steps: float = 1.0) -> None:
+        """Record ``steps`` (possibly fractional) steps completed since the previous call."""
+        if steps > 0:
+            self.done += float(steps)
+            if self._first_at is None and self.done >= 1.0 - 1e-12:
+                self._first_at = self.clock()
+            self._draw()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the current phase started."""
+        return self.clock() - self._started
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        """Measured time per step in this phase (None before any step): ``elapsed / done``,
+        and once two steps are done the time of the steps after the first, which carries the
+        one-time start-up costs (allocation, caches, the first chunk's set-up)."""
+        if self.done <= 0:
+            return None
+        if self._first_at is not None and self.done >= 2.0:
+            return (self.clock() - self._first_at) / (self.done - 1.0)
+        return self.elapsed / self.done
+
+    def steps_left(self) -> tuple[float, float] | None:
+        """(fewest, most) steps still to run, ``tail`` included; None when nothing tells."""
+        if self.total is not None:
+            low = high = max(self.total - self.done, 0.0)
+        elif self.expected is not None:
+            # while it runs, at least one more step is to come (also beyond the usual range)
+            high = max(self.expected[1] - self.done, 1.0)
+            low = min(max(self.expected[0] - self.done, 1.0), high)
+        else:
+            return None
+        if self.tail is not None:
+            low, high = low + self.tail[0], high + self.tail[1]
+        return low, high
+
+    def eta(self) -> tuple[float, float] | None:
+        """(low, high) seconds left, from the measured time per step; None before a step."""
+        per, left = self.seconds_per_step, self.steps_left()
+        if per is None or left is None:
+            return None
+        return left[0] * per, left[1] * per
+
+    # -- drawing -----------------------------------------------------------------------------
+    def line(self) -> str:
+        """The status text (also what is drawn)."""
+        done = f"{self.done:.1f}" if self.done != int(self.done) else f"{int(self.done)}"
+        if self.total is not None:
+            total = f"{self.total:g}"
+            count = f"{self.unit} {done}/{total}"
+        elif self.expected is not None:
+            count = f"{self.unit} {done} (usually {self.expected[0]:g}-{self.expected[1]:g})"
+        else:
+            count = f"{self.unit} {done}"
+        parts = [f"{self.phase_desc}: {count}"]
+        per = self.seconds_per_step
+        if per is not None:
+            parts.append(f"{human_seconds(per)}/{self.unit}")
+        eta = self.eta()
+        if eta is not None:
+            low, high = (human_seconds(x) for x in eta)
+            parts.append(f"about {high} left" if low == high else f"about {low}-{high} left")
+        else:
+            parts.append(f"{human_seconds(self.elapsed)} so far")
+        return " · ".join(parts)
+
+    def _draw(self, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = self.clock()
+        if not force and now - self._drawn_at < self.min_interval:
+            return
+        self._drawn_at = now
+        text = self.line()
+        pad = " " * max(self._width - len(text), 0)
+        self._width = len(text)
+        try:
+            print("\r" + text + pad, end="", file=self.stream, flush=True)
+        except (OSError, ValueError):  # a closed terminal must not break the computation
+            self.enabled = False
+
+    def _erase(self) -> None:
+        if not self.enabled or not self._width:
+            return
+        try:
+            print("\r" + " " * self._width + "\r", end="", file=self.stream, flush=True)
+        except (OSError, ValueError):
+            pass
+        self._width = 0
+
+
+@contextlib.contextmanager
+def displays(stream: TextIO | None) -> Iterator[None]:
+    """Within the block, :func:`auto` displays draw on ``stream`` (None: they stay hidden)."""
+    token = _ALLOWED.set(stream)
+    try:
+        yield
+    finally:
+        _ALLOWED.reset(token)
+
+
+def allowed() -> bool:
+    """Whether the command line allows displays here (inside :func:`displays` with a stream)."""
+    return _ALLOWED.get() is not None
+
+
+def auto(desc: str, *, total: float | None = None, expected: tuple[float, float] | None = None,
+         unit: str = "step") -> Progress:
+    """A :class:`Progress` for library code: drawn only inside :func:`displays` with a stream,
+    and only when no other display is active (inside a design it counts silently)."""
+    stream = _ALLOWED.get()
+    return Progress(desc, total=total, expected=expected, unit=unit, stream=stream,
+                    enabled=stream is not None and _ACTIVE.get() is None)
+
+
+def current() -> Progress | None:
+    """The active display of this context (None when nothing is shown)."""
+    return _ACTIVE.get()
+
+
+def tick(steps: float = 1.0) -> None:
+    """Report ``steps`` (possibly fractional) completed steps to the active display; a no-op
+    without one."""
+    bar = _ACTIVE.get()
+    if bar is not None:
+        bar.advance(steps)
+
+
+def phase(desc: str, *, total: float | None = None,
+          expected: tuple[float, float] | None = None) -> None:
+    """Start the next stage of the active display (:meth:`Progress.phase`); a no-op without
+    one."""
+    bar = _ACTIVE.get()
+    if bar is not None:
+        bar.phase(desc, total=total, expected=expected)
+
+
+class _TimedPasses:
+    """A pass executor that ticks the active display after every full pass."""
+
+    def __init__(self, inner: PassExecutor) -> None:
+        self._inner = inner
+
+    def gram(self, source: VectorSource, chunk: int) -> tuple[FloatArray, int]:
+        out = self._inner.gram(source, chunk)
+        tick()
+        return out
+
+    def score(self, source: VectorSource, bmat: FloatArray, chunk: int, keep: int,
+              threshold: float) -> PassResult:
+        out = self._inner.score(source, bmat, chunk, keep, threshold)
+        tick()
+        return out
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the wrapped executor's
+        return getattr(self._inner, name)
+
+
+def watch_passes(executor: PassExecutor | None) -> PassExecutor | None:
+    """``executor`` wrapped to tick once per full pass when a display is active.
+
+    Only an explicit executor (a Dask cluster's) is wrapped: passes in this process iterate the
+    sensitivity source, whose ``chunks()`` report each chunk themselves (:func:`tick_rows`), so
+    ``None`` (the in-process default) is returned unchanged.
+    """
+    if executor is None or _ACTIVE.get() is None:
+        return executor
+    return _TimedPasses(executor)
+
+
+def tick_rows(rows: int, count: int) -> None:
+    """Report ``rows`` of the ``count`` vectors of a pass as done (``rows / count`` of a step)."""
+    bar = _ACTIVE.get()
+    if bar is not None and count > 0:
+        bar.advance(rows / count)

@@ -1,0 +1,64 @@
+"""``dpopt --version`` and ``--help`` start fast because they import little.
+
+Measured times are noisy on a shared machine, so the tests check what the cause of a slow start
+would be instead: the modules a fresh interpreter has loaded after the command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+HEAVY = ("numpy", "scipy", "cvxpy", "pandas", "matplotlib", "dask", "certificates.covariance")
+
+
+def _loaded_after(argv: list[str]) -> tuple[str, list[str]]:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from dpopt.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    status = main({argv!r})\n"
+        f"print(json.dumps([out.getvalue(), [m for m in {HEAVY!r} if m in sys.modules]]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=True)
+    text, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    return text, loaded
+
+
+def test_version_imports_no_numerics() -> None:
+    from dpopt import __version__
+
+    text, loaded = _loaded_after(["--version"])
+    assert text.strip() == f"dpopt {__version__}"
+    assert loaded == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["design", "--help"], ["account", "--help"],
+                                  ["calibrate", "--help"], ["verify", "--help"]])
+def test_help_imports_numpy_at_most(argv: list[str]) -> None:
+    text, loaded = _loaded_after(argv)
+    assert text.startswith("usage: dpopt")
+    assert set(loaded) <= {"numpy"}
+
+
+def test_import_certificates_errors_stays_light() -> None:
+    code = ("import sys, certificates.errors, dpopt, certificates\n"
+            "print(sorted(m for m in ('scipy', 'certificates.covariance') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
+    import certificates
+
+    assert callable(certificates.check) and "check" in dir(certificates)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        certificates.no_such_name  # noqa: B018
