@@ -383,9 +383,11 @@ def _log_f_batch(pb: _Problem, delta: Arr) -> tuple[Arr, Arr]:
     return val, grad
 
 
-def _local_search(pb: _Problem, starts: Arr, iters: int = 300) -> tuple[Arr, float]:
+def _ascend(pb: _Problem, starts: Arr, iters: int = 300, *,
+            stop_when_still: bool = True) -> tuple[Arr, Arr]:
     """Projected gradient ascent on log F from every start at once, step sizes adapted per
-    start (grown after an accepted step, halved after a rejected one); returns the best point."""
+    start (grown after an accepted step, halved after a rejected one); returns every end point
+    and its value. ``stop_when_still`` ends the loop once every step is below 1e-13 of the box."""
     lim = pb.lengths
     x = np.clip(np.array(starts, dtype=np.float64), -lim, lim)
     val, grad = _log_f_batch(pb, x)
@@ -400,8 +402,14 @@ def _local_search(pb: _Problem, starts: Arr, iters: int = 300) -> tuple[Arr, flo
         val = np.where(ok, tv, val)
         grad = np.where(ok[:, None], tg, grad)
         step = np.where(ok, step * 1.5, step * 0.5)
-        if np.all(step < 1e-13 * float(np.max(lim))):
+        if stop_when_still and np.all(step < 1e-13 * float(np.max(lim))):
             break
+    return x, val
+
+
+def _local_search(pb: _Problem, starts: Arr, iters: int = 300) -> tuple[Arr, float]:
+    """:func:`_ascend` from every start; returns the best end point and its value."""
+    x, val = _ascend(pb, starts, iters)
     j = int(np.argmax(val))
     return x[j].copy(), float(val[j])
 
@@ -447,21 +455,8 @@ def local_maximisers(
     if d <= 8:
         bits = (np.arange(2**d)[:, None] >> np.arange(d)[None, :]) & 1
         pts.append((1.0 - 2.0 * bits) * pb.lengths * 0.999)
-    x0 = np.vstack(pts)
+    x, val = _ascend(pb, np.vstack(pts), 300, stop_when_still=False)
     lim = pb.lengths
-    x = np.clip(x0, -lim, lim)
-    val, grad = _log_f_batch(pb, x)
-    step = np.full(x.shape[0], 0.1 * float(np.max(lim)))
-    for _ in range(300):
-        gn = np.sqrt(np.einsum("ij,ij->i", grad, grad))
-        gn = np.where(gn > 0, gn, 1.0)
-        trial = np.clip(x + (step / gn)[:, None] * grad, -lim, lim)
-        tv, tg = _log_f_batch(pb, trial)
-        ok = tv > val
-        x = np.where(ok[:, None], trial, x)
-        val = np.where(ok, tv, val)
-        grad = np.where(ok[:, None], tg, grad)
-        step = np.where(ok, step * 1.5, step * 0.5)
     order = np.argsort(-val)
     keep: list[int] = []
     tol_x = 1e-6 * float(np.max(lim))

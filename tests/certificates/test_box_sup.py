@@ -4,37 +4,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import minimize
-from scipy.special import expit
 
 from certificates.box_sup import certified_box_sup, two_record_form_bounds
 from certificates.errors import InvalidParameterError, InvalidTypeError
-
-
-def _form(x, y, g, sigma, a):
-    """t_g(x, y)^T A t_g(x, y) written from the definition (not from the module)."""
-    z = (np.sum((g - y) ** 2, -1) - np.sum((g - x) ** 2, -1)) / (2.0 * sigma**2)
-    t = expit(z)[..., None] * (x - y)
-    return np.einsum("...i,ij,...j->...", t, a, t)
-
-
-def _independent_sup(lo, hi, g, sigma, a, n=6000, starts=12, seed=0):
-    """Dense sampling of pairs (plus vertices and the clipped query) and multi-start L-BFGS-B over
-    the 2d coordinates (x, y)."""
-    rng = np.random.default_rng(seed)
-    d = lo.size
-    verts = lo + ((np.arange(2**d)[:, None] >> np.arange(d)) & 1) * (hi - lo)
-    gc = np.clip(g, lo, hi)
-    xs = np.vstack([rng.uniform(lo, hi, (n, d)), verts, np.repeat(gc[None], len(verts), 0)])
-    ys = np.vstack([rng.uniform(lo, hi, (n, d)), verts[::-1], verts])
-    vals = _form(xs, ys, g, sigma, a)
-    best = float(vals.max())
-    bounds = list(zip(lo, hi, strict=True)) * 2
-    for i in np.argsort(-vals)[:starts]:
-        res = minimize(lambda w: -_form(w[:d], w[d:], g, sigma, a),
-                       np.concatenate([xs[i], ys[i]]), method="L-BFGS-B", bounds=bounds)
-        best = max(best, -float(res.fun))
-    return best
+from tests.box_reference import independent_box_sup as _independent_sup
+from tests.box_reference import two_record_form as _form
 
 
 def _spd(rng, d, ridge=0.2):

@@ -2,42 +2,21 @@
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize
-from scipy.special import expit
 
 import dpopt
 from dpopt.covariance.continuous import initial_pairs
 from dpopt.covariance.denoiser import two_record_vector
 from dpopt.covariance.sensitivity import BoxTwoRecordSet, uniform_query_set
 from dpopt.errors import InvalidParameterError, InvalidTypeError
+from tests.box_reference import independent_box_sup
 
 BUDGET = dpopt.ApproxDP(epsilon=1.0, delta=1e-6)
 
 
-def _form(x, y, g, sigma, prec):
-    """t_g(x, y)^T P t_g(x, y) written from the definition."""
-    z = (np.sum((g - y) ** 2, -1) - np.sum((g - x) ** 2, -1)) / (2.0 * sigma**2)
-    t = expit(z)[..., None] * (x - y)
-    return np.einsum("...i,ij,...j->...", t, prec, t)
-
-
 def _worst_pair_value(lo, hi, g, sigma, cov, n=20000, starts=16, seed=0):
     """Independent search: dense random pairs, vertices, then multi-start L-BFGS-B on (x, y)."""
-    rng = np.random.default_rng(seed)
-    d = lo.size
-    prec = np.linalg.inv(cov)
-    verts = lo + ((np.arange(2**d)[:, None] >> np.arange(d)) & 1) * (hi - lo)
-    gc = np.clip(g, lo, hi)
-    xs = np.vstack([rng.uniform(lo, hi, (n, d)), verts, np.repeat(gc[None], len(verts), 0)])
-    ys = np.vstack([rng.uniform(lo, hi, (n, d)), verts[::-1], verts])
-    vals = _form(xs, ys, g, sigma, prec)
-    best = float(vals.max())
-    bounds = list(zip(lo, hi, strict=True)) * 2
-    for i in np.argsort(-vals)[:starts]:
-        res = minimize(lambda w: -_form(w[:d], w[d:], g, sigma, prec),
-                       np.concatenate([xs[i], ys[i]]), method="L-BFGS-B", bounds=bounds)
-        best = max(best, -float(res.fun))
-    return best
+    return independent_box_sup(lo, hi, g, sigma, np.linalg.inv(cov), n=n, starts=starts,
+                               seed=seed)
 
 
 def test_the_issue_reproduction_is_covered_by_the_box_design():
