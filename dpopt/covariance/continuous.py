@@ -367,16 +367,19 @@ class EllipsoidCoverage:
     sensitivity : EllipsoidDifferences
     sup : MahalanobisSup
         The proven closed-form sup at the returned covariance (``sup.upper <= q``).
+    relation : NeighbouringRelation
+        The neighbouring relation the design's privacy report assumes.
     """
 
     sensitivity: EllipsoidDifferences
     sup: MahalanobisSup
+    relation: NeighbouringRelation = NeighbouringRelation.ADD_REMOVE
 
     def describe(self) -> str:
         """One line: the domain covered and the proven sup."""
         e = self.sensitivity.ellipsoid
         return (f"covers every query and every record in the ellipsoid centred at "
-                f"{e.centre.tolist()} (add/remove); proven sup {self.sup.upper:.10g}")
+                f"{e.centre.tolist()} ({self.relation}); proven sup {self.sup.upper:.10g}")
 
 
 def design_ellipsoid(
@@ -420,7 +423,7 @@ def design_ellipsoid(
                          method="closed_form", index=None, vector=vec,
                          margin=upper / lower - 1.0 if lower > 0 else 0.0)
     privacy = privacy_from_sup(sup, cov, sensitivity.ellipsoid.diameter(), rel)
-    coverage = EllipsoidCoverage(sensitivity=sensitivity, sup=sup)
+    coverage = EllipsoidCoverage(sensitivity=sensitivity, sup=sup, relation=rel)
     return replace(base, covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
                    coverage=coverage,
                    message=f"uniform query over an ellipsoid (closed form): {cert.message}")
