@@ -76,15 +76,27 @@ def _data_query_sigma(
         raise InvalidParameterError("data", data, f"must be an (n, d) array, got shape {x.shape}")
     if x.shape[0] < min_rows:
         raise InvalidParameterError("data", data, f"must have at least {min_rows} rows")
+    g, s = query_and_sigma(query, sigma, x.shape[1], "the data dimension")
+    return x, g, s
+
+
+def query_and_sigma(query: ArrayLike, sigma: float, dim: int,
+                    of: str | None = None) -> tuple[NDArray[np.float64], float]:
+    """The denoiser's query g (a scalar is a vector of length 1) checked against the dimension
+    ``dim`` (``of`` names it in the message), and its noise scale sigma >= 0.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``query`` is not a vector of length ``dim``, or ``sigma`` is negative or not finite.
+    """
     g = as_float_array("query", query)
     if g.ndim == 0:
         g = g[None]
-    if g.ndim != 1 or g.shape[0] != x.shape[1]:
-        raise InvalidParameterError(
-            "query", query, f"must be a vector of length d = {x.shape[1]} (the data dimension)"
-        )
-    s = as_scalar("sigma", sigma, low=0.0)
-    return x, g, s
+    if g.ndim != 1 or g.shape[0] != dim:
+        where = f" ({of})" if of else ""
+        raise InvalidParameterError("query", query, f"must be a vector of length d = {dim}{where}")
+    return g, as_scalar("sigma", sigma, low=0.0)
 
 
 def _log_weights(

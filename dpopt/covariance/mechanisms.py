@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from certificates.validate import as_float_array, as_psd_matrix, as_scalar
-from dpopt.covariance.denoiser import snapped_posterior_mean
+from dpopt.covariance.denoiser import query_and_sigma, snapped_posterior_mean
 from dpopt.covariance.domains import (
     Box,
     Domain,
@@ -316,13 +316,7 @@ class DenoiserMechanism:
                  covariance: ArrayLike) -> None:
         if not isinstance(domain, FinitePoints | Box | Grid | Ellipsoid):
             raise InvalidTypeError("domain", domain, "a Grid, FinitePoints, Box, Ball or Ellipsoid")
-        g = as_float_array("query", query)
-        g = g[None] if g.ndim == 0 else g
-        if g.ndim != 1 or g.shape[0] != domain.dim:
-            raise InvalidParameterError(
-                "query", query, f"must be a vector of length d = {domain.dim}"
-            )
-        s = as_scalar("sigma", sigma, low=0.0)
+        g, s = query_and_sigma(query, sigma, domain.dim)
         gauss = GaussianMechanism(as_float_array("covariance", covariance))
         if gauss.dim != domain.dim:
             raise InvalidParameterError(

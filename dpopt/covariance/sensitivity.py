@@ -45,7 +45,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
 from certificates.problem import DEFAULT_CHUNK, ArrayVectors, VectorSource
-from certificates.validate import as_float_array, as_int, as_scalar, as_vectors
+from certificates.validate import as_float_array, as_int, as_vectors
+from dpopt.covariance.denoiser import query_and_sigma
 from dpopt.covariance.domains import Box, Domain, Ellipsoid, FinitePoints, Grid, as_domain
 from dpopt.errors import (
     InvalidParameterError,
@@ -213,13 +214,7 @@ class TwoRecordVectors(_PairVectors):
 
     def __init__(self, points: Domain | ArrayLike, query: ArrayLike, sigma: float) -> None:
         super().__init__(points)
-        g = as_float_array("query", query)
-        g = g[None] if g.ndim == 0 else g
-        if g.ndim != 1 or g.shape[0] != self.dim:
-            raise InvalidParameterError(
-                "query", query, f"must be a vector of length d = {self.dim} (the domain dimension)"
-            )
-        s = as_scalar("sigma", sigma, low=0.0)
+        g, s = query_and_sigma(query, sigma, self.dim, "the domain dimension")
         self._query = g
         self._sigma = s
         diff = self._points - g
@@ -380,17 +375,12 @@ class BoxTwoRecordSet:
     def __init__(self, box: Box, query: ArrayLike, sigma: float) -> None:
         if not isinstance(box, Box):
             raise InvalidTypeError("box", box, "a Box")
-        g = as_float_array("query", query)
-        g = g[None] if g.ndim == 0 else g
-        if g.ndim != 1 or g.shape[0] != box.dim:
-            raise InvalidParameterError(
-                "query", query, f"must be a vector of length d = {box.dim} (the box dimension)"
-            )
+        g, s = query_and_sigma(query, sigma, box.dim, "the box dimension")
         g = np.array(g, dtype=np.float64)
         g.setflags(write=False)
         self._box = box
         self._query = g
-        self._sigma = as_scalar("sigma", sigma, low=0.0)
+        self._sigma = s
 
     @property
     def box(self) -> Box:

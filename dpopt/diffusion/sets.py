@@ -43,7 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
 from certificates.problem import VectorSource
-from certificates.validate import as_float_array, as_scalar
+from dpopt.covariance.denoiser import query_and_sigma
 from dpopt.covariance.domains import Box, Domain, FinitePoints, Grid, as_domain
 from dpopt.covariance.sensitivity import BoxTwoRecordSet, add_remove_set
 from dpopt.errors import InvalidParameterError
@@ -118,13 +118,7 @@ class GridReduction:
         -------
         ndarray, shape (count, d)
         """
-        g = as_float_array("query", query)
-        g = g[None] if g.ndim == 0 else g
-        if g.ndim != 1 or g.shape[0] != self._grid.dim:
-            raise InvalidParameterError(
-                "query", query, f"must be a vector of length d = {self._grid.dim}"
-            )
-        s = as_scalar("sigma", sigma, low=0.0)
+        g, s = query_and_sigma(query, sigma, self._grid.dim)
         dy = self._y - g
         dx = self._x - g
         z = (np.einsum("cjd,cjd->cj", dy, dy) - np.einsum("cjd,cjd->cj", dx, dx)) / (2.0 * s * s)
