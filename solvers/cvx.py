@@ -18,7 +18,7 @@ reported, never used as proof.
 
 For :math:`\eta = 0` and vectors that do not span :math:`\mathbb R^d` the program is solved in the
 span (basis ``B``, :math:`W_r = B^\top W B`) and the dual is lifted with the Schur-complement
-correction: :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
+correction (:class:`solvers.reductions.SpanReduction`, the reduction both solvers use): :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
 :math:`H = C(C^\top W C - C^\top W B W_r^{-1} B^\top W C)C^\top`. The singular optimum
 :math:`B\Sigma_r B^\top` is returned with a tiny ridge :math:`\tau CC^\top` on the complement
 (relative cost ``RIDGE_RELATIVE``) so that the returned covariance is positive definite.
@@ -39,7 +39,8 @@ from certificates.covariance import dual_lower_bound
 from certificates.errors import InvalidParameterError, SolverError
 from certificates.problem import CovarianceProgram, FactoredDual
 from solvers._types import CVXPY_STATUS_MAP, Solution, SolverStats
-from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction
+from solvers.cvx_forms import FORMS, CvxForm, build_form
+from solvers.reductions import SpanReduction, psd_factor
 from solvers.scaling import Normalisation
 
 __all__ = [
@@ -233,15 +234,6 @@ def get_backend(name: str) -> CvxBackend:
 # extraction of primal and factored dual
 
 
-def _factor_psd(h: NDArray[np.float64]) -> NDArray[np.float64]:
-    """G with GG^T = (h)_+ (eigen-decomposition, negatives clipped, tiny dropped)."""
-    hs = 0.5 * (h + h.T)
-    ev, vec = sla.eigh(hs)
-    top = float(np.max(np.abs(ev))) if ev.size else 0.0
-    keep = ev > EIG_RTOL * top if top > 0 else np.zeros(ev.shape, dtype=bool)
-    return np.asarray(vec[:, keep] * np.sqrt(ev[keep]), dtype=np.float64)
-
-
 def _from_blocks(
     zs: list[NDArray[np.float64]], d: int
 ) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:
@@ -412,26 +404,17 @@ def _dual_from_mu(
 def _lift(
     red: SpanReduction,
     weight: NDArray[np.float64],
+    weight_r: NDArray[np.float64],
     sigma_r: NDArray[np.float64],
     u_r: NDArray[np.float64],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Lift (Sigma_r, u_r) from the span to R^d with the Schur-complement correction."""
-    b, c = red.basis, red.complement
-    w_r = b.T @ weight @ b
-    wcb = c.T @ weight @ b
-    k = sla.solve(w_r, wcb.T, assume_a="pos").T  # C^T W B W_r^{-1}
-    lift = b + c @ k
-    u = u_r @ lift.T
-    schur = c.T @ weight @ c - k @ wcb.T
-    g = c @ _factor_psd(schur) if c.shape[1] else np.zeros((weight.shape[0], 0))
-    sigma = b @ sigma_r @ b.T
-    cost = float(np.sum(w_r * sigma_r))
-    denom = float(np.trace(c.T @ weight @ c))
-    tau = RIDGE_RELATIVE * max(cost, 0.0) / denom if denom > 0 else 0.0
+    """Lift (Sigma_r, u_r) from the span to R^d (:meth:`SpanReduction.lift_dual`), the
+    covariance with a ridge of relative cost ``RIDGE_RELATIVE`` on the complement."""
+    u, g = red.lift_dual(weight, u_r, EIG_RTOL)
+    tau = red.ridge(weight, float(np.sum(weight_r * sigma_r)), RIDGE_RELATIVE)
     if tau <= 0:
-        tau = RIDGE_RELATIVE * max(float(np.max(np.abs(sigma))), 1e-300)
-    sigma = _sym(sigma + tau * (c @ c.T))
-    return sigma, u, g
+        tau = RIDGE_RELATIVE * max(float(np.max(np.abs(sigma_r))), 1e-300)
+    return red.lift_covariance(sigma_r, tau), u, g
 
 
 def solve_cvx(
@@ -509,15 +492,11 @@ def solve_cvx(
     vectors = vectors_in / norm.data
     weight = _sym(weight_in / norm.weight)
     q, eta = 1.0, float(problem.noise_floor) / norm.covariance_scale
-    red = span_reduction(vectors)
+    red = SpanReduction.of_vectors(vectors)
     if red.rank == 0:
         raise InvalidParameterError("vectors", "all zero", "must contain a nonzero vector")
     reduce = eta == 0 and red.deficient
-    if reduce:
-        vec_s, w_s = vectors @ red.basis, red.basis.T @ weight @ red.basis
-        w_s = 0.5 * (w_s + w_s.T)
-    else:
-        vec_s, w_s = vectors, weight
+    vec_s, w_s = red.apply(vectors, weight) if reduce else (vectors, weight)
     built = build_form(form, vec_s, w_s, q, eta)
     status, stats = backend.run(built, tol, verbose, time_limit)
     objective = built.problem.value
@@ -538,9 +517,9 @@ def solve_cvx(
         keep = lam > 0
         sup, lam, u = sup[keep], lam[keep], u[keep]
     if reduce:
-        sigma, u, g = _lift(red, weight, sigma, u)
+        sigma, u, g = _lift(red, weight, w_s, sigma, u)
     else:
-        g = _factor_psd(h) if np.any(h) else np.zeros((d, 0))
+        g = psd_factor(h, EIG_RTOL) if np.any(h) else np.zeros((d, 0))
     dual = norm.dual(FactoredDual(support=sup, multipliers=lam, directions=u, floor_factor=g))
     sigma = _sym(norm.covariance_scale * sigma)
     value = float(np.sum(weight_in * sigma))
