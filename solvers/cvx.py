@@ -1,7 +1,8 @@
 r"""Conic backends for the optimal-covariance program, via cvxpy.
 
-One adapter per backend behind :class:`CvxBackend` (lazy imports, our own documented tolerances,
-a per-backend status map into :data:`solvers._types.STATUSES`, unknown codes to
+One adapter per backend behind :class:`CvxBackend` (lazy imports, the native tolerance options
+of :data:`solvers.api.TOLERANCE_OPTIONS`, the one place a tolerance is mapped, a per-backend
+status map into :data:`solvers._types.STATUSES`, unknown codes to
 ``"solver_error"``). :func:`solve_cvx` builds a form (:mod:`solvers.cvx_forms`), solves it,
 and converts the solver's duals into a :class:`~certificates.problem.FactoredDual`:
 
@@ -18,7 +19,8 @@ reported, never used as proof.
 
 For :math:`\eta = 0` and vectors that do not span :math:`\mathbb R^d` the program is solved in the
 span (basis ``B``, :math:`W_r = B^\top W B`) and the dual is lifted with the Schur-complement
-correction (:class:`solvers.reductions.SpanReduction`, the reduction both solvers use): :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
+correction (:class:`solvers.reductions.SpanReduction`, the reduction both solvers use):
+:math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
 :math:`H = C(C^\top W C - C^\top W B W_r^{-1} B^\top W C)C^\top`. The singular optimum
 :math:`B\Sigma_r B^\top` is returned with a tiny ridge :math:`\tau CC^\top` on the complement
 (relative cost ``RIDGE_RELATIVE``) so that the returned covariance is positive definite.
@@ -62,7 +64,8 @@ RIDGE_RELATIVE = 1e-10
 
 
 class CvxBackend(ABC):
-    """Adapter of one cvxpy conic solver: name, options (our tolerances), status map, stats."""
+    """Adapter of one cvxpy conic solver: name, version, status map, time limit, stats (its
+    tolerance options are :func:`solvers.api.native_options` of its name)."""
 
     #: Our name of the backend (lower case).
     name: ClassVar[str]
@@ -73,9 +76,12 @@ class CvxBackend(ABC):
     #: The solver's option for a wall-clock limit in seconds (None: not supported).
     time_limit_option: ClassVar[str | None] = None
 
-    @abstractmethod
     def options(self, tol: float) -> dict[str, Any]:
-        """Solver keyword arguments for a requested relative accuracy ``tol``."""
+        """Solver keyword arguments for a requested relative accuracy ``tol``: this backend's
+        row of :data:`solvers.api.TOLERANCE_OPTIONS`."""
+        from solvers.api import native_options  # the owner of the mapping (imports this module)
+
+        return native_options(self.name, tol)
 
     @abstractmethod
     def version(self) -> str:
@@ -138,16 +144,11 @@ class CvxBackend(ABC):
 
 
 class ClarabelBackend(CvxBackend):
-    """Clarabel (interior point; default). Tolerances: gap abs/rel and feasibility
-    ``min(tol, 1e-8) / 100``, at most 500 iterations."""
+    """Clarabel (interior point; default)."""
 
     name = "clarabel"
     cvxpy_name = "CLARABEL"
     time_limit_option = "time_limit"
-
-    def options(self, tol: float) -> dict[str, Any]:
-        eps = min(tol, 1e-8) / 100
-        return {"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps, "max_iter": 500}
 
     def version(self) -> str:
         import clarabel
@@ -156,16 +157,11 @@ class ClarabelBackend(CvxBackend):
 
 
 class SCSBackend(CvxBackend):
-    """SCS (first order; least accurate). Tolerances: ``eps_abs = eps_rel =
-    min(tol, 1e-7) / 100``, at most 200,000 iterations."""
+    """SCS (first order; least accurate)."""
 
     name = "scs"
     cvxpy_name = "SCS"
     time_limit_option = "time_limit_secs"
-
-    def options(self, tol: float) -> dict[str, Any]:
-        eps = min(tol, 1e-7) / 100
-        return {"eps_abs": eps, "eps_rel": eps, "max_iters": 200_000}
 
     def version(self) -> str:
         import scs
@@ -179,9 +175,6 @@ class _GenericBackend(CvxBackend):
     def __init__(self, cvxpy_name: str) -> None:
         self.cvxpy_name = cvxpy_name  # type: ignore[misc]
         self.name = cvxpy_name.lower()  # type: ignore[misc]
-
-    def options(self, tol: float) -> dict[str, Any]:
-        return {}
 
     def version(self) -> str:
         return ""
@@ -439,7 +432,9 @@ def solve_cvx(
         Which cvxpy form to solve; ``"both"`` solves the primal and the dual and returns the
         primal's Sigma with the dual form's certificate (``stats.extra`` holds both values).
     tol : float
-        Requested relative accuracy; each backend maps it to its own tolerances.
+        Requested relative accuracy, spelled in the backend's option names by
+        :func:`solvers.api.native_options` (Clarabel: gap and feasibility
+        ``min(tol, 1e-8) / 100``; SCS: ``min(tol, 1e-7) / 100``; other backends: defaults).
     polish : bool, default True
         Also refit the dual at the solver's Sigma (:func:`_polish`) and keep the better one.
     time_limit : float, optional

@@ -53,6 +53,7 @@ from dpopt.covariance.program import isotropic_baseline
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError, SolverError
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
+from solvers.api import method_tolerance
 from solvers.structured import WarmStart, blas_limits, solve_structured
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -229,7 +230,7 @@ def _design_one(
                                     exc.requirement) from None
     # a set of another size starts cold: its indices would not name the same record pairs
     start = warm[0] if warm is not None and warm[1] == problem.count else None
-    solve_tol = max(1e-10, min(1e-8, tol / 100))
+    solve_tol = method_tolerance("structured", tol)
     sol: Solution | None
     try:
         sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=start)

@@ -10,6 +10,7 @@ brute-force sort (``sorted`` by score, then index) for every top-k selection.
 from __future__ import annotations
 
 import importlib
+import itertools
 import warnings
 
 import numpy as np
@@ -159,11 +160,11 @@ def test_streamed_and_merged_selections_equal_the_whole(q: np.ndarray, keep: int
     first_max = int(np.argmax(q))
     # chunks in order (the in-process pass)
     streamed = TopK(keep, 2, threshold)
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         streamed.add(a, q[a:b], vecs[a:b])
     # chunk reductions merged in a shuffled order (the distributed pass)
     merged = TopK(keep, 2, threshold)
-    pieces = list(zip(bounds, bounds[1:], strict=False))
+    pieces = list(itertools.pairwise(bounds))
     for i in np.random.default_rng(seed).permutation(len(pieces)):
         a, b = pieces[i]
         sel = top_k(q[a:b], keep, threshold)
