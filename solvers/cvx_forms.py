@@ -13,10 +13,10 @@ are built here from plain arrays (so that ``dpopt.covariance.program`` can deleg
 knowing about privacy):
 
 ``primal``
-    the natural form of the optimal-covariance paper (Theorem 3): ``J`` blocks of size
+    the natural form of the covariance program (theory page): ``J`` blocks of size
     ``d + 1``.
 ``dual``
-    the paper's conic dual: :math:`\max\ \eta\operatorname{tr}H - 2\sum_j b_j^\top
+    its conic dual: :math:`\max\ \eta\operatorname{tr}H - 2\sum_j b_j^\top
     s_j - q\sum_j g_j` s.t. :math:`\sum_j A_j + H = W`, :math:`Z_j = [[A_j, b_j],[b_j^\top, g_j]]
     \succeq 0`, :math:`H \succeq 0`.
 ``inverse``
@@ -105,7 +105,7 @@ def build_primal(
 def build_dual(
     vectors: NDArray[np.float64], weight: NDArray[np.float64], bound: float, noise_floor: float
 ) -> CvxForm:
-    r"""The paper's conic dual (D) with variables :math:`Z_j` and :math:`H`.
+    r"""The conic dual (D) of the covariance program with variables :math:`Z_j` and :math:`H`.
 
     The equality :math:`\sum_j A_j + H = W` is imposed on the diagonal and the strict upper
     triangle separately, so the primal Sigma is read off their multipliers.

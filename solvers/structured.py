@@ -1,6 +1,6 @@
 r"""Structure-exploiting solver for the optimal-covariance program.
 
-The program (the optimal Gaussian covariance for the ideal denoiser, Theorem 3) is
+The program (the covariance program, derived on the theory page) is
 
 .. math::
 

@@ -137,8 +137,8 @@ def design_covariance_batch(
     Item ``i`` is the program of :func:`~dpopt.covariance.design.design_covariance` for the
     vectors ``sensitivities[i]`` and the budget ``budgets[i]`` (or the one shared budget):
     :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j \le q_i`,
-    :math:`\Sigma\succeq\eta I`, with :math:`q_i` the budget's Mahalanobis bound (Theorem 3 of
-    the optimal-covariance paper). Every returned design carries its own certificate from
+    :math:`\Sigma\succeq\eta I`, with :math:`q_i` the budget's Mahalanobis bound (the covariance
+    program of the theory page). Every returned design carries its own certificate from
     :func:`certificates.covariance.check` (an interval on its optimal value and the certified
     Mahalanobis sup of its repaired covariance over all of its vectors); no design is trusted
     because of its neighbour.

@@ -1,8 +1,8 @@
 r"""``design_covariance``: the least-error Gaussian noise covariance for a privacy budget.
 
 Given sensitivity vectors :math:`s_j` (the worst-case changes of a release), a privacy budget (or
-several: all must hold) and a weight :math:`W`, it solves the program of Theorem 3 of the
-optimal-covariance paper
+several: all must hold) and a weight :math:`W`, it solves the covariance program
+(theory page, "The covariance program")
 
 .. math::
 
@@ -372,7 +372,7 @@ def design_covariance(
     ----------
     sensitivity : array_like, VectorSource, PrunedSet, BoxTwoRecordSet or EllipsoidDifferences
         Sensitivity vectors :math:`s_j` (an array of shape (J, d)), e.g.
-        ``add_remove_set(grid, g, sigma)`` (Theorem 1 two-record vectors; covers records on the
+        ``add_remove_set(grid, g, sigma)`` (the two-record vectors; covers records on the
         grid, so snap real-valued records) or ``uniform_query_set(domain)``.
         ``add_remove_set(Box(lo, hi), g, sigma)`` (a
         :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`) covers every record in the box:

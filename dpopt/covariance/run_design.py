@@ -10,8 +10,8 @@ Gaussian's Mahalanobis bound alone (``ApproxDP``, ``GDP``, ``ZCDP``, ``RDP`` and
 therefore holds for the run iff :math:`\sum_t q_t \le Q` with ``Q = budget.mahalanobis_bound()``.
 
 The best run minimises :math:`\sum_t v_t(q_t)` subject to :math:`\sum_t q_t = Q`, where
-:math:`v_t(q)` is the optimal value of the covariance program of step t (the optimal Gaussian
-covariance for the ideal denoiser, Theorem 3) at bound q:
+:math:`v_t(q)` is the optimal value of the covariance program of step t (theory page, "The
+covariance program") at bound q:
 
 * no noise floor (η = 0): :math:`v_t(q) = c_t/q` with :math:`c_t = v_t(1)` (scaling
   :math:`\Sigma \to \Sigma/q`), so by Cauchy–Schwarz the optimum is

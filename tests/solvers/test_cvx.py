@@ -79,7 +79,7 @@ def test_random_primal_equals_dual(seed: int, eta: float) -> None:
         cert = check(prob, sol.covariance, sol.dual)
         assert cert.certified, cert.message
         assert cert.gap < 1e-7
-        assert abs(cert.complementarity) < 1e-6  # eq. (19) ~ 0 at the optimum
+        assert abs(cert.complementarity) < 1e-6  # the duality gap ~ 0 at the optimum
 
 
 def test_rank_deficient_with_floor() -> None:
