@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -63,7 +62,7 @@ EIG_RTOL = 1e-13
 RIDGE_RELATIVE = 1e-10
 
 
-class CvxBackend(ABC):
+class CvxBackend:
     """Adapter of one cvxpy conic solver: name, version, status map, time limit, stats (its
     tolerance options are :func:`solvers.api.native_options` of its name)."""
 
@@ -75,6 +74,8 @@ class CvxBackend(ABC):
     status_map: ClassVar[dict[str, str]] = CVXPY_STATUS_MAP
     #: The solver's option for a wall-clock limit in seconds (None: not supported).
     time_limit_option: ClassVar[str | None] = None
+    #: The Python module whose ``__version__`` is the solver's version (None: unknown).
+    module: ClassVar[str | None] = None
 
     def options(self, tol: float) -> dict[str, Any]:
         """Solver keyword arguments for a requested relative accuracy ``tol``: this backend's
@@ -83,9 +84,13 @@ class CvxBackend(ABC):
 
         return native_options(self.name, tol)
 
-    @abstractmethod
     def version(self) -> str:
-        """The installed solver's version string."""
+        """The installed solver's version string (``""`` when unknown)."""
+        if self.module is None:
+            return ""
+        import importlib
+
+        return str(getattr(importlib.import_module(self.module), "__version__", ""))
 
     def available(self) -> bool:
         """Whether cvxpy can use this solver here."""
@@ -149,11 +154,7 @@ class ClarabelBackend(CvxBackend):
     name = "clarabel"
     cvxpy_name = "CLARABEL"
     time_limit_option = "time_limit"
-
-    def version(self) -> str:
-        import clarabel
-
-        return str(getattr(clarabel, "__version__", ""))
+    module = "clarabel"
 
 
 class SCSBackend(CvxBackend):
@@ -162,11 +163,7 @@ class SCSBackend(CvxBackend):
     name = "scs"
     cvxpy_name = "SCS"
     time_limit_option = "time_limit_secs"
-
-    def version(self) -> str:
-        import scs
-
-        return str(getattr(scs, "__version__", ""))
+    module = "scs"
 
 
 class _GenericBackend(CvxBackend):
@@ -175,9 +172,6 @@ class _GenericBackend(CvxBackend):
     def __init__(self, cvxpy_name: str) -> None:
         self.cvxpy_name = cvxpy_name  # type: ignore[misc]
         self.name = cvxpy_name.lower()  # type: ignore[misc]
-
-    def version(self) -> str:
-        return ""
 
 
 #: Our built-in adapters, by name.
