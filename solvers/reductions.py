@@ -49,6 +49,7 @@ variant and the :math:`W = I` floor elimination (:mod:`solvers.floored`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -199,8 +200,21 @@ def _refuse_non_finite(scores: FloatArray, index: IntArray | None) -> None:
     )
 
 
+def _best_first(q: FloatArray, key: IntArray) -> IntArray:
+    """The order of ``q`` descending, ties by ascending ``key`` (a lexicographic sort for short
+    arrays; a plain sort, checked for ties, for long ones)."""
+    if q.size <= 512:
+        return np.asarray(np.lexsort((key, -q)), dtype=np.intp)
+    order = np.argsort(-q)
+    sq = q[order]
+    if np.any(sq[1:] == sq[:-1]):
+        order = np.lexsort((key, -q))
+    return np.asarray(order, dtype=np.intp)
+
+
 def top_k(
-    scores: FloatArray, keep: int, threshold: float = -np.inf, index: IntArray | None = None
+    scores: FloatArray, keep: int, threshold: float = -np.inf, index: IntArray | None = None,
+    *, ordered: bool = True,
 ) -> IntArray:
     """Positions of the ``keep`` largest ``scores`` above ``threshold``, best first.
 
@@ -217,25 +231,38 @@ def top_k(
         Only scores strictly above it qualify.
     index : ndarray of int, shape (n,), optional
         The tie-breaking key (global vector indices), all distinct.
+    ordered : bool, default True
+        Return the positions best first; ``False`` returns the same set in no particular order
+        (for intermediate merges, which sort once at the end).
     """
     if keep < 0:
         raise InvalidParameterError("keep", keep, "must be a nonnegative integer")
     q = np.asarray(scores, dtype=np.float64)
-    if q.size and not (np.isfinite(np.max(q)) and np.isfinite(np.min(q))):  # NaN propagates
-        _refuse_non_finite(q, index)
+    if q.size and not math.isfinite(q.sum()):  # one reduction; NaN and inf propagate into it
+        if not (np.isfinite(np.max(q)) and np.isfinite(np.min(q))):  # not an overflowing sum
+            _refuse_non_finite(q, index)
     if keep == 0:
         return np.zeros(0, dtype=np.intp)
-    pos = np.flatnonzero(q > threshold) if threshold > -np.inf else np.arange(q.size)
-    if pos.size > keep:
-        vals = q[pos]
-        cut = float(np.partition(vals, vals.size - keep)[vals.size - keep])  # keep-th largest
-        strict = pos[vals > cut]
-        tied = pos[vals == cut]
-        if index is not None:
-            tied = tied[np.argsort(index[tied], kind="stable")]
-        pos = np.concatenate([strict, tied[: keep - strict.size]])
-    key = pos if index is None else index[pos]
-    return np.asarray(pos[np.lexsort((key, -q[pos]))], dtype=np.intp)
+    pos: IntArray | None = np.flatnonzero(q > threshold) if threshold > -np.inf else None
+    vals = q if pos is None else q[pos]
+    if vals.size > keep:
+        sel = np.argpartition(-vals, keep - 1)[:keep]
+        cut = vals[sel].min()  # the keep-th largest
+        if np.count_nonzero(vals >= cut) > keep:
+            # the cut falls inside a run of equal scores: those with the smaller index go in
+            at = np.arange(vals.size)
+            tied = at[vals == cut]
+            if index is not None:
+                tied = tied[np.argsort(index[tied if pos is None else pos[tied]], kind="stable")]
+            strict = at[vals > cut]
+            sel = np.concatenate([strict, tied[: keep - strict.size]])
+    else:
+        sel = np.arange(vals.size)
+    chosen = sel if pos is None else pos[sel]
+    if not ordered:
+        return np.asarray(chosen, dtype=np.intp)
+    key = chosen if index is None else index[chosen]
+    return np.asarray(chosen[_best_first(q[chosen], key)], dtype=np.intp)
 
 
 class TopK:
@@ -261,7 +288,7 @@ class TopK:
         """A chunk: ``scores`` of the vectors ``start, start + 1, ...`` (rows of ``vectors``)."""
         if not scores.size:
             return
-        sel = top_k(scores, self.keep, self.threshold)  # refuses NaN / inf scores
+        sel = top_k(scores, self.keep, self.threshold, ordered=False)  # refuses NaN / inf
         i = int(np.argmax(scores))
         self.merge(float(scores[i]), start + i, start + sel, scores[sel], vectors[sel])
 
@@ -285,8 +312,8 @@ class TopK:
         if self.idx.size > self.keep:
             self._reselect()
 
-    def _reselect(self) -> None:
-        best = top_k(self.q, self.keep, -np.inf, self.idx)
+    def _reselect(self, ordered: bool = False) -> None:
+        best = top_k(self.q, self.keep, -np.inf, self.idx, ordered=ordered)
         self.idx, self.q, self.vecs = self.idx[best], self.q[best], self.vecs[best]
 
     def result(self) -> tuple[float, int, IntArray, FloatArray, FloatArray]:
@@ -298,7 +325,7 @@ class TopK:
                 "working covariance is degenerate (remedy: check the vectors for NaN/inf or "
                 "huge ranges)"
             )
-        self._reselect()
+        self._reselect(ordered=True)
         return self.qmax, self.argmax, self.idx, self.q, self.vecs
 
 

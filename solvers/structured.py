@@ -841,7 +841,8 @@ class _WorkingSet:
     def price(self, point: RestrictedPoint, inner_tol: float, certified: bool) -> float:
         run = self.run
         pricer = _price if certified else _price_pool
-        self.cand, self.pricing = cand, _ = pricer(run, point, inner_tol)
+        cand, self.pricing = pricer(run, point, inner_tol)
+        self.cand = cand
         t = point.root_trace
         gap = cand.max_score / t - 1.0
         state = run.state()
