@@ -414,8 +414,8 @@ WRITERS: dict[str, str] = {
     "dpopt/figures/dpsgd.py": "figure: CSV tables and PNG",
     "dpopt/figures/sampler.py": "figure: CSV tables and PNG",
 }
-_WRITE = re.compile(r"json\.dump\(|\.write_text\(|\.write_bytes\(|\.to_csv\(|\.savefig\(|"
-                    r"open\([^)]*['\"][wax]b?['\"]|os\.open\(")
+_WRITE = re.compile(r"json\.dump\(|\.write_text\(|write_text_safely\(|\.write_bytes\(|"
+                    r"\.to_csv\(|\.savefig\(|open\([^)]*['\"][wax]b?['\"]|os\.open\(")
 
 
 def suite_writers(bases: dict[str, tuple[Path, dict[str, Any], Any]]) -> Counts:
@@ -493,7 +493,8 @@ def render(r: Counts) -> str:
         f"malformed files (dpopt verify): {m['edits']} edits, {m['rejected']} exit 1, "
         f"{m['accepted']} exit 0, {m['false_claims_accepted']} false claims accepted, "
         f"{m['crash']} crashes",
-        f"offsets {o['offsets']}: {o['scales']} scales and {o['point_masses']} point-mass "
+        f"offsets {', '.join(f'{v:g}' for v in o['offsets'])}: {o['scales']} scales and "
+        f"{o['point_masses']} point-mass "
         f"scales, {o['under_noise']} under-noised; {o.get('refutations', 0)} 'not private' "
         f"claims, {o['false_claims']} false",
         f"ill-conditioned W: {ill['instances']} designs, worst proven gap at condition 1e12 "
@@ -501,9 +502,11 @@ def render(r: Counts) -> str:
         f"{ill['under_noise']} under-noised",
         f"trivial instances: {tr['certified_exactly']} of {tr['instances']} certified exactly "
         f"(worst gap {', '.join(f'{k} {v:.1e}' for k, v in tr['worst_gap'].items())})",
-        f"writers: {len(w['write_sites'])} files write, {w['unclassified_count']} unclassified; "
-        f"read back by dpopt verify: {w['written_and_read_back']}",
-        f"audit {'PASSED' if r['passed'] else 'FAILED'} ({r['cpu_s']} CPU-s)",
+        f"writers: {len(w['write_sites'])} modules write files, {w['unclassified_count']} "
+        f"unclassified; {sum(w['written_and_read_back'].values())} of "
+        f"{len(w['written_and_read_back'])} certificate files written and read back by "
+        "dpopt verify with their kind",
+        f"audit {'PASSED' if r['passed'] else 'FAILED'}",
     ]
     return "\n".join(lines)
 

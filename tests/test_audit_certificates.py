@@ -4,6 +4,7 @@ verdict rests on, asserted one by one (so a failure names the suite), and the ve
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,23 @@ def test_the_verdict_can_fail(result: dict[str, Any], audit: Any) -> None:
         bad = copy.deepcopy(result)
         bad[suite][key] = value
         assert not audit.passed(bad), (suite, key)
+
+
+def _quoted_blocks() -> list[str]:
+    """The audit outputs the certificates guide quotes (the text blocks its markers name)."""
+    text = (ROOT / "docs" / "guide" / "certificates.md").read_text(encoding="utf-8")
+    pattern = r"compares it with this block[^\n]*-->\n```text\n(.*?)\n```"
+    return re.findall(pattern, text, flags=re.S)
+
+
+def test_the_guide_quotes_the_small_audit(result: dict[str, Any], audit: Any) -> None:
+    quoted = _quoted_blocks()
+    assert len(quoted) == 2
+    assert quoted[0] == audit.render(result)
+
+
+@pytest.mark.slow
+def test_the_guide_quotes_the_full_audit(audit: Any) -> None:
+    full = audit.audit(small=False)
+    assert full["passed"] is True
+    assert _quoted_blocks()[1] == audit.render(full)
