@@ -276,7 +276,7 @@ def _jsonable(obj: object) -> object:
 
 #: Version of the JSON vocabulary of every ``--json`` output (``schema_version`` in each
 #: output; the schema is ``dpopt/schemas/cli-output.schema.json``, documented in the JSON guide).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: One name per quantity. Keys the commands build -> the key of the vocabulary (None: a second
 #: name of a quantity already present, dropped), for every command (``"*"``) or for one (its

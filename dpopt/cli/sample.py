@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 __all__ = ["add_sample_parser"]
 
 _F = argparse.RawDescriptionHelpFormatter
+#: the deltas at which a run's epsilon is reported (``privacy.epsilon_for_delta``)
+RUN_DELTAS = (1e-5, 1e-6, 1e-8)
 DEFAULT_DOMAIN = "grid:lo=0,hi=1,n=20,d=2"
 
 
@@ -140,11 +142,10 @@ def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
         "command": "sample",
         "source": what, "releases": out.releases, "cpu_seconds": out.seconds,
         "releases_per_second": out.releases / out.seconds if out.seconds > 0 else None,
-        "gdp_mu": rep.gdp_mu,
-        "epsilon": {f"{d:g}": float(rep.epsilon(d)) for d in (1e-5, 1e-6, 1e-8)},
         "summed_error": out.errors, "baseline_over_released": out.ratios(),
         "output": args.output,
-        "privacy": rep.to_dict(),  # the run's guarantee, in the report every command prints
+        # the run's guarantee (its GDP mu and its epsilon at each delta), in the one report
+        "privacy": rep.to_dict(deltas=RUN_DELTAS),
     }
     if args.json:
         ctx.print(dump_json(summary))

@@ -332,8 +332,10 @@ def verify_run_file(path: Path, content: dict[str, Any],
         raise CertificateError(f"run record {os.fspath(path)!r} does not hold: "
                                + "; ".join(v.reasons[:3]))
     rec = content
-    summary = v.to_dict()
     rep = v.privacy
+    # one privacy report, as every command prints it (to_dict's gdp_mu and epsilon are in it)
+    summary = {k: val for k, val in v.to_dict().items() if k not in ("gdp_mu", "epsilon")}
+    summary["privacy"] = rep.to_dict(deltas=(1e-5, 1e-6, 1e-8))
     lines = (
         f"{rec['samples']} samples x {rec['steps']} steps = {v.releases} releases "
         f"({rec['sampler']}, {rec['prediction']}-prediction, {rec['noise']} noise) on the "
