@@ -16,9 +16,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from dpopt.cli.common import (
     COMMON,
     UsageError,
@@ -39,7 +36,10 @@ from dpopt.cli.options import (
 from dpopt.errors import InvalidParameterError
 from dpopt.relation import NeighbouringRelation, as_relation
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where used: `--help` stays light
+    import numpy as np
+    from numpy.typing import NDArray
+
     from certificates.problem import VectorSource
     from dpopt.accounting.budgets import PrivacyReport
     from dpopt.cli.common import Context, Subparsers
@@ -415,6 +415,8 @@ def run_design(
     (``None``, ``"local"`` or a scheduler address) goes to
     :func:`~dpopt.covariance.design.design_covariance`.
     """
+    import numpy as np
+
     from dpopt.cli.account import parse_budgets
     from dpopt.covariance.continuous import BoxCoverage
     from dpopt.covariance.design import design_covariance
@@ -517,6 +519,8 @@ def covers_line(meta: dict[str, Any], design: Design) -> str:
 
 
 def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
+    import numpy as np
+
     f = format_float
     lo, up = res["certified_interval"]
     ctx.print(title)
@@ -565,6 +569,8 @@ def _finish(ctx: Context, args: argparse.Namespace, res: dict[str, Any], title: 
 
 
 def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
+    import numpy as np
+
     from dpopt.covariance import sensitivity as sens
 
     domain = parse_domain(DEMO_GRID)
@@ -610,6 +616,8 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
+    import numpy as np
+
     from dpopt.covariance import sensitivity as sens
     from dpopt.covariance.domains import FinitePoints
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dpopt.cli.common import COMMON, UsageError, dump_json, write_text_safely
 
 if TYPE_CHECKING:
@@ -170,6 +168,8 @@ def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
 
 def _far_fraction(samples: Any, domain: Any) -> float:
     """Fraction of samples farther than one diameter from the domain's bounding box."""
+    import numpy as np  # here, not at the top: `--help` stays light
+
     pts = getattr(domain, "points", None)
     lo = np.min(pts, axis=0) if pts is not None else np.asarray(domain.lower)
     hi = np.max(pts, axis=0) if pts is not None else np.asarray(domain.upper)

@@ -475,7 +475,8 @@ def sample_private(
         Randomness of the start points, the ancestral noise and the privacy noise (None: from
         the operating system, the right choice for real data).
     progress : bool
-        Show a tqdm progress bar.
+        Show a status line on stderr (when it is a terminal) with the steps done and the time
+        left, measured on the steps done (:class:`dpopt.progress.Progress`).
     solver, tol
         Passed to :func:`~dpopt.covariance.design.design_covariance`.
 
@@ -585,13 +586,16 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
          noise: str, gen: np.random.Generator, progress: bool, solver: str,
          tol: float) -> list[dict[str, Any]]:
     from threadpoolctl import threadpool_limits
-    from tqdm import tqdm
+
+    from dpopt.progress import Progress
 
     k, d = start.shape
     state = start.copy()
     out: list[dict[str, Any]] = []
-    bar = tqdm(total=k * sched.steps, desc="private sampling", unit="release",
-               disable=not progress)
+    # one report per step (its K designs and K releases): the time left is measured on the
+    # steps done. Not made the active display, so the designs' own passes do not report to it.
+    bar = Progress(f"private sampling ({k} samples)", total=sched.steps, unit="step",
+                   enabled=None if progress else False)
     # thousands of 2 x 2 designs: a multi-threaded BLAS only adds contention
     limits = threadpool_limits(limits=1)
     try:
@@ -628,7 +632,7 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
                     "x0": x0,
                 })
                 state[j] = new_state
-                bar.update(1)
+            bar.update(1)
     finally:
         bar.close()
         limits.restore_original_limits()
