@@ -86,23 +86,32 @@ def add_sample_parser(sub: Subparsers) -> None:
     p.set_defaults(handler=_cmd_sample)
 
 
-def _split(text: str) -> Any:
+def _split(text: str, steps: int) -> Any:
+    """The rule of ``--split``: a name, or ``steps`` finite positive weights."""
+    import math
+
     key = text.strip().lower()
     if key in ("equal", "pilot", "propagated"):
         return key
     try:
-        return [float(v) for v in text.split(",")]
+        weights = [float(v) for v in text.split(",")]
     except ValueError:
         raise UsageError(
             f"--split must be equal, propagated, pilot or comma-separated weights: {text!r}"
         ) from None
+    if len(weights) != steps:
+        raise UsageError(f"--split {text!r}: {len(weights)} weights for --steps {steps} "
+                         f"(one weight per step)")
+    if not all(math.isfinite(w) and w > 0 for w in weights):
+        raise UsageError(f"--split {text!r}: the weights must be finite and > 0")
+    return weights
 
 
 def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
     import json
     from pathlib import Path
 
-    from dpopt.accounting.budgets import parse_budget
+    from dpopt.cli.account import parse_budgets
     from dpopt.cli.common import read_points
     from dpopt.cli.design import parse_domain
     from dpopt.diffusion.data import load_pair
@@ -114,17 +123,22 @@ def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
     if args.dataset and args.header:
         raise UsageError("--header applies to a CSV --data file")
     domain = parse_domain(args.domain)
+    rule = _split(args.split, args.steps)
+    budget = parse_budgets([args.budget], "sample")
     if args.dataset:
         data = load_pair(args.dataset, seed=0).train
         what = f"dataset {args.dataset}"
     else:
         data = read_points(args.data, what="data", header=args.header)
         what = f"data file {args.data}"
-    budget = parse_budget(args.budget)
+    if data.shape[1] != domain.dim:
+        given = f"--data {args.data}" if args.data else f"--dataset {args.dataset}"
+        raise UsageError(f"{given} has {data.shape[1]} columns, but the domain --domain "
+                         f"{args.domain} is {domain.dim}-dimensional")
     out = sample_private(
         data, domain, budget, samples=args.samples, steps=args.steps, schedule=args.schedule,
         sampler=args.sampler, prediction=args.prediction, noise=args.noise,
-        split=_split(args.split), rng=args.seed, progress=ctx.interactive,
+        split=rule, rng=args.seed, progress=ctx.interactive,
     )
     write_text_safely(args.output, json.dumps(out.record, allow_nan=False,
                                               separators=(",", ":")) + "\n", force=args.force)
