@@ -127,7 +127,8 @@ def main() -> None:
           f"{'shown/left min':>14s} {'max':>5s} {'reports':>7s}")
     for r in rows:
         check = f"{r['check / pass']:.2f}" if r["check / pass"] != "" else ""
-        print(f"{r['run']:44s} {r['cpu s']:7.2f} {r['passes']!s:>6s} {check:>10s} "
+        passes = f"{r['passes']:.2f}" if r["passes"] != "" else ""
+        print(f"{r['run']:44s} {r['cpu s']:7.2f} {passes:>6s} {check:>10s} "
               f"{r['min']:14.2f} {r['max']:5.2f} {r['reports']:7d}")
 
 
