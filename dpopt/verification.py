@@ -391,7 +391,7 @@ def verify_tight_pufferfish(path: Path, content: dict[str, Any],
     order = "∞ (pure)" if math.isinf(cert.alpha) else f"{cert.alpha:g}"
     summary: dict[str, JSONValue] = {
         "noise": cert.noise,
-        "alpha": "inf" if math.isinf(cert.alpha) else cert.alpha,
+        "alpha": None if math.isinf(cert.alpha) else cert.alpha,  # null: alpha = inf (pure)
         "epsilon": cert.epsilon,
         "scale": cert.scale,
         "refuted_scale": cert.refuted_scale,

@@ -72,6 +72,7 @@ def _cases(tmp: Path) -> dict[str, list[list[str]]]:
                     "--budget", "gdp:mu=1", "--steps", "3", "--samples", "4", "-o",
                     str(tmp / "run.json"), "--json", "-q"]],
         "verify-run": [["verify", str(tmp / "run.json"), "--json"]],  # a sampling run record
+        "verify-tight": [["verify", str(tmp / "t.json"), "--json"]],  # a tight Pufferfish one
     }
 
 
@@ -206,7 +207,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
 
 
 def test_every_json_command_is_covered(tmp_path: Path) -> None:
-    assert set(_cases(tmp_path)) - {"verify-run"} == json_commands()
+    assert set(_cases(tmp_path)) - {"verify-run", "verify-tight"} == json_commands()
     assert set(output_schema()["properties"]["command"]["enum"]) == json_commands()
 
 
@@ -214,7 +215,8 @@ def test_every_output_validates(outputs: dict[str, list[dict[str, Any]]]) -> Non
     schema = output_schema()
     for command, results in outputs.items():
         for result in results:
-            assert result["command"] == {"verify-run": "verify"}.get(command, command)
+            assert result["command"] == {"verify-run": "verify", "verify-tight": "verify"}.get(
+                command, command)
             assert result["schema_version"] == SCHEMA_VERSION
             assert validate(result, schema) == [], command
             assert small_validate(result, schema, schema) == [], command
