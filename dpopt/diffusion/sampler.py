@@ -551,9 +551,10 @@ def sample_private(
     bound = round_up(exact)
     report = PrivacyReport(bound)
     from dpopt import __version__
+    from dpopt.diffusion.record import FORMAT
 
     record: dict[str, Any] = {
-        "format": "dpopt-diffusion-run/1",
+        "format": FORMAT,
         "domain": _domain_dict(dom),
         "relation": "add_remove",
         "schedule": sched.to_dict(),
@@ -623,7 +624,7 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
                     gen.standard_normal((d,)) if sampler == "ddpm" and a_next < 1.0 else None)
                 new_state = step_update(state[j], x0, a, a_next, sampler, anc)
                 out.append({
-                    "sample": j, "step": s, "alpha_bar": a, "sigma": sig,
+                    "sample": j, "step": s, "alpha_bar": a, "denoiser_sigma": sig,
                     "query": g.tolist(), "q": qs, "covariance": cov.tolist(),
                     "release": released.tolist(),
                     "ancestral_noise": None if anc is None else anc.tolist(),
