@@ -49,10 +49,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import linalg
 
 from certificates.errors import SolverError
-from solvers.restricted import _DIRECT_FLOPS, _cho, _cho_solve, _hessian_factor, _smat, _svec, _syrk
+from solvers.restricted import _DIRECT_FLOPS, _cho, _cho_solve, _smat, _svec, _syrk, _triu
 
 __all__ = ["FloorBlock", "floor_block_solve"]
 
@@ -139,54 +138,58 @@ def _complement(basis: FloatArray, d: int) -> FloatArray:
     """An orthonormal basis of the orthogonal complement of ``basis`` (columns)."""
     if basis.shape[1] == 0:
         return np.eye(d)
-    q, _ = linalg.qr(basis, mode="full")
+    q, _ = np.linalg.qr(basis, mode="complete")
     return np.asarray(q[:, basis.shape[1]:], dtype=np.float64)
 
 
 def _entering(basis: FloatArray, kept: FloatArray, gmat: FloatArray,
-              threshold: float) -> tuple[FloatArray, FloatArray]:
+              threshold: float) -> tuple[FloatArray, FloatArray, FloatArray | None]:
     r"""Directions off the floor block that join the Newton step, on the complement :math:`Z`
     of ``basis``: the eigenvectors of :math:`Z^\top GZ` with a positive eigenvalue (the floor
     is violated there: they may take weight) and, orthogonal to them, the range of the coupling
     :math:`Z^\top GU` to the kept directions (singular values above ``threshold``: the range of
     the block must rotate towards them; only the cross entries move, the weight they gain is of
-    second order, from the PSD projection)."""
+    second order, from the PSD projection). The third value holds the eigenvalues of the
+    gradient block of the coupled directions when they are its eigenvectors (else ``None``)."""
     d = gmat.shape[0]
     comp = _complement(basis, d)
     if not comp.shape[1]:
-        return comp, comp
+        return comp, comp, np.zeros(0)
     gz = comp.T @ gmat
     cw, cv = np.linalg.eigh(gz @ comp)
     pos = cv[:, cw > 0]
     coupled = np.zeros((comp.shape[1], 0))
+    eigs: FloatArray | None = np.zeros(0)
     if kept.shape[1]:
-        cross = gz @ kept
-        cross = cross - pos @ (pos.T @ cross)
         if kept.shape[1] * (cw <= 0).sum() <= _CROSS_MAX:
-            coupled = cv[:, cw <= 0]
+            coupled, eigs = cv[:, cw <= 0], cw[cw <= 0]
         else:
-            left, sv, _ = np.linalg.svd(cross, full_matrices=False)
-            coupled = left[:, sv > threshold]
+            cross = gz @ kept
+            left, sv, _ = np.linalg.svd(cross - pos @ (pos.T @ cross), full_matrices=False)
+            coupled, eigs = left[:, sv > threshold], None
     return (np.asarray(comp @ pos, dtype=np.float64),
-            np.asarray(comp @ coupled, dtype=np.float64))
+            np.asarray(comp @ coupled, dtype=np.float64), eigs)
 
 
 def _rotation_curvature(coupled: FloatArray, gmat: FloatArray, kept_w: FloatArray,
-                        n_e: int) -> tuple[FloatArray, FloatArray]:
+                        n_e: int, eigs: FloatArray | None) -> tuple[FloatArray, FloatArray]:
     r"""The coupled directions in the eigenbasis of their gradient block and the curvature of
     the rotation: a cross entry :math:`\Pi_{az}` of a kept direction (weight :math:`\pi_a`)
     and a coupled one keeps :math:`\Pi` PSD only with :math:`\Pi_{zz} \ge
     \Pi_{az}^2/\pi_a`, which changes :math:`f` by :math:`G_{zz}\Pi_{az}^2/\pi_a` to second
     order: in svec coordinates (:math:`x = \sqrt2\,\Pi_{az}`) the term
-    :math:`\max(-G_{zz}, 0)/\pi_a` on the diagonal of the negated Hessian (0 elsewhere)."""
+    :math:`\max(-G_{zz}, 0)/\pi_a` on the diagonal of the negated Hessian (0 elsewhere).
+    ``eigs``: the eigenvalues when ``coupled`` is already that eigenbasis."""
     n_k = kept_w.size
     n_c = coupled.shape[1]
-    i0, i1 = np.triu_indices(n_k + n_e + n_c)
+    i0, i1 = _triu(n_k + n_e + n_c)[:2]
     curv = np.zeros(i0.size)
     if not n_c or not n_k:
         return coupled, curv
-    cw, cv = np.linalg.eigh(coupled.T @ gmat @ coupled)
-    coupled = coupled @ cv
+    if eigs is None:
+        eigs, cv = np.linalg.eigh(coupled.T @ gmat @ coupled)
+        coupled = coupled @ cv
+    cw = eigs
     cross = (i0 < n_k) & (i1 >= n_k + n_e)
     curv[cross] = np.maximum(-cw[i1[cross] - n_k - n_e], 0.0) / kept_w[i0[cross]]
     return np.asarray(coupled, dtype=np.float64), curv
@@ -196,7 +199,7 @@ def _pair_mask(n_k: int, n_e: int, n_c: int) -> NDArray[np.bool_]:
     """The svec entries of the free floor block that are variables: every pair of kept and
     entering directions, and coupled directions with kept ones only (the block between
     directions of zero weight moves only with weight on them)."""
-    i0, i1 = np.triu_indices(n_k + n_e + n_c)
+    i0, i1 = _triu(n_k + n_e + n_c)[:2]
     return np.asarray(~((i0 >= n_k) & ((i0 >= n_k + n_e) | (i1 >= n_k + n_e))))
 
 
@@ -255,7 +258,7 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
         gmat = gs.T @ gs
         gmat = 0.5 * (gmat + gmat.T)
         gmat[np.diag_indices(d)] -= 1.0  # the gradient in Pi: Q - I
-        top = float(linalg.eigvalsh(gmat, subset_by_index=[d - 1, d - 1])[0])
+        top = float(np.linalg.eigvalsh(gmat)[-1])
         kkt = max(float(q.max()) - 1.0 if k else -1.0, top)
         if kkt <= tol:
             converged = True
@@ -277,7 +280,7 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
         active_v = (mu <= eps) & (grad <= 0)
         active_f = (weights <= eps) & (gu <= 0)
         kept = basis[:, ~active_f]
-        entering, coupled = _entering(basis, kept, gmat, 0.1 * tol)
+        entering, coupled, eigs = _entering(basis, kept, gmat, 0.1 * tol)
         idx = np.flatnonzero(~active_v)
         z = block.atoms[idx] @ v
         n_kept = kept.shape[1]
@@ -287,7 +290,7 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
         kept_w = weights[~active_f]
         for _ in range(4):
             n_e = entering.shape[1]
-            coupled, curv = _rotation_curvature(coupled, gmat, kept_w, n_e)
+            coupled, curv = _rotation_curvature(coupled, gmat, kept_w, n_e, eigs)
             free_dirs = np.concatenate([kept, entering, coupled], axis=1)
             n_f = free_dirs.shape[1]
             mask = _pair_mask(n_kept, n_e, coupled.shape[1])
@@ -305,6 +308,7 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
             if ew[0] >= -1e-12 * max(float(np.max(np.abs(dblock))), 1e-300):
                 break
             coupled = np.concatenate([coupled, entering @ ev[:, ew <= 0]], axis=1)
+            eigs = None
             entering = entering @ ev[:, ew > 0]
         free_w = np.concatenate([weights[~active_f], np.zeros(n_f - n_kept)])
         dmu = np.zeros(k)
@@ -363,6 +367,26 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
     return block, it, converged
 
 
+def _factor_rows(z: FloatArray, gf: FloatArray, a: FloatArray,
+                 mask: NDArray[np.bool_]) -> tuple[FloatArray, FloatArray]:
+    """Rows X with ``-Hessian of T = X X^T`` (Daleckii-Krein, as
+    :func:`solvers.restricted._hessian_factor`), the floor rows only for the svec entries in
+    ``mask`` (the block between zero-weight directions is never formed)."""
+    rt = np.sqrt(a)
+    i0, i1, _ = _triu(a.size)
+    gam = 1.0 / (rt[i0] * rt[i1] * (rt[i0] + rt[i1]))
+    w = np.sqrt(np.where(i0 == i1, 0.5 * gam, gam))
+    xv = z[:, i0] * z[:, i1] * w
+    e0, e1 = _triu(gf.shape[1])[:2]
+    e0, e1 = e0[mask], e1[mask]
+    if not e0.size:
+        return xv, np.empty((0, xv.shape[1]))
+    g0, g1 = gf[i0], gf[i1]
+    sym = g0[:, e0] * g1[:, e1] + g0[:, e1] * g1[:, e0]
+    scale = np.where(e0 == e1, 0.5, np.sqrt(0.5))
+    return xv, (sym * scale).T * w
+
+
 def _newton_step(z: FloatArray, gf: FloatArray, a: FloatArray, g: FloatArray,
                  kkt: float, mask: NDArray[np.bool_], curv: FloatArray) -> FloatArray:
     """The Newton step on (vector weights, svec of the free floor block): the Hessian formed and
@@ -377,8 +401,7 @@ def _newton_step(z: FloatArray, gf: FloatArray, a: FloatArray, g: FloatArray,
     if g.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
         return _newton_cg(z, gf, a, g, min(0.1, float(np.sqrt(max(kkt, 1e-16)))), lam, mask,
                           curv)
-    xv, xf = _hessian_factor(z, gf, a)
-    xf = xf[mask]
+    xv, xf = _factor_rows(z, gf, a, mask)
     rows = np.concatenate([xv, xf]) if xf.shape[0] else xv
     hess = 2.0 * _syrk(rows)
     hess[np.diag_indices_from(hess)] += np.concatenate([np.zeros(xv.shape[0]), curv])
@@ -417,7 +440,7 @@ def _newton_cg(z: FloatArray, gf: FloatArray, a: FloatArray, g: FloatArray,
     diag_v = np.einsum("ij,ij->i", zz @ gam, zz)
     if n_f:
         # diagonal of the floor part: e_ab -> (g_a g_b^T + g_b g_a^T)/sqrt 2 (g_a g_a^T on a = b)
-        i0, i1 = np.triu_indices(n_f)
+        i0, i1 = _triu(n_f)[:2]
         ga, gb = gf[:, i0], gf[:, i1]
         quad_aa = np.einsum("ci,cd,di->i", ga * ga, gam, gb * gb)
         quad_ab = np.einsum("ci,cd,di->i", ga * gb, gam, ga * gb)
