@@ -847,7 +847,9 @@ def _column_generation(run: _Run) -> None:
         _enter_floor_block(run)
     while run.passes < run.max_passes - 1:
         # inexact restricted solves while the certified gap is large (1 % of it), tight at the end
-        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
+        # floor-block solves (costlier iterations) are solved more loosely while the gap is large
+        cap, share = (1e-2, 0.1) if run.floor_newton else (1e-3, 0.01)
+        inner_tol = max(tight, min(cap, share * gap if not tighten else 0.0))
         started = time.perf_counter()
         try:
             point, iterations = (_floor_inner(run, inner_tol) if run.floor_newton
