@@ -441,10 +441,12 @@ def _newton_cg(z: FloatArray, gf: FloatArray, a: FloatArray, g: FloatArray,
     if n_f:
         # diagonal of the floor part: e_ab -> (g_a g_b^T + g_b g_a^T)/sqrt 2 (g_a g_a^T on a = b)
         i0, i1 = _triu(n_f)[:2]
+        i0, i1 = i0[mask], i1[mask]
         ga, gb = gf[:, i0], gf[:, i1]
-        quad_aa = np.einsum("ci,cd,di->i", ga * ga, gam, gb * gb)
-        quad_ab = np.einsum("ci,cd,di->i", ga * gb, gam, ga * gb)
-        diag_f = np.where(i0 == i1, quad_aa, quad_aa + quad_ab)[mask] + curv
+        cross = ga * gb
+        quad_aa = np.einsum("ci,ci->i", ga * ga, gam @ (gb * gb))
+        quad_ab = np.einsum("ci,ci->i", cross, gam @ cross)
+        diag_f = np.where(i0 == i1, quad_aa, quad_aa + quad_ab) + curv
         diag = np.concatenate([diag_v, diag_f])
     else:
         diag = diag_v
