@@ -257,7 +257,7 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
         gs = (v.T @ block.floor) * a4[:, None]
         gmat = gs.T @ gs
         gmat = 0.5 * (gmat + gmat.T)
-        gmat[np.diag_indices(d)] -= 1.0  # the gradient in Pi: Q - I
+        gmat.flat[::d + 1] -= 1.0  # the gradient in Pi: Q - I
         top = float(np.linalg.eigvalsh(gmat)[-1])
         kkt = max(float(q.max()) - 1.0 if k else -1.0, top)
         if kkt <= tol:
@@ -403,11 +403,13 @@ def _newton_step(z: FloatArray, gf: FloatArray, a: FloatArray, g: FloatArray,
                           curv)
     xv, xf = _factor_rows(z, gf, a, mask)
     rows = np.concatenate([xv, xf]) if xf.shape[0] else xv
-    hess = 2.0 * _syrk(rows)
-    hess[np.diag_indices_from(hess)] += np.concatenate([np.zeros(xv.shape[0]), curv])
+    # (a GEMM beats the rank-k update plus symmetrisation on the small systems)
+    hess = 2.0 * (rows @ rows.T) if rows.shape[0] <= 256 else 2.0 * _syrk(rows)
+    n = hess.shape[0]
+    hess.flat[xv.shape[0] * (n + 1)::n + 1] += curv
     diag = hess.diagonal().copy()
     tau = 1e-12 * max(float(np.max(diag)), 1e-300) + 1e-300
-    hess[np.diag_indices_from(hess)] += np.maximum(lam * diag, tau)
+    hess.flat[::n + 1] += np.maximum(lam * diag, tau)
     return np.asarray(_cho_solve(_cho(hess, tau), g), dtype=np.float64)
 
 
