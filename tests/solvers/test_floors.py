@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import linalg
 
 from certificates.covariance import check
@@ -185,3 +187,40 @@ def test_floor_block_gradient_and_hessian_by_finite_differences() -> None:
                                atol=1e-10)
     cg = _newton_cg(z, gf, a, g, 1e-12, lam, mask, np.zeros(n_f))
     np.testing.assert_allclose(cg, step, rtol=1e-6, atol=1e-9 * float(np.abs(step).max()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(d=st.integers(2, 5), k=st.integers(1, 12), seed=st.integers(0, 2**31 - 1),
+       log_eta=st.floats(-2.0, 1.0), log_cond=st.floats(0.0, 4.0))
+def test_floor_block_property_kkt_and_weak_duality(d: int, k: int, seed: int, log_eta: float,
+                                                   log_cond: float) -> None:
+    """For random small working sets the returned (mu, Pi) is dual feasible with f below the
+    value of a feasible covariance built here (weak duality), and the solve converges with its
+    KKT conditions holding (q_i <= 1 + tol, eta Sigma^-1 <= (1 + tol) I)."""
+    rng = np.random.default_rng(seed)
+    q_, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    w = (q_ * np.geomspace(1.0, 10.0**log_cond, d)) @ q_.T
+    w = 0.5 * (w + w.T) / np.linalg.eigvalsh(w)[-1]
+    chol = np.linalg.cholesky(w)
+    vectors = rng.standard_normal((k, d))
+    eta = 10.0**log_eta
+    block = FloorBlock(atoms=vectors @ chol, mu=np.full(k, 1.0 / k),
+                       floor=np.sqrt(eta) * chol.T, basis=np.zeros((d, 0)),
+                       weights=np.zeros(0))
+    tol = 1e-9
+    out, _, converged = floor_block_solve(block, tol, 200, seed=True)
+    assert np.all(out.mu >= 0) and np.all(out.weights > 0)
+    np.testing.assert_allclose(out.basis.T @ out.basis, np.eye(out.basis.shape[1]), atol=1e-10)
+    pi = (out.basis * out.weights) @ out.basis.T
+    value = _f(out, out.mu, pi)
+    # a feasible covariance: eta I plus the outer products of the vectors (each then has
+    # s^T Sigma^-1 s <= 1), its cost an upper bound on the optimum
+    sigma = eta * np.eye(d) + vectors.T @ vectors
+    assert value <= float(np.trace(w @ sigma)) * (1 + 1e-10)
+    assert converged
+    amat = (out.atoms.T * out.mu) @ out.atoms + out.floor @ pi @ out.floor.T
+    aw, av = np.linalg.eigh(amat)
+    inv_root = (av / np.sqrt(aw)) @ av.T
+    q = np.einsum("ij,jk,ik->i", out.atoms, inv_root, out.atoms)
+    assert q.max() <= 1 + 1e-6
+    assert np.linalg.eigvalsh(out.floor.T @ inv_root @ out.floor)[-1] <= 1 + 1e-6
