@@ -220,8 +220,10 @@ def _seed_floor(block: FloorBlock) -> None:
     violated = comp @ qv[:, qw > 1.0]
     if violated.shape[1]:
         fu = block.floor @ violated
-        block.basis = np.concatenate([block.basis, violated], axis=1)
-        block.weights = np.concatenate([block.weights, np.einsum("ij,ij->j", fu, fu)])
+        sw, sv = np.linalg.eigh(fu.T @ fu)
+        keep = sw > 0
+        block.basis = np.concatenate([block.basis, violated @ sv[:, keep]], axis=1)
+        block.weights = np.concatenate([block.weights, sw[keep]])
 
 
 def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
