@@ -11,7 +11,7 @@ In whitened coordinates (:math:`W = LL^\top`, normalised units, :math:`q = 1`) t
 
 over :math:`\mu \ge 0` and :math:`\Pi \succeq 0` (:math:`d \times d`): the floor is the constraint
 :math:`x^\top\Sigma^{-1}x \le 1` for every :math:`|x|^2 = \eta`, and :math:`\Pi` its multiplier
-(the optimal Gaussian covariance for the ideal denoiser, Theorem 3, with the ball of radius
+(the covariance program of the theory page, "The covariance program", with the ball of radius
 :math:`\sqrt\eta` added to the sensitivity set). With :math:`W = I` the best :math:`\Pi` for fixed
 :math:`\mu` is known in closed form (:mod:`solvers.floored`); with any other :math:`W` the floor's
 cost :math:`\operatorname{tr}\Pi` and the whitened block :math:`L^\top\Pi L` do not commute and
