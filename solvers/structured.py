@@ -1112,7 +1112,7 @@ def _floor_inner(run: _Run, tol: float) -> tuple[RestrictedPoint, int]:
     """The restricted solve in floor mode (:func:`solvers.floor_block.floor_block_solve`) on the
     working set; the state is written back normalised (sum of the weights 1) for the pricing
     and the dual of the column-generation loop. Should the projected Newton method stall short
-    of ``tol`` (seen only with nearly singular working sets under an ill-conditioned W), the
+    of ``tol`` (seen with ill-conditioned W and the floor over most directions), the
     log-det barrier on a floor block spanning every direction (:func:`solvers.restricted.
     inner_solve`) continues from its point, for d <= _FLOOR_BARRIER_MAX."""
     state = run.state()
