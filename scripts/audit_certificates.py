@@ -180,8 +180,14 @@ def _run_claim_holds(content: dict[str, Any]) -> bool:
 
     points = _grid().points
     total = Fraction(0)
+    # each record format spells the denoiser's noise level its own way (written out here, not
+    # read from dpopt): a file whose key does not match its format makes no claim that holds
+    sigma_key = {"dpopt-diffusion-run/2": "denoiser_sigma",
+                 "dpopt-diffusion-run/1": "sigma"}.get(content.get("format", ""))
+    if sigma_key is None or any(sigma_key not in r for r in content["releases"]):
+        return False
     for r in content["releases"]:
-        g, sigma = np.array(r["query"], dtype=float), float(r["sigma"])
+        g, sigma = np.array(r["query"], dtype=float), float(r[sigma_key])
         prec = np.linalg.inv(np.array(r["covariance"], dtype=float))
         best = 0.0
         for x, y in itertools.permutations(points, 2):

@@ -1,7 +1,8 @@
 r"""The run record of a private sampling run and its independent re-check.
 
-A record (JSON, format tag ``"dpopt-diffusion-run/1"``) lists every release — sample, step, level
-:math:`a_t`, :math:`\sigma_t`, query :math:`g_t`, bound :math:`q_t`, covariance
+A record (JSON, format tag ``"dpopt-diffusion-run/2"``) lists every release — sample, step, level
+:math:`a_t`, the denoiser's noise level :math:`\sigma_t` (key ``denoiser_sigma``; records of
+format ``/1``, still read, spell it ``sigma``), query :math:`g_t`, bound :math:`q_t`, covariance
 :math:`\Sigma_t`, the released value, the public ancestral noise, the design's certificate
 summary and the baselines' errors — with the public start points, the schedule, the domain, the
 budget and the composed guarantee. It holds no private record and no data-dependent count
@@ -53,7 +54,9 @@ __all__ = ["FORMAT", "RunVerification", "load_record", "save_record", "verify_re
            "verify_run_file"]
 
 #: The ``format`` field of a run record (the kind ``dpopt verify`` dispatches on).
-FORMAT = "dpopt-diffusion-run/1"
+FORMAT = "dpopt-diffusion-run/2"
+#: Formats read, and the key each spells a release's denoiser noise level with (``/1``: sigma).
+SIGMA_KEYS = {FORMAT: "denoiser_sigma", "dpopt-diffusion-run/1": "sigma"}
 #: Relative tolerance of the trajectory replay (queries are re-derived in floating point).
 REPLAY_RTOL = 1e-9
 #: Relative gap of the certified sup over a box when re-checking a box release.
@@ -84,7 +87,7 @@ def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = sj.load_json(path)
     except sj.FieldError as exc:
         raise sj.rejection(path, exc, "run record") from None
-    if type(data) is not dict or data.get("format") != FORMAT:
+    if type(data) is not dict or data.get("format") not in SIGMA_KEYS:
         raise CertificateError(f"{os.fspath(path)!r}: not a run record (format must be "
                                f"{FORMAT!r})")
     return data
@@ -249,8 +252,9 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
 
     sup: _Upper | None
     rec = load_record(record) if not isinstance(record, dict) else record
-    if rec.get("format") != FORMAT:
+    if rec.get("format") not in SIGMA_KEYS:
         raise CertificateError(f"not a run record (format must be {FORMAT!r})")
+    sigma_key = SIGMA_KEYS[rec["format"]]
     if rec.get("relation") != "add_remove":
         raise CertificateError("record: relation must be 'add_remove'")
     dom = _domain(rec.get("domain"))
@@ -326,10 +330,10 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
                 if not np.allclose(g_stored, g, rtol=REPLAY_RTOL, atol=REPLAY_RTOL):
                     reasons.append(f"{where}: the stored query is not the one the sampler "
                                    "derives from the earlier releases")
-                sig_stored = r.get("sigma")
+                sig_stored = r.get(sigma_key)
                 if not isinstance(sig_stored, float) or not math.isclose(
                         sig_stored, sig, rel_tol=REPLAY_RTOL):
-                    reasons.append(f"{where}: sigma does not match the schedule")
+                    reasons.append(f"{where}: {sigma_key} does not match the schedule")
                 if q != float(per_step[s]):
                     reasons.append(f"{where}: q differs from the split's bound for step {s}")
                 vecs = release_set(dom, g_stored, sig, reduce=not full)
@@ -382,8 +386,9 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
 
 def verify_run_file(path: Path, content: dict[str, Any],
                     options: VerifyOptions) -> Verification:
-    """Verifier of ``dpopt-diffusion-run/1`` files for :func:`dpopt.verification.verify`
-    (``dpopt verify run.json``): :func:`verify_record` on the decoded file; raises
+    """Verifier of ``dpopt-diffusion-run/2`` (and ``/1``) files for
+    :func:`dpopt.verification.verify` (``dpopt verify run.json``): :func:`verify_record` on the
+    decoded file; raises
     :class:`CertificateError` naming the first failed release when the record does not hold."""
     from dpopt.verification import Verification
 
@@ -392,8 +397,10 @@ def verify_run_file(path: Path, content: dict[str, Any],
         raise CertificateError(f"run record {os.fspath(path)!r} does not hold: "
                                + "; ".join(v.reasons[:3]))
     rec = content
-    summary = v.to_dict()
     rep = v.privacy
+    # one privacy report, as every command prints it (to_dict's gdp_mu and epsilon are in it)
+    summary = {k: val for k, val in v.to_dict().items() if k not in ("gdp_mu", "epsilon")}
+    summary["privacy"] = rep.to_dict(deltas=(1e-5, 1e-6, 1e-8))
     lines = (
         f"{rec['samples']} samples x {rec['steps']} steps = {v.releases} releases "
         f"({rec['sampler']}, {rec['prediction']}-prediction, {rec['noise']} noise) on the "
@@ -408,5 +415,5 @@ def verify_run_file(path: Path, content: dict[str, Any],
         "the record's stated totals claim no more privacy than that; its error figures and "
         "per-release design reports are informational (not part of the guarantee)",
     )
-    return Verification(kind="private sampling run", format=FORMAT, path=str(path),
+    return Verification(kind="private sampling run", format=str(rec["format"]), path=str(path),
                         summary=summary, lines=lines, result=v)
