@@ -67,8 +67,8 @@ from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeErro
 from dpopt.relation import (
     NeighbouringRelation,
     SamplingScheme,
-    as_sampling,
     replacement_sup,
+    required_sampling,
     sensitivity_factor,
 )
 
@@ -133,19 +133,21 @@ class GaussianSteps:
         Poisson sampling (add/remove neighbours), a fixed-size batch of p·N records drawn without
         replacement (replace-one neighbours: q is then the bound over the replacement relation —
         with :func:`~dpopt.covariance.design.design_covariance` pass ``relation="replacement"``),
-        or the full batch (rate 1, add/remove). ``"shuffling"`` is refused (no tight analysis).
+        or the full batch (rate 1, add/remove). Required when ``sampling_rate < 1`` (never
+        implied; :func:`dpopt.relation.required_sampling`); ``None`` at rate 1 is the full
+        batch. ``"shuffling"`` is refused (no tight analysis).
     """
 
     bound: float
     steps: int = 1
     sampling_rate: float = 1.0
-    sampling: str = "poisson"
+    sampling: SamplingScheme | str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bound", as_scalar("bound", self.bound, low=0.0))
         object.__setattr__(self, "steps", as_steps("steps", self.steps))
         object.__setattr__(self, "sampling_rate", _rate(self.sampling_rate))
-        scheme = as_sampling(self.sampling)
+        scheme = required_sampling(self.sampling, self.sampling_rate)
         if scheme is SamplingScheme.FULL_BATCH and self.sampling_rate != 1.0:
             raise InvalidParameterError(
                 "sampling_rate", self.sampling_rate, "must be 1 with sampling='full_batch'"
@@ -154,8 +156,8 @@ class GaussianSteps:
 
     @classmethod
     def from_noise_multiplier(cls, noise_multiplier: float, steps: int = 1,
-                              sampling_rate: float = 1.0, sampling: str = "poisson"
-                              ) -> GaussianSteps:
+                              sampling_rate: float = 1.0,
+                              sampling: SamplingScheme | str | None = None) -> GaussianSteps:
         r"""Steps adding noise of std σ·C to a sum of records clipped to norm C (DP-SGD's noise
         multiplier σ, as in Opacus).
 
@@ -169,13 +171,18 @@ class GaussianSteps:
             raise InvalidParameterError("noise_multiplier", noise_multiplier,
                                         "is too small: 1/σ² overflows double precision")
         q = step_up_until(q, lambda v: Fraction(v) * Fraction(sigma) ** 2 >= 1)
-        scheme = as_sampling(sampling)
+        scheme = required_sampling(sampling, _rate(sampling_rate))
         return cls(replacement_sup(q, scheme.relation), steps, sampling_rate, scheme)
 
     @property
     def relation(self) -> NeighbouringRelation:
         """The neighbouring relation of the sampling scheme."""
-        return as_sampling(self.sampling).relation
+        return self.scheme.relation
+
+    @property
+    def scheme(self) -> SamplingScheme:
+        """The sampling scheme (``sampling`` as a :class:`~dpopt.relation.SamplingScheme`)."""
+        return required_sampling(self.sampling, self.sampling_rate)
 
     @property
     def noise_multiplier(self) -> float:
@@ -268,7 +275,7 @@ def _as_run(releases: GaussianSteps | Sequence[GaussianSteps]) -> tuple[Gaussian
 def _scheme(run: tuple[GaussianSteps, ...]) -> SamplingScheme:
     sub = [r for r in run if r.subsampled]
     if sub:
-        return as_sampling(sub[0].sampling)
+        return sub[0].scheme
     if run[0].relation is NeighbouringRelation.REPLACEMENT:
         return SamplingScheme.WITHOUT_REPLACEMENT
     return SamplingScheme.FULL_BATCH
@@ -898,7 +905,7 @@ def _progress_bar(progress: bool | None, steps: int) -> Any:
 
 
 def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,
-                    sampling: str | SamplingScheme = "poisson", *, rtol: float = 1e-3,
+                    sampling: str | SamplingScheme | None = None, *, rtol: float = 1e-3,
                     discretization: float = 1e-4,
                     accountants: str | Sequence[str] = ACCOUNTANTS,
                     time_budget: float = 10.0, two_sided: bool = True,
@@ -941,7 +948,7 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
     d = _delta(delta)
     t = as_steps("steps", steps)
     p = _rate(sampling_rate)
-    scheme = as_sampling(sampling)
+    scheme = required_sampling(sampling, p)
     if scheme is SamplingScheme.FULL_BATCH and p != 1.0:
         raise InvalidParameterError("sampling_rate", sampling_rate,
                                     "must be 1 with sampling='full_batch'")
@@ -955,7 +962,7 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
 
 
 def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,
-                  sampling: str = "poisson", *, rtol: float = 1e-3,
+                  sampling: str | SamplingScheme | None = None, *, rtol: float = 1e-3,
                   discretization: float = 1e-4, accountants: str | Sequence[str] = ACCOUNTANTS
                   ) -> tuple[float, str]:
     r"""Largest per-release bound q such that ``steps`` releases are certified (ε, δ)-DP.
@@ -985,7 +992,8 @@ def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float
 
 
 def smallest_noise_multiplier(epsilon: float, delta: float, steps: int,
-                              sampling_rate: float = 1.0, sampling: str = "poisson", *,
+                              sampling_rate: float = 1.0,
+                              sampling: str | SamplingScheme | None = None, *,
                               rtol: float = 1e-3, discretization: float = 1e-4,
                               accountants: str | Sequence[str] = ACCOUNTANTS) -> tuple[float, str]:
     r"""Smallest noise multiplier σ = (noise std) / C, for records clipped to ℓ2 norm C, certified

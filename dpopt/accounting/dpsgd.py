@@ -42,7 +42,7 @@ from dpopt.accounting.composition import (
     composed_epsilon,
 )
 from dpopt.errors import ApproximationWarning, InvalidParameterError
-from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling
+from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling, required_sampling
 
 #: Accountant names accepted by the DP-SGD entry points and ``--accountant``.
 ACCOUNTANT_CHOICES = ("auto", "pld", "rdp", "gdp")
@@ -221,8 +221,9 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     steps : int, optional
         The exact whole number of steps T >= 1.
     sampling : {"poisson", "without_replacement", "full_batch"} or SamplingScheme
-        How batches are drawn (see the module docstring); state it: omitting it assumes Poisson
-        sampling with a ``DeprecationWarning``. ``"shuffling"`` is refused.
+        How batches are drawn (see the module docstring): required when B < N, never implied
+        (the error lists the schemes and the data loaders they match); ``None`` with B = N is
+        the full batch. ``"shuffling"`` is refused.
     rtol, discretization
         Search tolerance on q and the fine PLD discretisation, see
         :func:`~dpopt.accounting.composition.calibrate_noise`.
@@ -251,15 +252,8 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     t = dpsgd_steps(n, b, epochs) if epochs is not None else as_steps("steps", steps)
     e = as_scalar("epsilon", epsilon, low=0.0)
     d = as_scalar("delta", delta, low=0.0, high=1.0)
-    if sampling is None:
-        warnings.warn(
-            "sampling not given: Poisson sampling (add/remove neighbours) assumed; pass "
-            "sampling='poisson', 'without_replacement' or 'full_batch' (it will be required)",
-            DeprecationWarning, stacklevel=2,
-        )
-        sampling = SamplingScheme.POISSON
-    scheme = as_sampling(sampling)
     rate = float(Fraction(b, n))
+    scheme = required_sampling(sampling, rate)
     if scheme is SamplingScheme.FULL_BATCH and b != n:
         raise InvalidParameterError("batch_size", batch_size,
                                     f"must equal dataset_size={n} with sampling='full_batch'")

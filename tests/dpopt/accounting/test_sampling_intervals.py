@@ -139,7 +139,7 @@ def test_result_intervals_are_ordered_finite_and_below_independent_upper_bounds(
 
 def test_edges_answer_fast_and_clearly() -> None:
     # rate^2 underflowed before (ZeroDivisionError); now a certified answer
-    sigma, how = smallest_noise_multiplier(1.0, 1e-5, 10, 1e-300, accountants=("rdp",))
+    sigma, how = smallest_noise_multiplier(1.0, 1e-5, 10, 1e-300, "poisson", accountants=("rdp",))
     assert math.isfinite(sigma) and sigma > 0.0 and how == "rdp"
     # astronomically many steps: the RDP curve answers (no PLD is built)
     huge = calibrate_noise(1.0, 1e-5, 10**20, 0.01, "poisson", progress=False)
