@@ -220,7 +220,8 @@ class AccountingResult:
         value rounded down without subsampling, else the lower end of the privacy-random-variable
         accountant's interval (see :func:`lower_epsilon`); 0 when none was computed.
     lower_accountant : str
-        What gave ``lower`` (``"gdp-exact"``, ``"prv"`` or ``"none"``).
+        What gave ``lower`` (``"gdp-exact"``, ``"sum-test"``, ``"prv"``, ``"pld-optimistic"`` or
+        ``"none"``; see :func:`lower_epsilon`).
     sampling : SamplingScheme or None
         The run's sampling scheme (its relation: ``sampling.relation``).
     """
@@ -338,18 +339,28 @@ def _eps_error(upper: float, eps_error: float | None) -> float:
 
 def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
                   upper: float = math.inf, eps_error: float | None = None,
-                  scale: float | None = None) -> tuple[float, str]:
+                  scale: float | None = None, enough: float | None = None
+                  ) -> tuple[float, str]:
     r"""A proven lower bound on the run's true ε at δ, and what gave it.
 
     Without subsampling the run is exactly one Gaussian with :math:`\mu^2 = \sum_t q_t` (Dong,
     Roth & Su), so the lower bound is the exact Balle–Wang ε, rounded down (``"gdp-exact"``).
-    With subsampling it is the lower end of Gopi, Lee & Wutschitz's privacy-random-variable
-    accountant ("Numerical Composition of Differential Privacy", Thm. 5.5) for the remove pair
-    :math:`((1-p)N(0,\sigma^2)+pN(1,\sigma^2),\ N(0,\sigma^2))` — a pair every scheme
-    realises (see :mod:`dpopt.accounting._prv`) — with error ``eps_error`` (default 2 % of
-    ``upper``, within [0.01, 1]) (``"prv"``); ``scale`` (default ``upper``) is the order of
-    magnitude of the ε in question, which sizes that accountant's domain. ``(0, "none")`` when
-    neither applies (or the accountant would need more than a few million mesh cells).
+    With subsampling every bound is for the remove pair
+    :math:`((1-p)N(0,s^2)+pN(1,s^2),\ N(0,s^2))`, :math:`s = 1/\sqrt q`, which every scheme
+    realises (see :mod:`dpopt.accounting._lower`), by the first of these that reaches
+    ``enough`` (default: within 0.2 % of ``upper``), the best one kept:
+
+    1. ``"sum-test"``: a threshold test on the sum of the outputs (exact Gaussian tails, no
+       mesh; close to tight at large noise — long runs at small ε);
+    2. ``"prv"``: the lower end of Gopi, Lee & Wutschitz's privacy-random-variable accountant
+       ("Numerical Composition of Differential Privacy", Thm. 5.5) with error ``eps_error``
+       (default 2 % of ``upper``, within [0.01, 1]); ``scale`` (default ``upper``) is the order
+       of magnitude of the ε in question, which sizes its domain;
+    3. ``"pld-optimistic"``: dp-accounting's PLD with optimistic rounding (losses rounded
+       down, truncated tails dropped) on a grid sized by ``scale`` — tried when the PRV bound is
+       missing or more than 3 % below ``enough`` (large ε, small noise).
+
+    Never negative, never NaN; ``(0, "none")`` only when none of them applies.
     """
     run = _as_run(releases)
     d = _delta(delta)
@@ -367,33 +378,59 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
                 return lo, "gdp-exact"
             shave *= 10.0
         return 0.0, "none"
-    from dpopt.accounting import _prv
+    from dpopt.accounting import _dp_accounting as lib
+    from dpopt.accounting import _lower, _prv
 
+    groups = _groups(run)
     err = _eps_error(upper, eps_error)
     if scale is None:
         scale = upper if math.isfinite(upper) else 50.0 * err
-    prv = _prv.prv_epsilon_lower(_groups(run), d, err, scale)
-    if prv is None:
+    goal = enough if enough is not None else (
+        upper * (1.0 - 2e-3) if math.isfinite(upper) else math.inf)
+    best, how = _lower.sum_test_epsilon_lower(groups, d), "sum-test"
+    if best < goal:
+        prv = _prv.prv_epsilon_lower(groups, d, err, scale)
+        if prv is not None and prv > best:
+            best, how = prv, "prv"
+        if best < goal and (prv is None or best < 0.97 * goal):
+            total = int(sum(t for _, _, t in groups))
+            opt = lib.optimistic_epsilon(groups, d, lib.optimistic_discretization(total, scale))
+            if opt is not None and opt > best:
+                best, how = opt, "pld-optimistic"
+    if not best > 0.0:
         return 0.0, "none"
-    return (min(prv, upper), "prv")
+    return (min(best, upper), how)
 
 
 def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, *,
                 upper: float = 1.0, eps_error: float = 0.01) -> tuple[float, str]:
-    """A proven lower bound on the run's true δ at ε (the counterpart of :func:`lower_epsilon`;
-    the PRV accountant's δ error is set to 1e-3 of ``upper``)."""
+    """A proven lower bound on the run's true δ at ε (the counterpart of :func:`lower_epsilon`:
+    the sum test, then the PRV accountant with its δ error set to 1e-3 of ``upper``, then the
+    optimistic PLD when both are more than 3 % below ``upper``)."""
     run = _as_run(releases)
     e = as_scalar("epsilon", epsilon, low=0.0, low_open=False)
     if not any(r.subsampled for r in run):
         ld = float(bw.log_delta(np.asarray(e), np.asarray(_total_bound(run))))
         lo = math.exp(ld - abs(float(bw.safety_margin(ld)))) * (1.0 - 1e-9)
         return (min(lo, upper), "gdp-exact")
-    from dpopt.accounting import _prv
+    from dpopt.accounting import _dp_accounting as lib
+    from dpopt.accounting import _lower, _prv
 
-    got = _prv.prv_delta_lower(_groups(run), e, eps_error, max(upper * 1e-3, 1e-300))
-    if got is None:
+    groups = _groups(run)
+    best, how = _lower.sum_test_delta_lower(groups, e), "sum-test"
+    if best < upper * (1.0 - 2e-3):
+        got = _prv.prv_delta_lower(groups, e, eps_error, max(upper * 1e-3, 1e-300))
+        if got is not None and got > best:
+            best, how = got, "prv"
+        if best < 0.97 * upper:
+            total = int(sum(t for _, _, t in groups))
+            opt = lib.optimistic_delta(groups, e,
+                                       lib.optimistic_discretization(total, max(e, 0.5)))
+            if opt is not None and opt > best:
+                best, how = opt, "pld-optimistic"
+    if not best > 0.0:
         return 0.0, "none"
-    return (min(got, upper), "prv")
+    return (min(best, upper), how)
 
 
 def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object, delta: float,
@@ -619,7 +656,8 @@ class NoiseCalibration:
     refuted_bound : float or None
         A q proven NOT to meet the target (``None``: no lower bound could refute one).
     lower_accountant : str
-        What refuted it (``"gdp-exact"``, ``"prv"``, ``"none"``).
+        What refuted it (``"gdp-exact"``, ``"sum-test"``, ``"prv"``, ``"pld-optimistic"``,
+        ``"none"``).
     epsilon, delta, steps, sampling_rate, sampling
         The target and the schedule.
     note : str
@@ -680,17 +718,36 @@ def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, sl
             deadline: float, rel_gap: float, tries: int = 6) -> float | None:
     """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
     ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
-    (the lower bound's own error, relative) along the slope d log ε / d log q."""
+    (the lower bound's own error, relative) along the slope d log ε / d log q. While one lower
+    bound costs under 0.05 s of CPU (the sum test), the refuted q is then bisected (in log q,
+    at most five times) towards the last q that was not refuted. After a miss the next try
+    moves past the deficit seen (along the slope, with room), at least three times as far."""
     import time
 
     step = max(1.25 * math.log1p(rel_gap) / max(slope, 0.05), 1e-6)
+    below = math.log(q)
     for _ in range(tries):
         if time.perf_counter() > deadline:
             return None
         cand = min(q * math.exp(step), MAX_BOUND * 1e3)
-        if eps_lower_of(cand) > epsilon:
-            return cand
-        step *= 3.0
+        c0 = time.process_time()
+        got = eps_lower_of(cand)
+        if got > epsilon:
+            above = math.log(cand)
+            for _ in range(5):
+                if time.process_time() - c0 > 0.05 or time.perf_counter() > deadline:
+                    break
+                mid = 0.5 * (below + above)
+                c0 = time.process_time()
+                if eps_lower_of(math.exp(mid)) > epsilon:
+                    above = mid
+                else:
+                    below = mid
+            return cand if above == math.log(cand) else math.exp(above)
+        below = math.log(cand)
+        # the next try: past the deficit seen along the slope (with room), at least 3x the step
+        deficit = math.log(epsilon / got) / max(slope, 0.05) if got > 0.0 else math.inf
+        step = max(3.0 * step, step + 1.5 * deficit) if math.isfinite(deficit) else 3.0 * step
     return None
 
 
@@ -726,10 +783,15 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
 
     lower_error = min(max(0.012 * epsilon, 0.01), 1.0)
 
+    lower_how: dict[float, str] = {}
+
     def lower_of(q: float) -> float:
         bar.update(1)
-        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
-                             scale=epsilon)[0]
+        # only "above the target" matters here: stop at the first bound that shows it
+        value, how = lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
+                                   scale=epsilon, enough=epsilon * (1.0 + 1e-9))
+        lower_how[q] = how
+        return value
 
     if rate == 1.0 and "gdp-exact" in accountants:
         from dpopt.accounting.budgets import ApproxDP
@@ -852,7 +914,8 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     if two_sided:
         refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget,
                           lower_error / epsilon + 0.005)
-    return done(best_q, best_how, refuted, "prv")
+    return done(best_q, best_how, refuted,
+                lower_how.get(refuted, "none") if refuted is not None else "none")
 
 
 def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str, slope: float,

@@ -66,7 +66,7 @@ def test_bad_bounds() -> None:
         replacement_sup(float("nan"), "replacement")
 
 
-# ----------------------------------------------------------------------------- sampling: never implied
+# ------------------------------------------------------------------ sampling: never implied
 
 
 def _subsampled_entry_points() -> list[tuple[str, object]]:
