@@ -328,6 +328,84 @@ def _bench_dpsgd(full: bool = False) -> None:
           f"width {100 * float(np.median(widths)):.2f}% of σ")
 
 
+#: the latency sweep of the issue: ε × T at rate 0.01, δ = 1e-5, Poisson sampling
+SWEEP_EPSILONS = (0.1, 1.0, 10.0, 100.0, 1000.0)
+SWEEP_STEPS = (1000, 10000, 100000)
+LATENCY_TARGET = 2.0  # CPU seconds per calibration
+
+
+def _eta_recorder() -> tuple[list[tuple[float, float, float]], Callable[[], None]]:
+    """Record (time, eta low, eta high) after every step of every progress line (drawn or not);
+    returns the records and the function that undoes the patch."""
+    from dpopt import progress
+
+    records: list[tuple[float, float, float]] = []
+    original = progress.Progress.advance
+
+    def advance(self: Any, steps: float = 1.0) -> None:
+        original(self, steps)
+        eta = self.eta()
+        if eta is not None:
+            records.append((self.clock() - self._started, eta[0], eta[1]))
+
+    progress.Progress.advance = advance  # type: ignore[method-assign]
+
+    def undo() -> None:
+        progress.Progress.advance = original  # type: ignore[method-assign]
+
+    return records, undo
+
+
+def _eta_error(records: list[tuple[float, float, float]], total: float) -> float:
+    """Worst factor between the finish time the progress line predicts (elapsed + its ETA
+    range) and the real one, over the steps after the first second (before it no line is
+    drawn): 1 when the real finish was inside the predicted range."""
+    worst = 1.0
+    for at, low, high in records:
+        if at < 1.0:
+            continue
+        if total > at + high:
+            worst = max(worst, total / (at + high))
+        elif total < at + low:
+            worst = max(worst, (at + low) / total)
+    return worst
+
+
+def _bench_latency() -> None:
+    """The sweep of the issue: CPU time, lower end and ETA accuracy of every calibration."""
+    from dpopt.accounting.composition import calibrate_noise
+
+    print("\nLatency sweep: calibrate_noise at rate 0.01, δ = 1e-5, Poisson sampling, two-sided "
+          "(CPU seconds; ETA ×: worst factor between the real finish and the one the progress "
+          "line predicts after the first second, 1 = inside its range)")
+    print(f"{'T':>7}{'ε':>7}{'σ':>10}{'[lower':>10}{'width':>8}{'lower by':>16}{'cpu':>7}"
+          f"{'wall':>7}{'ETA ×':>7}")
+    worst_cpu, worst_eta, missing = 0.0, 1.0, 0
+    cpus = []
+    for t in SWEEP_STEPS:
+        for e in SWEEP_EPSILONS:
+            records, undo = _eta_recorder()
+            try:
+                w0, c0 = time.perf_counter(), time.process_time()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cal = calibrate_noise(e, 1e-5, t, 0.01, "poisson", progress=False)
+                wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+            finally:
+                undo()
+            factor = _eta_error(records, wall)
+            worst_cpu, worst_eta = max(worst_cpu, cpu), max(worst_eta, factor)
+            cpus.append(cpu)
+            missing += cal.lower_accountant == "none"
+            print(f"{t:>7}{e:>7g}{cal.noise_multiplier:>10.5g}{cal.noise_multiplier_lower:>10.5g}"
+                  f"{100 * cal.relative_width:>7.2f}%{cal.lower_accountant:>16}{cpu:>7.2f}"
+                  f"{wall:>7.2f}{factor:>7.2f}")
+    print(f"  latency: max {worst_cpu:.2f} s, median {float(np.median(cpus)):.2f} s of CPU "
+          f"(target <= {LATENCY_TARGET:g} s: {'met' if worst_cpu <= LATENCY_TARGET else 'MISSED'})"
+          f"; cells without a lower end: {missing} of {len(cpus)}; ETA within x2 of the real "
+          f"time: {'met' if worst_eta <= 2.0 else 'MISSED'} (worst factor {worst_eta:.2f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="points for the vectorised calls")
@@ -335,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=int, default=100, help="points re-checked with mpmath")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-dpsgd", action="store_true", help="skip the DP-SGD rows")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="skip the latency sweep (15 calibrations)")
     parser.add_argument("--dpsgd-full", action="store_true",
                         help="also the slow DP-SGD row (T = 10^4 at N = 2e5)")
     args = parser.parse_args(argv)
@@ -379,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:<19}{dist:>12.2e}   {'all on the safe side' if safe else 'UNSAFE'}")
     if not args.no_dpsgd:
         _bench_dpsgd(full=args.dpsgd_full)
+    if not args.no_latency:
+        _bench_latency()
     return 0
 
 

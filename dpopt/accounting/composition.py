@@ -618,6 +618,12 @@ FINE_POINTS = 6e5
 PLD_MIN_SIGMA = 0.25
 
 
+def coarse_discretization(discretization: float, epsilon: float) -> float:
+    """The bracketing PLD grid of a calibration for target ε: 7·10⁻⁴ ε, within
+    [``discretization``, 0.1] (the pessimistic PLD's excess in ε grows with the grid)."""
+    return min(max(discretization, 7e-4 * epsilon), 0.1)
+
+
 class _OutOfTime(Exception):
     """The time budget ran out (internal: the search returns its best certified answer)."""
 
@@ -761,7 +767,12 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
 
     t0 = time.perf_counter()
     deadline = t0 + time_budget
-    bar = _progress_bar(progress, steps)
+    # work in units of one coarse PLD: a fine PLD (and a lower bound) costs about the grid
+    # ratio r of them (a lower bound 3/4 of that), an RDP evaluation a fiftieth; 4-10 coarse,
+    # 1-3 fine and 1-2 lower-bound evaluations
+    ratio = min(coarse_discretization(discretization, epsilon) / discretization, 40.0)
+    lib._library()  # imported before the clock starts: its import is not one of the steps
+    bar = _progress_bar(progress, (4.0 + 1.75 * ratio, 10.0 + 5.0 * ratio))
     notes: list[str] = []
 
     used: dict[str, float] = {"disc": math.inf, "pld": 0.0}
@@ -781,12 +792,13 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def run_of(q: float) -> GaussianSteps:
         return GaussianSteps(q, steps, rate, sampling)
 
-    lower_error = min(max(0.012 * epsilon, 0.01), 1.0)
+    # the lower bound's error: 2 % of the target (as for the ε intervals; finer costs time)
+    lower_error = _eps_error(epsilon, None)
 
     lower_how: dict[float, str] = {}
 
     def lower_of(q: float) -> float:
-        bar.update(1)
+        bar.update(0.75 * ratio)
         # only "above the target" matters here: stop at the first bound that shows it
         value, how = lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
                                    scale=epsilon, enough=epsilon * (1.0 + 1e-9))
@@ -817,13 +829,22 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         "certified to reach in double precision); relax epsilon or delta"
     )
 
+    def ratio_of(disc: float) -> float:
+        """The cost of one PLD at ``disc`` in coarse PLDs (its grid grows like 1/disc)."""
+        return min(max(coarse_discretization(discretization, epsilon) / disc, 1.0), 40.0)
+
+    def expect(fine: float | None) -> None:
+        """What is left once the search knows its finishing grid (None: no PLD to finish)."""
+        r = 0.0 if fine is None else ratio_of(fine)
+        bar.expected = (bar.done + r + 0.75 * ratio, bar.done + 3.0 * r + 2.0 * ratio)
+
     def timed(names: tuple[str, ...], disc: float, slow: float = math.inf,
               budgeted: bool = True, orders: tuple[float, ...] = DEFAULT_ORDERS
               ) -> Callable[[float], float]:
         def eps_of(q: float) -> float:
             if budgeted and time.perf_counter() > deadline:
                 raise _OutOfTime
-            bar.update(1)
+            bar.update(0.02 if "pld" not in names else ratio_of(disc))
             c0 = time.process_time()
             if "pld" in names:
                 used["pld"] = 1.0
@@ -861,9 +882,11 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         pld_ok = False
         notes.append(f"no PLD below a noise multiplier of {PLD_MIN_SIGMA:g} per sensitivity (its "
                      "grid would take long to build): certified by RDP")
+    if not pld_ok:
+        expect(None)
     if pld_ok:
         # coarse grid scaled to the target: the pessimistic PLD's excess in ε grows with the grid
-        coarse = min(max(discretization, 7e-4 * epsilon), 0.1)
+        coarse = coarse_discretization(discretization, epsilon)
         try:
             fine = discretization
             g_start = 0.0
@@ -886,6 +909,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
                 # the coarse PLD's size, so the answer does not depend on the machine's load
                 size = lib.pld_points(((best_q, rate, steps),), coarse)
                 fine = max(discretization, min(coarse * size / FINE_POINTS, coarse / 2.0))
+                expect(fine)
                 if fine > discretization:
                     notes.append(f"finished with the PLD at discretisation {fine:.2g} (the one at "
                                  f"{discretization:g} would have about "
@@ -958,13 +982,19 @@ def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str
     return best[0], best[1], slope
 
 
-def _progress_bar(progress: bool | None, steps: int) -> Any:
-    """A tqdm bar on stderr that appears only if the search takes longer than 2 s
-    (``progress=None``), always (``True``) or never (``False``)."""
-    from tqdm import tqdm
+def _progress_bar(progress: bool | None, expected: tuple[float, float]) -> Any:
+    """The search's status line (:class:`dpopt.progress.Progress`, its time left measured on
+    the search's own evaluations, weighted by their expected cost): on stderr always
+    (``progress=True``), never (``False``), or (``None``) where the command line allows
+    displays and only once the search has run for a second."""
+    from dpopt import progress as display
 
-    return tqdm(desc="calibrating (PLD/RDP evaluations)", unit=" eval", leave=False,
-                disable=progress is False, delay=0.0 if progress else 2.0)
+    desc = "calibrating the noise (PLD/RDP evaluations)"
+    if progress is None:
+        bar = display.auto(desc, expected=expected, unit="step")
+        bar.delay = 1.0
+        return bar
+    return display.Progress(desc, expected=expected, unit="step", enabled=progress)
 
 
 def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,

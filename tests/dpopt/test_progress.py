@@ -155,3 +155,16 @@ def test_auto_draws_only_where_the_command_line_allows() -> None:
             progress.tick()
     assert "shown: batch" in terminal.getvalue() and "nested" not in terminal.getvalue()
     assert (bar.done, inner.done) == (1, 1)
+
+
+def test_a_delayed_line_stays_hidden_during_its_first_seconds() -> None:
+    clock, out = Clock(), io.StringIO()
+    bar = Progress("calibrating", expected=(4, 8), clock=clock, stream=out, enabled=True,
+                   delay=1.0, min_interval=0.0)
+    clock.now += 0.5
+    bar.advance(1)
+    assert out.getvalue() == ""            # a quick search shows nothing
+    clock.now += 1.0
+    bar.advance(1)
+    assert "calibrating" in out.getvalue() and "left" in out.getvalue()
+    bar.finish()

@@ -151,3 +151,36 @@ def test_laplace_event_trees_get_a_lower_end() -> None:
     d = composed_delta(lap, 0.05, discretization=1e-3)
     assert 0.0 < d.lower <= d.value
     assert np.isfinite(d.lower)
+
+
+# ----------------------------------------------------------------------------- progress line
+
+
+def test_the_calibration_reports_its_steps_to_a_progress_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """progress=True draws dpopt.progress's line (measured time per step, time left) on
+    stderr; progress=None outside the command line draws nothing. The steps are the search's
+    evaluations weighted by their expected cost, so the work done reaches the expected range."""
+    from dpopt import progress
+    from dpopt.accounting.composition import calibrate_noise
+
+    seen: list[progress.Progress] = []
+    original = progress.Progress.finish
+
+    def finish(self: progress.Progress) -> None:
+        seen.append(self)
+        original(self)
+
+    progress.Progress.finish = finish  # type: ignore[method-assign]
+    try:
+        calibrate_noise(1.5, 1e-5, 400, 0.02, "poisson", discretization=1e-3, progress=True)
+        drawn = capsys.readouterr().err
+        calibrate_noise(1.6, 1e-5, 400, 0.02, "poisson", discretization=1e-3)
+        quiet = capsys.readouterr().err
+    finally:
+        progress.Progress.finish = original  # type: ignore[method-assign]
+    assert "calibrating the noise" in drawn and "left" in drawn
+    assert quiet == ""
+    first = seen[0]
+    assert first.done > 0 and first.expected is not None
+    assert first.expected[0] <= first.done + first.expected[1]  # a range, not a count
