@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize
 
 from certificates.validate import as_int, as_scalar
 from dpopt.accounting.composition import (
@@ -39,7 +38,6 @@ from dpopt.accounting.composition import (
     GaussianSteps,
     as_steps,
     calibrate_noise,
-    coarse_discretization,
     composed_epsilon,
 )
 from dpopt.errors import ApproximationWarning, InvalidParameterError
@@ -106,14 +104,16 @@ def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: 
         x = 2.0 * math.log(mu) - 2.0 * math.log(rate) - math.log(steps) if mu > 0 else -math.inf
         q = float(np.logaddexp(0.0, x))
         return 1.0 / math.sqrt(q) if q > 0.0 else math.inf
-    lo, hi = 1e-2, 1e4
+    from certificates.roots import BracketError, solve_increasing
 
-    def f(s: float) -> float:
-        return _clt_mu(rate, s, steps, sampling) - mu
+    def g(x: float) -> float:  # increasing in x = log σ: the CLT's μ falls as σ grows
+        return mu - _clt_mu(rate, math.exp(x), steps, sampling)
 
-    if not (f(lo) >= 0 and f(hi) <= 0):
+    try:
+        return math.exp(solve_increasing(g, 0.0, xtol=1e-12, low=math.log(1e-2),
+                                         high=math.log(1e4)))
+    except BracketError:  # no σ in [0.01, 1e4] matches
         return math.inf
-    return float(optimize.brentq(f, lo, hi, rtol=1e-12))
 
 
 def _excess(understatement: float) -> str:
@@ -152,8 +152,7 @@ class DpsgdCalibration:
     clt_epsilon_at_certified : float
         APPROXIMATE: the ε the CLT claims for the certified σ (below the target).
     epsilon_at_clt_sigma : float
-        Certified ε of the CLT's σ (on the search's bracketing PLD grid): how far the CLT's
-        choice overshoots the target.
+        Certified ε of the CLT's σ: how far the CLT's choice overshoots the target.
     """
 
     noise_multiplier: float
@@ -275,12 +274,12 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                             two_sided=two_sided)
     clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
-        # a diagnostic, certified on the search's bracketing grid (one cheap PLD instead of a
-        # fine one: its ε may exceed the fine grid's by a few tenths of a percent)
+        # at the same discretisation as the answer, so the CLT's excess is not overstated (the
+        # bracketing grid would overstate it by about a point of percent)
         at_clt = composed_epsilon(GaussianSteps.from_noise_multiplier(clt_sigma, t, rate,
                                                                       scheme), d,
-                                  discretization=max(disc, coarse_discretization(disc, e)),
-                                  accountants=accs, two_sided=False).value
+                                  discretization=disc, accountants=accs,
+                                  two_sided=False).value
         from dpopt.accounting.gdp import epsilon_for_delta
 
         clt_eps = float(epsilon_for_delta(d, _clt_mu(rate, sigma, t, scheme)))

@@ -32,12 +32,14 @@ from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting.budgets import GDP, RDP, ZCDP, AllOf, ApproxDP, Budget
 from dpopt.accounting.composition import (
     ACCOUNTANTS,
+    MAX_BOUND,
+    _solve,
     as_steps,
     largest_bound,
     uniform_epsilon,
 )
 from dpopt.accounting.subsampled_rdp import subsampled_gaussian_rdp
-from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError
+from dpopt.errors import InvalidParameterError, InvalidTypeError
 from dpopt.relation import SamplingScheme, required_sampling, sensitivity_factor
 
 __all__ = ["Schedule"]
@@ -156,22 +158,14 @@ class Schedule(Budget):
         return best
 
     def _rdp_search(self, alpha: float, eps: float) -> float:
-        lo, hi = 0.0, 2.0 * eps / (alpha * self.steps * self.sampling_rate ** 2) + 1.0
-        while self._rdp_at(hi, alpha) <= eps:
-            lo, hi = hi, 2.0 * hi
-            if hi > 1e4:
-                return lo
-        for _ in range(200):
-            mid = 0.5 * (lo + hi) if lo > 0 else hi / 2.0
-            if self._rdp_at(mid, alpha) <= eps:
-                lo = mid
-            else:
-                hi = mid
-            if lo > 0 and hi <= lo * (1.0 + self.rtol):
-                break
-        if lo <= 0.0:
-            raise InfeasibleError(f"epsilon={eps!r}: no noise level meets RDP of order {alpha}")
-        return lo
+        """Largest q (within ``rtol``) whose RDP of order α over the run is at most ``eps``: the
+        shared bracket-then-Brent search on log q (:func:`certificates.roots.bracket_increasing`
+        via the calibration's solver), stepped down to a q the check accepts."""
+        start = 2.0 * eps / (alpha * self.steps * self.sampling_rate ** 2) + 1.0
+        what = (f"epsilon={eps!r}: no noise level meets RDP of order {alpha} over "
+                f"{self.steps} releases at sampling rate {self.sampling_rate}")
+        return _solve(lambda q: self._rdp_at(q, alpha), eps, min(start, MAX_BOUND), self.rtol,
+                      what)
 
     def _admits_part(self, part: Budget, bound: float) -> bool:
         if isinstance(part, ApproxDP):
