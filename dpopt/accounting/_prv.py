@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["prv_delta_lower", "prv_epsilon_lower"]
+__all__ = ["prv_delta_lower", "prv_epsilon_lower", "prv_feasible"]
 
 #: Beyond this many steps in total, or below this noise multiplier, no PRV lower bound is tried
 #: (the library's mesh would be too fine to answer in seconds).
@@ -37,6 +37,18 @@ PRV_MAX_STEPS = 2_000_000
 PRV_MIN_SIGMA = 0.3
 #: Most mesh cells tried (about a second of CPU).
 PRV_MAX_POINTS = 4e6
+
+
+def prv_feasible(groups: Sequence[tuple[float, float, int]], eps_error: float,
+                 delta_error: float, scale: float) -> bool:
+    """Whether the PRV accountant is tried at all for these groups (steps, noise and mesh
+    within the limits above)."""
+    total = sum(t for _, _, t in groups)
+    mesh = eps_error / math.sqrt(total / 2.0 * math.log(12.0 / delta_error))
+    if 2.0 * (2.0 * scale + 50.0) / mesh > PRV_MAX_POINTS or total > PRV_MAX_STEPS:
+        return False
+    return all(p >= 1.0 or math.nextafter(1.0 / math.sqrt(q), math.inf) >= PRV_MIN_SIGMA
+               for q, p, _ in groups)
 
 
 def _accountant(groups: Sequence[tuple[float, float, int]], eps_error: float,
@@ -49,19 +61,15 @@ def _accountant(groups: Sequence[tuple[float, float, int]], eps_error: float,
         )
     except ImportError:  # pragma: no cover - optional
         return None
-    total = sum(t for _, _, t in groups)
     # the library's mesh: eps_error / sqrt(T/2 log(12/delta_error)) on a domain somewhat wider
     # than the ε in question; refuse what would need more than PRV_MAX_POINTS cells
-    mesh = eps_error / math.sqrt(total / 2.0 * math.log(12.0 / delta_error))
-    if 2.0 * (2.0 * scale + 50.0) / mesh > PRV_MAX_POINTS:
+    if not prv_feasible(groups, eps_error, delta_error, scale):
         return None
     prvs: list[Any] = []
     counts: list[int] = []
     for q, p, t in groups:
         # more noise is the optimistic side for a lower bound: round σ up
         sigma = math.nextafter(1.0 / math.sqrt(q), math.inf)
-        if total > PRV_MAX_STEPS or (p < 1.0 and sigma < PRV_MIN_SIGMA):
-            return None
         if p == 1.0:
             prvs.append(GaussianMechanism(noise_multiplier=sigma))
         else:

@@ -936,8 +936,13 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         raise InfeasibleError(what)
     refuted = None
     if two_sided:
-        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget,
-                          lower_error / epsilon + 0.005)
+        from dpopt.accounting import _prv
+
+        gap = lower_error / epsilon + 0.005
+        if rate < 1.0 and not _prv.prv_feasible(((best_q, rate, steps),), lower_error,
+                                                delta * 1e-3, epsilon):
+            gap = max(gap, 0.045)  # the optimistic PLD's rounding costs up to 6 % of ε
+        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget, gap)
     return done(best_q, best_how, refuted,
                 lower_how.get(refuted, "none") if refuted is not None else "none")
 
