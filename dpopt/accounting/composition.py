@@ -354,8 +354,9 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
        mesh; close to tight at large noise — long runs at small ε);
     2. ``"prv"``: the lower end of Gopi, Lee & Wutschitz's privacy-random-variable accountant
        ("Numerical Composition of Differential Privacy", Thm. 5.5) with error ``eps_error``
-       (default 2 % of ``upper``, within [0.01, 1]); ``scale`` (default ``upper``) is the order
-       of magnitude of the ε in question, which sizes its domain;
+       (default 2 % of ``upper``, within [0.01, 1]), counted twice because the library's bound
+       was once found violated (:mod:`dpopt.accounting._prv`); ``scale`` (default ``upper``) is
+       the order of magnitude of the ε in question, which sizes its domain;
     3. ``"pld-optimistic"``: dp-accounting's PLD with optimistic rounding (losses rounded
        down, truncated tails dropped) on a grid sized by ``scale`` — tried when the PRV bound is
        missing or more than 3 % below ``enough`` (large ε, small noise).
@@ -938,7 +939,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     if two_sided:
         from dpopt.accounting import _prv
 
-        gap = lower_error / epsilon + 0.005
+        gap = 2.0 * lower_error / epsilon + 0.005  # the PRV route counts its error twice
         if rate < 1.0 and not _prv.prv_feasible(((best_q, rate, steps),), lower_error,
                                                 delta * 1e-3, epsilon):
             gap = max(gap, 0.045)  # the optimistic PLD's rounding costs up to 6 % of ε
