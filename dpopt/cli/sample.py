@@ -78,7 +78,8 @@ def add_sample_parser(sub: Subparsers) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: from the operating system, right for real data)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="run record JSON")
-    p.add_argument("--samples-out", metavar="FILE", help="also write the samples as CSV")
+    p.add_argument("--samples-out", metavar="FILE", help="also write the samples as CSV "
+                   "(data, not a certificate: the run record is what dpopt verify reads)")
     p.add_argument("--plot", metavar="FILE", help="draw the samples and the per-step error "
                    "(.png/.svg/.pdf; needs matplotlib)")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")

@@ -53,6 +53,7 @@ from dpopt.covariance.program import isotropic_baseline
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError, SolverError
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
+from solvers.api import method_tolerance
 from solvers.structured import WarmStart, blas_limits, solve_structured
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,8 +137,8 @@ def design_covariance_batch(
     Item ``i`` is the program of :func:`~dpopt.covariance.design.design_covariance` for the
     vectors ``sensitivities[i]`` and the budget ``budgets[i]`` (or the one shared budget):
     :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j \le q_i`,
-    :math:`\Sigma\succeq\eta I`, with :math:`q_i` the budget's Mahalanobis bound (Theorem 3 of
-    the optimal-covariance paper). Every returned design carries its own certificate from
+    :math:`\Sigma\succeq\eta I`, with :math:`q_i` the budget's Mahalanobis bound (the covariance
+    program of the theory page). Every returned design carries its own certificate from
     :func:`certificates.covariance.check` (an interval on its optimal value and the certified
     Mahalanobis sup of its repaired covariance over all of its vectors); no design is trusted
     because of its neighbour.
@@ -229,7 +230,7 @@ def _design_one(
                                     exc.requirement) from None
     # a set of another size starts cold: its indices would not name the same record pairs
     start = warm[0] if warm is not None and warm[1] == problem.count else None
-    solve_tol = max(1e-10, min(1e-8, tol / 100))
+    solve_tol = method_tolerance("structured", tol)
     sol: Solution | None
     try:
         sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=start)

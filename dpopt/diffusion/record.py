@@ -142,27 +142,79 @@ def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: s
 
 
 def _array(value: Any, shape: tuple[int, ...], where: str) -> NDArray[np.float64]:
+    """A finite array of ``shape`` from JSON numbers only (a string or a boolean is rejected,
+    not converted), by the strict reader shared with the other certificate kinds."""
+    from certificates import strict_json as sj
+
     try:
-        arr = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise CertificateError(f"{where}: not a numeric array") from None
-    if arr.shape != shape or not np.all(np.isfinite(arr)):
-        raise CertificateError(f"{where}: must be a finite array of shape {shape}")
-    return arr
+        if len(shape) == 1:
+            return sj.vector(where, value, shape[0])
+        if len(shape) == 2:
+            return sj.matrix(where, value, shape[0], shape[1])
+    except sj.FieldError as exc:
+        raise CertificateError(str(exc)) from None
+    raise CertificateError(f"{where}: must be an array of shape {shape}")  # pragma: no cover
+
+
+def _check_totals(rec: dict[str, Any], bound: float, report: PrivacyReport,
+                  reasons: list[str]) -> None:
+    """The record's stated guarantee (``totals``) may claim less privacy than the one recomputed
+    from its releases, never more: its bound, mu and every epsilon(delta) are at least the
+    recomputed ones (which the sampler computes the same way)."""
+    from certificates import strict_json as sj
+
+    totals = _need(rec, "totals", dict, "record")
+    try:
+        stated = [("totals.bound", sj.number("totals.bound", totals.get("bound")), bound),
+                  ("totals.gdp_mu", sj.number("totals.gdp_mu", totals.get("gdp_mu")),
+                   report.gdp_mu)]
+        eps = totals.get("epsilon")
+        if type(eps) is not dict:
+            sj.fail("totals.epsilon", f"must be an object, got {sj.kind_of(eps)}")
+        for key, val in eps.items():
+            field_name = f"totals.epsilon[{key[:20]!r}]"
+            try:
+                delta = float(key)
+            except ValueError:
+                sj.fail(field_name, "the key must be a delta in (0, 1)")
+            if not 0.0 < delta < 1.0:
+                sj.fail(field_name, "the key must be a delta in (0, 1)")
+            stated.append((field_name, sj.number(field_name, val), float(report.epsilon(delta))))
+    except sj.FieldError as exc:
+        raise CertificateError(str(exc)) from None
+    for name, value, proven in stated:
+        if value < proven:
+            reasons.append(f"{name} = {value!r} claims more privacy than the releases prove "
+                           f"({proven!r})")
 
 
 def _domain(spec: Any) -> Domain:
     if not isinstance(spec, dict):
         raise CertificateError("domain: must be an object")
+    from certificates import strict_json as sj
+    from dpopt.errors import DpoptError
+
     kind = spec.get("kind")
     try:
         if kind == "grid":
-            return Grid(spec["lower"], spec["upper"], tuple(int(v) for v in spec["shape"]))
+            shape = spec.get("shape")
+            if type(shape) is not list:
+                sj.fail("domain.shape", f"must be an array, got {sj.kind_of(shape)}")
+            return Grid(sj.vector("domain.lower", spec.get("lower"), min_len=1),
+                        sj.vector("domain.upper", spec.get("upper"), min_len=1),
+                        tuple(sj.integer(f"domain.shape[{i}]", v, 1)
+                              for i, v in enumerate(shape)))
         if kind == "finite":
-            return FinitePoints(spec["points"])
+            pts: Any = spec.get("points")
+            n = len(pts) if type(pts) is list else 0
+            m = len(pts[0]) if n and type(pts[0]) is list else 0
+            return FinitePoints(sj.matrix("domain.points", pts, n, m))
         if kind == "box":
-            return Box(spec["lower"], spec["upper"])
-    except (KeyError, TypeError, ValueError) as exc:
+            return Box(sj.vector("domain.lower", spec.get("lower"), min_len=1),
+                       sj.vector("domain.upper", spec.get("upper"), min_len=1))
+    except sj.FieldError as exc:
+        raise CertificateError(str(exc)) from None
+    except (DpoptError, TypeError, ValueError) as exc:
         raise CertificateError(f"domain: malformed ({exc})") from None
     raise CertificateError(f"domain: kind {kind!r} cannot be re-checked (grid, finite or box)")
 
@@ -211,15 +263,21 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
     prediction = _need(rec, "prediction", str, "record")
     if sampler not in ("ddim", "ddpm") or prediction not in ("x0", "eps"):
         raise CertificateError("record: sampler must be ddim/ddpm and prediction x0/eps")
+    if _need(rec, "noise", str, "record") not in ("optimal", "isotropic"):
+        raise CertificateError("record: noise must be 'optimal' or 'isotropic'")
+    _array(rec.get("weight"), (d, d), "weight")
     sched_spec = _need(rec, "schedule", dict, "record")
+    _need(sched_spec, "name", str, "schedule")
     try:
         sched = Schedule(_array(sched_spec.get("alpha_bar"), (t,), "schedule.alpha_bar"))
     except DpoptError as exc:
         raise CertificateError(f"schedule: {exc}") from None
     starts = _array(rec.get("initial_states"), (k, d), "initial_states")
     split = _need(rec, "split", dict, "record")
+    _need(split, "rule", str, "split")
     per_step = _array(split.get("per_step_bound"), (t,), "split.per_step_bound")
     budget = _need(rec, "budget", dict, "record")
+    _need(budget, "description", str, "budget")
     reasons: list[str] = []
     spec = budget.get("spec")
     stored_q = budget.get("mahalanobis_bound")
@@ -315,9 +373,11 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
         reasons.append(f"composition: sum of q_t = {float(exact)!r} exceeds the budget's bound "
                        f"Q = {budget_q!r}")
     bound = round_up(exact)
+    report = PrivacyReport(bound)
+    _check_totals(rec, bound, report, reasons)
     return RunVerification(holds=not reasons, reasons=tuple(reasons[:20]), releases=k * t,
                            worst_ratio=worst, bound=bound, budget_bound=budget_q,
-                           privacy=PrivacyReport(bound))
+                           privacy=report)
 
 
 def verify_run_file(path: Path, content: dict[str, Any],
@@ -345,6 +405,8 @@ def verify_run_file(path: Path, content: dict[str, Any],
         f"{rec['budget'].get('description', '')} (exact rational arithmetic)",
         f"the run is mu = {rep.gdp_mu:.6g}-GDP (adaptive composition of Gaussian mechanisms); "
         + ", ".join(f"delta={d:g}: eps={float(rep.epsilon(d)):.6g}" for d in (1e-5, 1e-6, 1e-8)),
+        "the record's stated totals claim no more privacy than that; its error figures and "
+        "per-release design reports are informational (not part of the guarantee)",
     )
     return Verification(kind="private sampling run", format=FORMAT, path=str(path),
                         summary=summary, lines=lines, result=v)

@@ -25,7 +25,13 @@ raises :class:`~dpopt.errors.CertificateError`).
 
 With :math:`\alpha=\infty` (Laplace or exponential) the condition is
 :math:`\min_\pi \max_{\operatorname{supp}\pi} \lVert x-y\rVert / b \le \varepsilon`, i.e. the
-Wasserstein mechanism :math:`b = W_\infty/\varepsilon` of Song, Wang and Chaudhuri (2017).
+Wasserstein mechanism :math:`b = W_\infty/\varepsilon` of Song, Wang and Chaudhuri, "Pufferfish
+Privacy Mechanisms for Correlated Data". Nothing of it is a plain float comparison: the distances
+are bounded from above from the exact differences of the atoms (so a shared offset such as a
+timestamp's 1.7e15 loses nothing), the released scale is the least double whose quotient, rounded
+up, proves :math:`W_\infty/b \le \varepsilon`
+(:func:`certificates.coupling.least_pure_scale`), and the certificate
+(:func:`certificates.coupling.check_pure_coupling`) re-derives the same bound.
 """
 
 from __future__ import annotations
@@ -38,10 +44,22 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from certificates.coupling import CouplingCertificate, check_coupling
+from certificates.coupling import (
+    CouplingCertificate,
+    check_coupling,
+    check_pure_coupling,
+    least_pure_scale,
+)
+from certificates.roots import BracketError, bracket_increasing
 from certificates.validate import as_scalar
 from dpopt.errors import CertificateError, InvalidParameterError, InvalidTypeError
-from dpopt.pufferfish._pairs import CHECKED, PairTransport, resolve_method, safe_log_cost
+from dpopt.pufferfish._pairs import (
+    CHECKED,
+    PairTransport,
+    proven_norm,
+    resolve_method,
+    safe_log_cost,
+)
 from dpopt.pufferfish.costs import (
     ExponentialCost,
     GaussianCost,
@@ -128,7 +146,14 @@ def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
         _, w_inf, pen = pt.pure_plan(level)
         if w_inf == 0.0:
             return 0.0, 0.0
-        # W_inf / eps exactly when pen = 0 (no margin needed: the check is a plain comparison)
+        if not np.isfinite(w_inf):
+            raise InvalidParameterError(
+                "scenario", f"W_inf = {w_inf!r}",
+                "the atoms' differences overflow the double range (rescale the query)",
+            )
+        if proven_norm(cost) is not None:  # W_inf / b <= eps proven (directed rounding)
+            return least_pure_scale(w_inf, level, pen), w_inf
+        # a custom pure cost: its own float distance, compared as its certificate does
         return _nudge_up(w_inf / (level - pen), lambda s: w_inf / s + pen - level), w_inf
     w_inf, _ = pt.w_inf()
     if w_inf == 0.0:
@@ -138,32 +163,30 @@ def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
     def f(scale: float) -> float:
         return pt.log_value(scale, level) - target
 
-    hi = w_inf / cost.profile_inverse(target)
-    for _ in range(2100):  # a custom cost may exceed its profile bound: grow until feasible
-        if f(hi) <= 0.0 or not np.isfinite(hi):
-            break
-        hi *= 2.0
-    if not (np.isfinite(hi) and f(hi) <= 0.0):
-        raise CertificateError(f"no feasible scale found for {cost.name} below {hi!r}")
+    # the least scale on the log scale, u = log(scale): h(u) = -f(exp(u)) is nondecreasing
+    # (V decreases as the scale grows), negative where the scale is infeasible. Start at the
+    # Jensen bound (the distance of the means: infeasible below it) and step first to the W_inf
+    # bound (feasible for the built-in costs; a custom cost may exceed its profile bound, and
+    # the steps then grow geometrically until a feasible scale is found)
+    w_bound = w_inf / cost.profile_inverse(target)
     mean_diff = (pt.p_law.mean - pt.q_law.mean)[None, :]
     jensen = float(cost.distance(mean_diff)[0]) / cost.profile_inverse(target)
-    lo = min(jensen * (1.0 - 1e-9), 0.5 * hi) if jensen > 0.0 else 0.5 * hi
-    for _ in range(200):
-        if f(lo) > 0.0:
-            break
-        hi, lo = lo, 0.5 * lo
-    else:  # pragma: no cover - V > 1 for P != Q at tiny scales
-        return hi, w_inf
-    def g(v: float) -> float:
-        return f(float(np.exp(v)))
+    lo = min(jensen * (1.0 - 1e-9), 0.5 * w_bound) if jensen > 0.0 else 0.5 * w_bound
 
-    # exp(log(s)) != s in floating point: re-establish the signs on the log scale
-    u_lo, u_hi = float(np.log(lo)), float(np.log(hi))
-    while g(u_hi) > 0.0:
-        u_hi += 1e-15 * max(1.0, abs(u_hi))
-    while g(u_lo) <= 0.0:
-        u_lo -= 1e-9 * max(1.0, abs(u_lo))
-    u = brentq(g, u_lo, u_hi, xtol=1e-14, rtol=1e-15)
+    def h(u: float) -> float:
+        return -f(float(np.exp(u)))
+
+    u0 = float(np.log(lo))
+    try:
+        u_lo, u_hi = bracket_increasing(h, u0, step=float(np.log(w_bound)) - u0, grow=2.0,
+                                        low=-745.0, high=709.0)
+    except BracketError as exc:
+        if exc.side == "high":
+            raise CertificateError(f"no feasible scale found for {cost.name} below "
+                                   f"{float(np.exp(exc.at))!r}") from None
+        # feasible down to the limit (V > 1 for P != Q at tiny scales, so this is not reached)
+        return _nudge_up(float(np.exp(exc.at)), f), w_inf  # pragma: no cover
+    u = float(brentq(h, u_lo, u_hi, xtol=1e-14, rtol=1e-15))
     return _nudge_up(float(np.exp(u)), f), w_inf
 
 
@@ -195,6 +218,16 @@ def _certify_all(
         def lc(i: Any, j: Any, x: Any = x, y: Any = y) -> Any:
             return safe_log_cost(cost, x[i] - y[j], scale)
 
+        norm = proven_norm(cost)
+        if norm is not None:
+            pure = check_pure_coupling(
+                pt.p_law.probabilities, pt.q_law.probabilities, x, y, plan.rows, plan.cols,
+                plan.mass, scale, level, norm=norm, exact=plan.exact,
+            )
+            if not pure.certified:
+                return None
+            results.append(PairCalibration(theta, (si, sj), s_pair, w_inf, plan, pure))
+            continue
         pots = None
         if plan.row_potential is not None and plan.col_potential is not None and scale > 0:
             pots = (plan.row_potential, plan.col_potential, plan.potential_shift)
