@@ -109,6 +109,9 @@ class Progress:
         either way, so :meth:`eta` and :attr:`history` serve tests and logs too.
     clock : callable, default time.perf_counter
         The clock steps are timed with (tests pass a fake one).
+    delay : float, default 0
+        Seconds before the first draw (a search that usually answers in under a second shows
+        nothing then).
 
     Notes
     -----
@@ -124,7 +127,7 @@ class Progress:
                  tail: tuple[float, float] | None = None, unit: str = "step",
                  stream: TextIO | None = None, enabled: bool | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 min_interval: float = 0.25) -> None:
+                 min_interval: float = 0.25, delay: float = 0.0) -> None:
         self.desc = desc
         self.unit = unit
         self.stream = sys.stderr if stream is None else stream
@@ -137,6 +140,8 @@ class Progress:
         self.enabled = enabled
         self.clock = clock
         self.min_interval = float(min_interval)
+        #: nothing is drawn before the phase has run this many seconds (quick calls stay quiet)
+        self.delay = float(delay)
         #: (phase, steps done, seconds) of every finished phase, and of the current one at exit
         self.history: list[tuple[str, float, float]] = []
         self._width = 0
@@ -283,6 +288,8 @@ class Progress:
         if not self.enabled:
             return
         now = self.clock()
+        if now - self._started < self.delay:
+            return
         if not force and now - self._drawn_at < self.min_interval:
             return
         self._drawn_at = now

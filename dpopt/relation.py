@@ -25,7 +25,9 @@ The **sampling scheme** (:class:`SamplingScheme`) of a subsampled run fixes the 
 analysis needs: Poisson sampling is analysed under add/remove neighbours, fixed-size batches drawn
 without replacement under replace-one neighbours, and full-batch steps (every record every step)
 under add/remove. Shuffling the data once per epoch and cutting it into batches is refused: no
-tight analysis of it exists, and reporting the Poisson ε for such a loader is optimistic.
+tight analysis of it exists, and reporting the Poisson ε for such a loader is optimistic. The
+scheme of a subsampled run is never implied: :func:`required_sampling` refuses a missing one and
+names the choices with the data loaders they match.
 
 Examples
 --------
@@ -44,6 +46,7 @@ from dpopt.errors import InvalidParameterError, InvalidTypeError
 
 __all__ = [
     "REPLACEMENT_FACTOR",
+    "SAMPLING_CHOICES",
     "NeighbouringRelation",
     "RelationLike",
     "SamplingLike",
@@ -52,6 +55,7 @@ __all__ = [
     "as_relation",
     "as_sampling",
     "replacement_sup",
+    "required_sampling",
     "sensitivity_factor",
 ]
 
@@ -210,3 +214,38 @@ def as_sampling(value: SamplingLike, name: str = "sampling") -> SamplingScheme:
     if value.lower() in _SHUFFLING:
         raise InvalidParameterError(name, value, _SHUFFLING_MESSAGE)
     raise InvalidParameterError(name, value, f"must be one of {_SAMPLINGS}")
+
+
+#: The sampling schemes with the data loaders they match (for messages).
+SAMPLING_CHOICES = (
+    "'poisson' (every record joins each batch independently with probability p, so batch sizes "
+    "vary: Opacus' DPDataLoader / UniformWithReplacementSampler; add/remove neighbours), "
+    "'without_replacement' (exactly B distinct records drawn afresh at every step, e.g. "
+    "rng.choice(N, B, replace=False) per step; replace-one neighbours, sensitivity 2C) or "
+    "'full_batch' (every record at every step); a loader that shuffles once per epoch and cuts "
+    "the data into batches (e.g. DataLoader(shuffle=True)) matches none of them and has no "
+    "tight analysis"
+)
+
+
+def required_sampling(value: SamplingLike | None, sampling_rate: float,
+                      name: str = "sampling") -> SamplingScheme:
+    """The sampling scheme of a run whose steps see a fraction ``sampling_rate`` of the data.
+
+    The scheme decides the neighbouring relation and so the answer; it is never implied. When
+    ``value`` is ``None`` it is refused for a subsampled run (rate below 1) and means
+    :attr:`SamplingScheme.FULL_BATCH` (every record every step, add/remove) at rate 1.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``value`` is ``None`` at a rate below 1 (the message lists the schemes and the data
+        loaders they match), an unknown name, or shuffling.
+    """
+    if value is None:
+        if sampling_rate < 1.0:
+            raise InvalidParameterError(
+                name, value, f"is required for a subsampled run (sampling rate "
+                f"{sampling_rate:.6g} < 1): give {SAMPLING_CHOICES}")
+        return SamplingScheme.FULL_BATCH
+    return as_sampling(value, name)

@@ -34,8 +34,13 @@ noise multiplier σ/2 for fixed-size batches) and prv-accountant's ``find_noise_
 against the fine dp-accounting PLD σ, and a safety check of every certified σ by an accountant
 independent of the one that certified it (wrong-side answers are counted).
 
+Then the latency sweep (``--no-latency`` skips it): ``calibrate_noise`` for ε ∈ {0.1, 1, 10,
+100, 1000} × T ∈ {10³, 10⁴, 10⁵} at rate 0.01 and δ = 1e-5 (Poisson), with each answer's interval,
+what proved its lower end, its CPU time and how far the progress line's predicted finish was
+from the real one; and last every target of the accounting issue with its measured figure.
+
 Usage: ``python scripts/bench_accounting.py [--n 100000] [--loop-n 300] [--check 100]
-[--no-dpsgd] [--dpsgd-full]``.
+[--no-dpsgd] [--dpsgd-full] [--no-latency]``.
 """
 
 from __future__ import annotations
@@ -231,9 +236,10 @@ def _cpu(call: Callable[[], Any]) -> tuple[Any, float]:
 SLOW_POINTS = ((200000, 1000, 10000, 8.0, 1e-6, "poisson"),)
 
 
-def _bench_dpsgd(full: bool = False) -> None:
+def _bench_dpsgd(full: bool = False) -> dict[str, float]:
     """DP-SGD calibration rows against dp-accounting (PLD, RDP) and prv-accountant."""
     import dp_accounting as dpa
+    import prv_accountant  # noqa: F401  (imported before any timing: no tool pays an import)
     from dp_accounting.pld import pld_privacy_accountant
     from dp_accounting.rdp import rdp_privacy_accountant
 
@@ -281,6 +287,8 @@ def _bench_dpsgd(full: bool = False) -> None:
           f"{'cpu':>6}{'σ/pld-1':>9}  check")
     wrong, tight, widths = 0, [], []
 
+    readme = [math.nan, math.nan, math.nan]
+
     def row(n: int, b: int, t: int, e: float, d: float, sampling: str) -> tuple[bool, float,
                                                                                   float]:
         with warnings.catch_warnings():
@@ -306,6 +314,8 @@ def _bench_dpsgd(full: bool = False) -> None:
             check = "pld" if sampling == "poisson" else "rdp"
             got = lib_epsilon(check, n, b, t, d, sampling, cal.noise_multiplier)
             ok = got <= e * (1 + 1e-6)
+        if (n, b, t) == DPSGD_POINTS[0][:3]:
+            readme[:] = [c_ours, c_pld, c_prv]
         ref = pld_s if sampling == "poisson" else rdp_s
         rel = cal.noise_multiplier / ref - 1.0
         print(f"{n:>7}{b:>6}{t:>7}{e:>7.3g}{d:>8.1e} {sampling[:7]:<8}"
@@ -326,6 +336,120 @@ def _bench_dpsgd(full: bool = False) -> None:
     print(f"  wrong-side answers: {wrong} of {len(points)}; median σ/σ_pld - 1 (Poisson) "
           f"{med:.2e} (target <= 1e-3: {'met' if med <= 1e-3 else 'MISSED'}); median interval "
           f"width {100 * float(np.median(widths)):.2f}% of σ")
+    return {"wrong": wrong, "rows": len(points), "tightness": med,
+            "width": float(np.median(widths)), "readme_cpu": readme[0],
+            "readme_pld": readme[1], "readme_prv": readme[2]}
+
+
+#: the latency sweep of the issue: ε × T at rate 0.01, δ = 1e-5, Poisson sampling
+SWEEP_EPSILONS = (0.1, 1.0, 10.0, 100.0, 1000.0)
+SWEEP_STEPS = (1000, 10000, 100000)
+LATENCY_TARGET = 2.0  # CPU seconds per calibration
+
+
+def _eta_recorder() -> tuple[list[tuple[float, float, float]], Callable[[], None]]:
+    """Record (time, eta low, eta high) after every step of every progress line (drawn or not);
+    returns the records and the function that undoes the patch."""
+    from dpopt import progress
+
+    records: list[tuple[float, float, float]] = []
+    original = progress.Progress.advance
+
+    def advance(self: Any, steps: float = 1.0) -> None:
+        original(self, steps)
+        eta = self.eta()
+        if eta is not None:
+            records.append((self.clock() - self._started, eta[0], eta[1]))
+
+    progress.Progress.advance = advance  # type: ignore[method-assign]
+
+    def undo() -> None:
+        progress.Progress.advance = original  # type: ignore[method-assign]
+
+    return records, undo
+
+
+def _eta_error(records: list[tuple[float, float, float]], total: float) -> float:
+    """Worst factor between the finish time the progress line predicts (elapsed + its ETA
+    range) and the real one, over the steps after the first second (before it no line is
+    drawn): 1 when the real finish was inside the predicted range."""
+    worst = 1.0
+    for at, low, high in records:
+        if at < 1.0:
+            continue
+        if total > at + high:
+            worst = max(worst, total / (at + high))
+        elif total < at + low:
+            worst = max(worst, (at + low) / total)
+    return worst
+
+
+def _bench_latency() -> dict[str, float]:
+    """The sweep of the issue: CPU time, lower end and ETA accuracy of every calibration."""
+    from dpopt.accounting.composition import calibrate_noise
+
+    print("\nLatency sweep: calibrate_noise at rate 0.01, δ = 1e-5, Poisson sampling, two-sided "
+          "(CPU seconds; ETA ×: worst factor between the real finish and the one the progress "
+          "line predicts after the first second, 1 = inside its range)")
+    print(f"{'T':>7}{'ε':>7}{'σ':>10}{'[lower':>10}{'width':>8}{'lower by':>16}{'cpu':>7}"
+          f"{'wall':>7}{'ETA ×':>7}")
+    worst_cpu, worst_eta, missing, by_prv = 0.0, 1.0, 0, 0
+    cpus = []
+    for t in SWEEP_STEPS:
+        for e in SWEEP_EPSILONS:
+            records, undo = _eta_recorder()
+            try:
+                w0, c0 = time.perf_counter(), time.process_time()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cal = calibrate_noise(e, 1e-5, t, 0.01, "poisson", progress=False)
+                wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+            finally:
+                undo()
+            factor = _eta_error(records, wall)
+            worst_cpu, worst_eta = max(worst_cpu, cpu), max(worst_eta, factor)
+            cpus.append(cpu)
+            missing += cal.lower_accountant == "none"
+            by_prv += cal.lower_accountant == "prv"
+            print(f"{t:>7}{e:>7g}{cal.noise_multiplier:>10.5g}{cal.noise_multiplier_lower:>10.5g}"
+                  f"{100 * cal.relative_width:>7.2f}%{cal.lower_accountant:>16}{cpu:>7.2f}"
+                  f"{wall:>7.2f}{factor:>7.2f}")
+    print(f"  latency: max {worst_cpu:.2f} s, median {float(np.median(cpus)):.2f} s of CPU "
+          f"(target <= {LATENCY_TARGET:g} s: {'met' if worst_cpu <= LATENCY_TARGET else 'MISSED'})"
+          f"; cells without a lower end: {missing} of {len(cpus)}; ETA within x2 of the real "
+          f"time: {'met' if worst_eta <= 2.0 else 'MISSED'} (worst factor {worst_eta:.2f})")
+    return {"max_cpu": worst_cpu, "median_cpu": float(np.median(cpus)), "missing": missing,
+            "cells": len(cpus), "eta": worst_eta, "prv": by_prv}
+
+
+def _targets(dpsgd: dict[str, float], latency: dict[str, float]) -> None:
+    """Every target of the accounting issue with the figure measured above."""
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    print("\nTargets (DP-SGD accounting):")
+    if dpsgd:
+        print(f"  wrong-side answers against an independent accountant: {dpsgd['wrong']:g} of "
+              f"{dpsgd['rows']:g} rows here ({verdict(dpsgd['wrong'] == 0)}; the tests check a "
+              "fresh grid of both schemes)")
+        print(f"  median tightness against the fine pessimistic PLD: {dpsgd['tightness']:.1e} in "
+              f"σ (target <= 1e-3: {verdict(dpsgd['tightness'] <= 1e-3)}); the certified "
+              f"interval's median width: {100 * dpsgd['width']:.2f}% of σ (reported)")
+        print(f"  the README's DP-SGD example: {dpsgd['readme_cpu']:.2f} s of CPU, two-sided "
+              f"(target <= {LATENCY_TARGET:g} s: {verdict(dpsgd['readme_cpu'] <= LATENCY_TARGET)})"
+              f"; dp-accounting's PLD calibration {dpsgd['readme_pld']:.2f} s, prv-accountant's "
+              f"find_noise_multiplier {dpsgd['readme_prv']:.2f} s")
+    if latency:
+        print(f"  any ε in 0.1..1000 at T <= 1e5: at most {latency['max_cpu']:.2f} s of CPU "
+              f"(median {latency['median_cpu']:.2f} s; target <= {LATENCY_TARGET:g} s: "
+              f"{verdict(latency['max_cpu'] <= LATENCY_TARGET)})")
+        print(f"  a lower end in every cell: {latency['cells'] - latency['missing']:g} of "
+              f"{latency['cells']:g} ({verdict(latency['missing'] == 0)}; "
+              f"{latency['cells'] - latency['missing'] - latency['prv']:g} proven by the sum "
+              f"test or the optimistic PLD, {latency['prv']:g} by prv-accountant's error bound "
+              "counted twice, which is not a proof)")
+        print(f"  the progress line's ETA within x2 of the real time: worst factor "
+              f"{latency['eta']:.2f} ({verdict(latency['eta'] <= 2.0)})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=int, default=100, help="points re-checked with mpmath")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-dpsgd", action="store_true", help="skip the DP-SGD rows")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="skip the latency sweep (15 calibrations)")
     parser.add_argument("--dpsgd-full", action="store_true",
                         help="also the slow DP-SGD row (T = 10^4 at N = 2e5)")
     args = parser.parse_args(argv)
@@ -377,8 +503,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{label}: max relative distance to the 60-digit mpmath root ({e.size} points)")
             for name, (dist, safe) in _accuracy(e, d).items():
                 print(f"{name:<19}{dist:>12.2e}   {'all on the safe side' if safe else 'UNSAFE'}")
-    if not args.no_dpsgd:
-        _bench_dpsgd(full=args.dpsgd_full)
+    dpsgd = {} if args.no_dpsgd else _bench_dpsgd(full=args.dpsgd_full)
+    latency = {} if args.no_latency else _bench_latency()
+    if dpsgd or latency:
+        _targets(dpsgd, latency)
     return 0
 
 

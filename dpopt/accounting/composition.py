@@ -67,8 +67,8 @@ from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeErro
 from dpopt.relation import (
     NeighbouringRelation,
     SamplingScheme,
-    as_sampling,
     replacement_sup,
+    required_sampling,
     sensitivity_factor,
 )
 
@@ -133,19 +133,21 @@ class GaussianSteps:
         Poisson sampling (add/remove neighbours), a fixed-size batch of p·N records drawn without
         replacement (replace-one neighbours: q is then the bound over the replacement relation —
         with :func:`~dpopt.covariance.design.design_covariance` pass ``relation="replacement"``),
-        or the full batch (rate 1, add/remove). ``"shuffling"`` is refused (no tight analysis).
+        or the full batch (rate 1, add/remove). Required when ``sampling_rate < 1`` (never
+        implied; :func:`dpopt.relation.required_sampling`); ``None`` at rate 1 is the full
+        batch. ``"shuffling"`` is refused (no tight analysis).
     """
 
     bound: float
     steps: int = 1
     sampling_rate: float = 1.0
-    sampling: str = "poisson"
+    sampling: SamplingScheme | str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bound", as_scalar("bound", self.bound, low=0.0))
         object.__setattr__(self, "steps", as_steps("steps", self.steps))
         object.__setattr__(self, "sampling_rate", _rate(self.sampling_rate))
-        scheme = as_sampling(self.sampling)
+        scheme = required_sampling(self.sampling, self.sampling_rate)
         if scheme is SamplingScheme.FULL_BATCH and self.sampling_rate != 1.0:
             raise InvalidParameterError(
                 "sampling_rate", self.sampling_rate, "must be 1 with sampling='full_batch'"
@@ -154,8 +156,8 @@ class GaussianSteps:
 
     @classmethod
     def from_noise_multiplier(cls, noise_multiplier: float, steps: int = 1,
-                              sampling_rate: float = 1.0, sampling: str = "poisson"
-                              ) -> GaussianSteps:
+                              sampling_rate: float = 1.0,
+                              sampling: SamplingScheme | str | None = None) -> GaussianSteps:
         r"""Steps adding noise of std σ·C to a sum of records clipped to norm C (DP-SGD's noise
         multiplier σ, as in Opacus).
 
@@ -169,13 +171,18 @@ class GaussianSteps:
             raise InvalidParameterError("noise_multiplier", noise_multiplier,
                                         "is too small: 1/σ² overflows double precision")
         q = step_up_until(q, lambda v: Fraction(v) * Fraction(sigma) ** 2 >= 1)
-        scheme = as_sampling(sampling)
+        scheme = required_sampling(sampling, _rate(sampling_rate))
         return cls(replacement_sup(q, scheme.relation), steps, sampling_rate, scheme)
 
     @property
     def relation(self) -> NeighbouringRelation:
         """The neighbouring relation of the sampling scheme."""
-        return as_sampling(self.sampling).relation
+        return self.scheme.relation
+
+    @property
+    def scheme(self) -> SamplingScheme:
+        """The sampling scheme (``sampling`` as a :class:`~dpopt.relation.SamplingScheme`)."""
+        return required_sampling(self.sampling, self.sampling_rate)
 
     @property
     def noise_multiplier(self) -> float:
@@ -213,7 +220,8 @@ class AccountingResult:
         value rounded down without subsampling, else the lower end of the privacy-random-variable
         accountant's interval (see :func:`lower_epsilon`); 0 when none was computed.
     lower_accountant : str
-        What gave ``lower`` (``"gdp-exact"``, ``"prv"`` or ``"none"``).
+        What gave ``lower`` (``"gdp-exact"``, ``"sum-test"``, ``"prv"``, ``"pld-optimistic"`` or
+        ``"none"``; see :func:`lower_epsilon`).
     sampling : SamplingScheme or None
         The run's sampling scheme (its relation: ``sampling.relation``).
     """
@@ -268,7 +276,7 @@ def _as_run(releases: GaussianSteps | Sequence[GaussianSteps]) -> tuple[Gaussian
 def _scheme(run: tuple[GaussianSteps, ...]) -> SamplingScheme:
     sub = [r for r in run if r.subsampled]
     if sub:
-        return as_sampling(sub[0].sampling)
+        return sub[0].scheme
     if run[0].relation is NeighbouringRelation.REPLACEMENT:
         return SamplingScheme.WITHOUT_REPLACEMENT
     return SamplingScheme.FULL_BATCH
@@ -331,18 +339,29 @@ def _eps_error(upper: float, eps_error: float | None) -> float:
 
 def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
                   upper: float = math.inf, eps_error: float | None = None,
-                  scale: float | None = None) -> tuple[float, str]:
+                  scale: float | None = None, enough: float | None = None
+                  ) -> tuple[float, str]:
     r"""A proven lower bound on the run's true ε at δ, and what gave it.
 
     Without subsampling the run is exactly one Gaussian with :math:`\mu^2 = \sum_t q_t` (Dong,
     Roth & Su), so the lower bound is the exact Balle–Wang ε, rounded down (``"gdp-exact"``).
-    With subsampling it is the lower end of Gopi, Lee & Wutschitz's privacy-random-variable
-    accountant ("Numerical Composition of Differential Privacy", Thm. 5.5) for the remove pair
-    :math:`((1-p)N(0,\sigma^2)+pN(1,\sigma^2),\ N(0,\sigma^2))` — a pair every scheme
-    realises (see :mod:`dpopt.accounting._prv`) — with error ``eps_error`` (default 2 % of
-    ``upper``, within [0.01, 1]) (``"prv"``); ``scale`` (default ``upper``) is the order of
-    magnitude of the ε in question, which sizes that accountant's domain. ``(0, "none")`` when
-    neither applies (or the accountant would need more than a few million mesh cells).
+    With subsampling every bound is for the remove pair
+    :math:`((1-p)N(0,s^2)+pN(1,s^2),\ N(0,s^2))`, :math:`s = 1/\sqrt q`, which every scheme
+    realises (see :mod:`dpopt.accounting._lower`), by the first of these that reaches
+    ``enough`` (default: within 0.2 % of ``upper``), the best one kept:
+
+    1. ``"sum-test"``: a threshold test on the sum of the outputs (exact Gaussian tails, no
+       mesh; close to tight at large noise — long runs at small ε);
+    2. ``"prv"``: the lower end of Gopi, Lee & Wutschitz's privacy-random-variable accountant
+       ("Numerical Composition of Differential Privacy", Thm. 5.5) with error ``eps_error``
+       (default 2 % of ``upper``, within [0.01, 1]), counted twice because the library's bound
+       was once found violated (:mod:`dpopt.accounting._prv`); ``scale`` (default ``upper``) is
+       the order of magnitude of the ε in question, which sizes its domain;
+    3. ``"pld-optimistic"``: dp-accounting's PLD with optimistic rounding (losses rounded
+       down, truncated tails dropped) on a grid sized by ``scale`` — tried when the PRV bound is
+       missing or more than 3 % below ``enough`` (large ε, small noise).
+
+    Never negative, never NaN; ``(0, "none")`` only when none of them applies.
     """
     run = _as_run(releases)
     d = _delta(delta)
@@ -360,33 +379,59 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
                 return lo, "gdp-exact"
             shave *= 10.0
         return 0.0, "none"
-    from dpopt.accounting import _prv
+    from dpopt.accounting import _dp_accounting as lib
+    from dpopt.accounting import _lower, _prv
 
+    groups = _groups(run)
     err = _eps_error(upper, eps_error)
     if scale is None:
         scale = upper if math.isfinite(upper) else 50.0 * err
-    prv = _prv.prv_epsilon_lower(_groups(run), d, err, scale)
-    if prv is None:
+    goal = enough if enough is not None else (
+        upper * (1.0 - 2e-3) if math.isfinite(upper) else math.inf)
+    best, how = _lower.sum_test_epsilon_lower(groups, d), "sum-test"
+    if best < goal:
+        prv = _prv.prv_epsilon_lower(groups, d, err, scale)
+        if prv is not None and prv > best:
+            best, how = prv, "prv"
+        if best < goal and (prv is None or best < 0.97 * goal):
+            total = int(sum(t for _, _, t in groups))
+            opt = lib.optimistic_epsilon(groups, d, lib.optimistic_discretization(total, scale))
+            if opt is not None and opt > best:
+                best, how = opt, "pld-optimistic"
+    if not best > 0.0:
         return 0.0, "none"
-    return (min(prv, upper), "prv")
+    return (min(best, upper), how)
 
 
 def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, *,
                 upper: float = 1.0, eps_error: float = 0.01) -> tuple[float, str]:
-    """A proven lower bound on the run's true δ at ε (the counterpart of :func:`lower_epsilon`;
-    the PRV accountant's δ error is set to 1e-3 of ``upper``)."""
+    """A proven lower bound on the run's true δ at ε (the counterpart of :func:`lower_epsilon`:
+    the sum test, then the PRV accountant with its δ error set to 1e-3 of ``upper``, then the
+    optimistic PLD when both are more than 3 % below ``upper``)."""
     run = _as_run(releases)
     e = as_scalar("epsilon", epsilon, low=0.0, low_open=False)
     if not any(r.subsampled for r in run):
         ld = float(bw.log_delta(np.asarray(e), np.asarray(_total_bound(run))))
         lo = math.exp(ld - abs(float(bw.safety_margin(ld)))) * (1.0 - 1e-9)
         return (min(lo, upper), "gdp-exact")
-    from dpopt.accounting import _prv
+    from dpopt.accounting import _dp_accounting as lib
+    from dpopt.accounting import _lower, _prv
 
-    got = _prv.prv_delta_lower(_groups(run), e, eps_error, max(upper * 1e-3, 1e-300))
-    if got is None:
+    groups = _groups(run)
+    best, how = _lower.sum_test_delta_lower(groups, e), "sum-test"
+    if best < upper * (1.0 - 2e-3):
+        got = _prv.prv_delta_lower(groups, e, eps_error, max(upper * 1e-3, 1e-300))
+        if got is not None and got > best:
+            best, how = got, "prv"
+        if best < 0.97 * upper:
+            total = int(sum(t for _, _, t in groups))
+            opt = lib.optimistic_delta(groups, e,
+                                       lib.optimistic_discretization(total, max(e, 0.5)))
+            if opt is not None and opt > best:
+                best, how = opt, "pld-optimistic"
+    if not best > 0.0:
         return 0.0, "none"
-    return (min(got, upper), "prv")
+    return (min(best, upper), how)
 
 
 def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object, delta: float,
@@ -574,6 +619,12 @@ FINE_POINTS = 6e5
 PLD_MIN_SIGMA = 0.25
 
 
+def coarse_discretization(discretization: float, epsilon: float) -> float:
+    """The bracketing PLD grid of a calibration for target ε: 7·10⁻⁴ ε, within
+    [``discretization``, 0.1] (the pessimistic PLD's excess in ε grows with the grid)."""
+    return min(max(discretization, 7e-4 * epsilon), 0.1)
+
+
 class _OutOfTime(Exception):
     """The time budget ran out (internal: the search returns its best certified answer)."""
 
@@ -612,7 +663,8 @@ class NoiseCalibration:
     refuted_bound : float or None
         A q proven NOT to meet the target (``None``: no lower bound could refute one).
     lower_accountant : str
-        What refuted it (``"gdp-exact"``, ``"prv"``, ``"none"``).
+        What refuted it (``"gdp-exact"``, ``"sum-test"``, ``"prv"``, ``"pld-optimistic"``,
+        ``"none"``).
     epsilon, delta, steps, sampling_rate, sampling
         The target and the schedule.
     note : str
@@ -673,17 +725,36 @@ def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, sl
             deadline: float, rel_gap: float, tries: int = 6) -> float | None:
     """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
     ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
-    (the lower bound's own error, relative) along the slope d log ε / d log q."""
+    (the lower bound's own error, relative) along the slope d log ε / d log q. While one lower
+    bound costs under 0.05 s of CPU (the sum test), the refuted q is then bisected (in log q,
+    at most five times) towards the last q that was not refuted. After a miss the next try
+    moves past the deficit seen (along the slope, with room), at least three times as far."""
     import time
 
     step = max(1.25 * math.log1p(rel_gap) / max(slope, 0.05), 1e-6)
+    below = math.log(q)
     for _ in range(tries):
         if time.perf_counter() > deadline:
             return None
         cand = min(q * math.exp(step), MAX_BOUND * 1e3)
-        if eps_lower_of(cand) > epsilon:
-            return cand
-        step *= 3.0
+        c0 = time.process_time()
+        got = eps_lower_of(cand)
+        if got > epsilon:
+            above = math.log(cand)
+            for _ in range(5):
+                if time.process_time() - c0 > 0.05 or time.perf_counter() > deadline:
+                    break
+                mid = 0.5 * (below + above)
+                c0 = time.process_time()
+                if eps_lower_of(math.exp(mid)) > epsilon:
+                    above = mid
+                else:
+                    below = mid
+            return cand if above == math.log(cand) else math.exp(above)
+        below = math.log(cand)
+        # the next try: past the deficit seen along the slope (with room), at least 3x the step
+        deficit = math.log(epsilon / got) / max(slope, 0.05) if got > 0.0 else math.inf
+        step = max(3.0 * step, step + 1.5 * deficit) if math.isfinite(deficit) else 3.0 * step
     return None
 
 
@@ -697,7 +768,12 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
 
     t0 = time.perf_counter()
     deadline = t0 + time_budget
-    bar = _progress_bar(progress, steps)
+    # work in units of one coarse PLD: a fine PLD (and a lower bound) costs about the grid
+    # ratio r of them (a lower bound 3/4 of that), an RDP evaluation a fiftieth; 4-10 coarse,
+    # 1-3 fine and 1-2 lower-bound evaluations
+    ratio = min(coarse_discretization(discretization, epsilon) / discretization, 40.0)
+    lib._library()  # imported before the clock starts: its import is not one of the steps
+    bar = _progress_bar(progress, (4.0 + 1.75 * ratio, 10.0 + 5.0 * ratio))
     notes: list[str] = []
 
     used: dict[str, float] = {"disc": math.inf, "pld": 0.0}
@@ -717,12 +793,18 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def run_of(q: float) -> GaussianSteps:
         return GaussianSteps(q, steps, rate, sampling)
 
-    lower_error = min(max(0.012 * epsilon, 0.01), 1.0)
+    # the lower bound's error: 2 % of the target (as for the ε intervals; finer costs time)
+    lower_error = _eps_error(epsilon, None)
+
+    lower_how: dict[float, str] = {}
 
     def lower_of(q: float) -> float:
-        bar.update(1)
-        return lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
-                             scale=epsilon)[0]
+        bar.update(0.75 * ratio)
+        # only "above the target" matters here: stop at the first bound that shows it
+        value, how = lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
+                                   scale=epsilon, enough=epsilon * (1.0 + 1e-9))
+        lower_how[q] = how
+        return value
 
     if rate == 1.0 and "gdp-exact" in accountants:
         from dpopt.accounting.budgets import ApproxDP
@@ -748,13 +830,22 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         "certified to reach in double precision); relax epsilon or delta"
     )
 
+    def ratio_of(disc: float) -> float:
+        """The cost of one PLD at ``disc`` in coarse PLDs (its grid grows like 1/disc)."""
+        return min(max(coarse_discretization(discretization, epsilon) / disc, 1.0), 40.0)
+
+    def expect(fine: float | None) -> None:
+        """What is left once the search knows its finishing grid (None: no PLD to finish)."""
+        r = 0.0 if fine is None else ratio_of(fine)
+        bar.expected = (bar.done + r + 0.75 * ratio, bar.done + 3.0 * r + 2.0 * ratio)
+
     def timed(names: tuple[str, ...], disc: float, slow: float = math.inf,
               budgeted: bool = True, orders: tuple[float, ...] = DEFAULT_ORDERS
               ) -> Callable[[float], float]:
         def eps_of(q: float) -> float:
             if budgeted and time.perf_counter() > deadline:
                 raise _OutOfTime
-            bar.update(1)
+            bar.update(0.02 if "pld" not in names else ratio_of(disc))
             c0 = time.process_time()
             if "pld" in names:
                 used["pld"] = 1.0
@@ -792,9 +883,11 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         pld_ok = False
         notes.append(f"no PLD below a noise multiplier of {PLD_MIN_SIGMA:g} per sensitivity (its "
                      "grid would take long to build): certified by RDP")
+    if not pld_ok:
+        expect(None)
     if pld_ok:
         # coarse grid scaled to the target: the pessimistic PLD's excess in ε grows with the grid
-        coarse = min(max(discretization, 7e-4 * epsilon), 0.1)
+        coarse = coarse_discretization(discretization, epsilon)
         try:
             fine = discretization
             g_start = 0.0
@@ -817,6 +910,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
                 # the coarse PLD's size, so the answer does not depend on the machine's load
                 size = lib.pld_points(((best_q, rate, steps),), coarse)
                 fine = max(discretization, min(coarse * size / FINE_POINTS, coarse / 2.0))
+                expect(fine)
                 if fine > discretization:
                     notes.append(f"finished with the PLD at discretisation {fine:.2g} (the one at "
                                  f"{discretization:g} would have about "
@@ -843,9 +937,15 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         raise InfeasibleError(what)
     refuted = None
     if two_sided:
-        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget,
-                          lower_error / epsilon + 0.005)
-    return done(best_q, best_how, refuted, "prv")
+        from dpopt.accounting import _prv
+
+        gap = 2.0 * lower_error / epsilon + 0.005  # the PRV route counts its error twice
+        if rate < 1.0 and not _prv.prv_feasible(((best_q, rate, steps),), lower_error,
+                                                delta * 1e-3, epsilon):
+            gap = max(gap, 0.045)  # the optimistic PLD's rounding costs up to 6 % of ε
+        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget, gap)
+    return done(best_q, best_how, refuted,
+                lower_how.get(refuted, "none") if refuted is not None else "none")
 
 
 def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str, slope: float,
@@ -888,17 +988,23 @@ def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str
     return best[0], best[1], slope
 
 
-def _progress_bar(progress: bool | None, steps: int) -> Any:
-    """A tqdm bar on stderr that appears only if the search takes longer than 2 s
-    (``progress=None``), always (``True``) or never (``False``)."""
-    from tqdm import tqdm
+def _progress_bar(progress: bool | None, expected: tuple[float, float]) -> Any:
+    """The search's status line (:class:`dpopt.progress.Progress`, its time left measured on
+    the search's own evaluations, weighted by their expected cost): on stderr always
+    (``progress=True``), never (``False``), or (``None``) where the command line allows
+    displays and only once the search has run for a second."""
+    from dpopt import progress as display
 
-    return tqdm(desc="calibrating (PLD/RDP evaluations)", unit=" eval", leave=False,
-                disable=progress is False, delay=0.0 if progress else 2.0)
+    desc = "calibrating the noise (PLD/RDP evaluations)"
+    if progress is None:
+        bar = display.auto(desc, expected=expected, unit="step")
+        bar.delay = 1.0
+        return bar
+    return display.Progress(desc, expected=expected, unit="step", enabled=progress)
 
 
 def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,
-                    sampling: str | SamplingScheme = "poisson", *, rtol: float = 1e-3,
+                    sampling: str | SamplingScheme | None = None, *, rtol: float = 1e-3,
                     discretization: float = 1e-4,
                     accountants: str | Sequence[str] = ACCOUNTANTS,
                     time_budget: float = 10.0, two_sided: bool = True,
@@ -941,7 +1047,7 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
     d = _delta(delta)
     t = as_steps("steps", steps)
     p = _rate(sampling_rate)
-    scheme = as_sampling(sampling)
+    scheme = required_sampling(sampling, p)
     if scheme is SamplingScheme.FULL_BATCH and p != 1.0:
         raise InvalidParameterError("sampling_rate", sampling_rate,
                                     "must be 1 with sampling='full_batch'")
@@ -955,7 +1061,7 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
 
 
 def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,
-                  sampling: str = "poisson", *, rtol: float = 1e-3,
+                  sampling: str | SamplingScheme | None = None, *, rtol: float = 1e-3,
                   discretization: float = 1e-4, accountants: str | Sequence[str] = ACCOUNTANTS
                   ) -> tuple[float, str]:
     r"""Largest per-release bound q such that ``steps`` releases are certified (ε, δ)-DP.
@@ -985,7 +1091,8 @@ def largest_bound(epsilon: float, delta: float, steps: int, sampling_rate: float
 
 
 def smallest_noise_multiplier(epsilon: float, delta: float, steps: int,
-                              sampling_rate: float = 1.0, sampling: str = "poisson", *,
+                              sampling_rate: float = 1.0,
+                              sampling: str | SamplingScheme | None = None, *,
                               rtol: float = 1e-3, discretization: float = 1e-4,
                               accountants: str | Sequence[str] = ACCOUNTANTS) -> tuple[float, str]:
     r"""Smallest noise multiplier σ = (noise std) / C, for records clipped to ℓ2 norm C, certified

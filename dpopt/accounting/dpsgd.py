@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize
 
 from certificates.validate import as_int, as_scalar
 from dpopt.accounting.composition import (
@@ -42,7 +41,7 @@ from dpopt.accounting.composition import (
     composed_epsilon,
 )
 from dpopt.errors import ApproximationWarning, InvalidParameterError
-from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling
+from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling, required_sampling
 
 #: Accountant names accepted by the DP-SGD entry points and ``--accountant``.
 ACCOUNTANT_CHOICES = ("auto", "pld", "rdp", "gdp")
@@ -105,14 +104,16 @@ def _clt_sigma(rate: float, steps: int, epsilon: float, delta: float, sampling: 
         x = 2.0 * math.log(mu) - 2.0 * math.log(rate) - math.log(steps) if mu > 0 else -math.inf
         q = float(np.logaddexp(0.0, x))
         return 1.0 / math.sqrt(q) if q > 0.0 else math.inf
-    lo, hi = 1e-2, 1e4
+    from certificates.roots import BracketError, solve_increasing
 
-    def f(s: float) -> float:
-        return _clt_mu(rate, s, steps, sampling) - mu
+    def g(x: float) -> float:  # increasing in x = log σ: the CLT's μ falls as σ grows
+        return mu - _clt_mu(rate, math.exp(x), steps, sampling)
 
-    if not (f(lo) >= 0 and f(hi) <= 0):
+    try:
+        return math.exp(solve_increasing(g, 0.0, xtol=1e-12, low=math.log(1e-2),
+                                         high=math.log(1e4)))
+    except BracketError:  # no σ in [0.01, 1e4] matches
         return math.inf
-    return float(optimize.brentq(f, lo, hi, rtol=1e-12))
 
 
 def _excess(understatement: float) -> str:
@@ -140,7 +141,8 @@ class DpsgdCalibration:
         Proven lower end: every σ below it misses the target under exact accounting (0 when no
         lower bound applied).
     lower_accountant : str
-        What proved the lower end (``"gdp-exact"``, ``"prv"`` or ``"none"``).
+        What proved the lower end (``"gdp-exact"``, ``"sum-test"``, ``"prv"``,
+        ``"pld-optimistic"`` or ``"none"``).
     epsilon_lower : float
         Proven lower bound on the true ε of the certified σ (``certified_epsilon`` is the upper).
     note : str
@@ -221,8 +223,9 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     steps : int, optional
         The exact whole number of steps T >= 1.
     sampling : {"poisson", "without_replacement", "full_batch"} or SamplingScheme
-        How batches are drawn (see the module docstring); state it: omitting it assumes Poisson
-        sampling with a ``DeprecationWarning``. ``"shuffling"`` is refused.
+        How batches are drawn (see the module docstring): required when B < N, never implied
+        (the error lists the schemes and the data loaders they match); ``None`` with B = N is
+        the full batch. ``"shuffling"`` is refused.
     rtol, discretization
         Search tolerance on q and the fine PLD discretisation, see
         :func:`~dpopt.accounting.composition.calibrate_noise`.
@@ -251,15 +254,8 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     t = dpsgd_steps(n, b, epochs) if epochs is not None else as_steps("steps", steps)
     e = as_scalar("epsilon", epsilon, low=0.0)
     d = as_scalar("delta", delta, low=0.0, high=1.0)
-    if sampling is None:
-        warnings.warn(
-            "sampling not given: Poisson sampling (add/remove neighbours) assumed; pass "
-            "sampling='poisson', 'without_replacement' or 'full_batch' (it will be required)",
-            DeprecationWarning, stacklevel=2,
-        )
-        sampling = SamplingScheme.POISSON
-    scheme = as_sampling(sampling)
     rate = float(Fraction(b, n))
+    scheme = required_sampling(sampling, rate)
     if scheme is SamplingScheme.FULL_BATCH and b != n:
         raise InvalidParameterError("batch_size", batch_size,
                                     f"must equal dataset_size={n} with sampling='full_batch'")
@@ -278,7 +274,8 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                             two_sided=two_sided)
     clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
-        # at the same discretisation as the answer, so the CLT's excess is not overstated
+        # at the same discretisation as the answer, so the CLT's excess is not overstated (the
+        # bracketing grid would overstate it by about a point of percent)
         at_clt = composed_epsilon(GaussianSteps.from_noise_multiplier(clt_sigma, t, rate,
                                                                       scheme), d,
                                   discretization=disc, accountants=accs,

@@ -9,7 +9,8 @@ it accepts :class:`~dpopt.accounting.composition.GaussianSteps` (``composed_epsi
   GDP / pessimistic PLD / RDP, the tightest, and a proven lower bound);
 - a tree with ``LaplaceDpEvent``\ s (plain or Poisson-sampled) is accounted by dp-accounting's own
   accountants — the pessimistic PLD and RDP, the smaller wins — so Laplace and Gaussian releases
-  compose in one run (add/remove neighbours).
+  compose in one run (add/remove neighbours); its lower bound is dp-accounting's optimistic PLD
+  of the same tree (every loss rounded down, truncated tails dropped).
 
 The noise multipliers are dp-accounting's: noise std divided by the ℓ2 sensitivity **of the
 tree's neighbouring relation**. A tree containing ``SampledWithoutReplacementDpEvent`` is
@@ -162,9 +163,10 @@ def event_to_steps(event: DpEvent, name: str = "event") -> list[GaussianSteps]:
     return out
 
 
-def _laplace_accounting(event: Any, what: str, value: float, discretization: float
-                        ) -> AccountingResult:
-    """Upper bound from dp-accounting's pessimistic PLD and RDP accountants (add/remove)."""
+def _laplace_accounting(event: Any, what: str, value: float, discretization: float,
+                        two_sided: bool = True) -> AccountingResult:
+    """Upper bound from dp-accounting's pessimistic PLD and RDP accountants (add/remove); the
+    lower bound from its optimistic PLD of the same tree (``"pld-optimistic"``)."""
     dpa = _dpa()
     from dp_accounting.pld import pld_privacy_accountant
     from dp_accounting.rdp import rdp_privacy_accountant
@@ -199,7 +201,16 @@ def _laplace_accounting(event: Any, what: str, value: float, discretization: flo
     upper = cands[best]
     if what == "delta":
         upper = min(upper, 1.0)
-    return AccountingResult(upper, best, cands, None, 0.0, "none", None)
+    lower, how = 0.0, "none"
+    if two_sided and math.isfinite(upper):
+        # the same tree with optimistic rounding (losses rounded down): a proven lower bound
+        from dpopt.accounting import _dp_accounting as lib
+
+        got = (lib.optimistic_event_epsilon(event, value, discretization) if what == "epsilon"
+               else lib.optimistic_event_delta(event, value, discretization))
+        if got is not None and got > 0.0:
+            lower, how = min(got, upper), "pld-optimistic"
+    return AccountingResult(upper, best, cands, None, lower, how, None)
 
 
 def _has_laplace(event: Any) -> bool:
@@ -212,7 +223,7 @@ def event_epsilon(event: DpEvent, delta: float, *, discretization: float = 1e-4,
     event_relation(event)
     d = as_scalar("delta", delta, low=0.0, high=1.0)
     if _has_laplace(event):
-        return _laplace_accounting(event, "epsilon", d, discretization)
+        return _laplace_accounting(event, "epsilon", d, discretization, two_sided)
     return composed_epsilon(event_to_steps(event), d, discretization=discretization,
                             two_sided=two_sided)
 
@@ -223,7 +234,7 @@ def event_delta(event: DpEvent, epsilon: float, *, discretization: float = 1e-4,
     event_relation(event)
     e = as_scalar("epsilon", epsilon, low=0.0, low_open=False)
     if _has_laplace(event):
-        return _laplace_accounting(event, "delta", e, discretization)
+        return _laplace_accounting(event, "delta", e, discretization, two_sided)
     return composed_delta(event_to_steps(event), e, discretization=discretization,
                           two_sided=two_sided)
 

@@ -32,14 +32,15 @@ from dpopt.accounting import analytic_gaussian as bw
 from dpopt.accounting.budgets import GDP, RDP, ZCDP, AllOf, ApproxDP, Budget
 from dpopt.accounting.composition import (
     ACCOUNTANTS,
-    SAMPLINGS,
+    MAX_BOUND,
+    _solve,
     as_steps,
     largest_bound,
     uniform_epsilon,
 )
 from dpopt.accounting.subsampled_rdp import subsampled_gaussian_rdp
-from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError
-from dpopt.relation import as_sampling, sensitivity_factor
+from dpopt.errors import InvalidParameterError, InvalidTypeError
+from dpopt.relation import SamplingScheme, required_sampling, sensitivity_factor
 
 __all__ = ["Schedule"]
 
@@ -65,7 +66,8 @@ class Schedule(Budget):
         Poisson subsampling (add/remove neighbours), fixed-size batches without replacement
         (replace-one neighbours: the bound is for the replacement relation, so call
         ``design_covariance(..., relation="replacement")``), or the full batch (rate 1).
-        ``"shuffling"`` is refused (no tight analysis).
+        Required when ``sampling_rate < 1`` (never implied); ``None`` at rate 1 is the full
+        batch. ``"shuffling"`` is refused (no tight analysis).
     rtol : float
         Relative tolerance of the search on q (the answer is within ``rtol`` below the largest q
         the accountants certify).
@@ -83,7 +85,7 @@ class Schedule(Budget):
     target: Budget
     steps: int
     sampling_rate: float = 1.0
-    sampling: str = "poisson"
+    sampling: str | None = None
     rtol: float = 1e-3
     discretization: float = 1e-4
 
@@ -95,9 +97,9 @@ class Schedule(Budget):
             self, "sampling_rate",
             as_scalar("sampling_rate", self.sampling_rate, low=0.0, high=1.0, high_open=False),
         )
-        if not isinstance(self.sampling, str) or self.sampling not in SAMPLINGS:
-            as_sampling(self.sampling)  # names shuffling's refusal and the accepted schemes
-            raise InvalidParameterError("sampling", self.sampling, f"must be one of {SAMPLINGS}")
+        # required below rate 1 (never implied); names shuffling's refusal and the schemes
+        scheme = required_sampling(self.sampling, self.sampling_rate)
+        object.__setattr__(self, "sampling", scheme.value)
         if self.sampling == "full_batch" and self.sampling_rate != 1.0:
             raise InvalidParameterError("sampling_rate", self.sampling_rate,
                                         "must be 1 with sampling='full_batch'")
@@ -156,22 +158,14 @@ class Schedule(Budget):
         return best
 
     def _rdp_search(self, alpha: float, eps: float) -> float:
-        lo, hi = 0.0, 2.0 * eps / (alpha * self.steps * self.sampling_rate ** 2) + 1.0
-        while self._rdp_at(hi, alpha) <= eps:
-            lo, hi = hi, 2.0 * hi
-            if hi > 1e4:
-                return lo
-        for _ in range(200):
-            mid = 0.5 * (lo + hi) if lo > 0 else hi / 2.0
-            if self._rdp_at(mid, alpha) <= eps:
-                lo = mid
-            else:
-                hi = mid
-            if lo > 0 and hi <= lo * (1.0 + self.rtol):
-                break
-        if lo <= 0.0:
-            raise InfeasibleError(f"epsilon={eps!r}: no noise level meets RDP of order {alpha}")
-        return lo
+        """Largest q (within ``rtol``) whose RDP of order α over the run is at most ``eps``: the
+        shared bracket-then-Brent search on log q (:func:`certificates.roots.bracket_increasing`
+        via the calibration's solver), stepped down to a q the check accepts."""
+        start = 2.0 * eps / (alpha * self.steps * self.sampling_rate ** 2) + 1.0
+        what = (f"epsilon={eps!r}: no noise level meets RDP of order {alpha} over "
+                f"{self.steps} releases at sampling rate {self.sampling_rate}")
+        return _solve(lambda q: self._rdp_at(q, alpha), eps, min(start, MAX_BOUND), self.rtol,
+                      what)
 
     def _admits_part(self, part: Budget, bound: float) -> bool:
         if isinstance(part, ApproxDP):
@@ -205,12 +199,17 @@ class Schedule(Budget):
         batches, whose clipped sum moves by 2C), as :meth:`GaussianSteps.noise_multiplier
         <dpopt.accounting.composition.GaussianSteps.noise_multiplier>`."""
         q = self.mahalanobis_bound()
-        f = Fraction(sensitivity_factor(as_sampling(self.sampling).relation))
+        f = Fraction(sensitivity_factor(self.scheme.relation))
         return div_sqrt_up(float(f), q)
+
+    @property
+    def scheme(self) -> SamplingScheme:
+        """The sampling scheme (``sampling`` as a :class:`~dpopt.relation.SamplingScheme`)."""
+        return required_sampling(self.sampling, self.sampling_rate)
 
     def describe(self) -> str:
         where = (
             "" if self.sampling_rate == 1.0
-            else f", {self.sampling.replace('_', ' ')} sampling rate {self.sampling_rate:.6g}"
+            else f", {self.scheme.value.replace('_', ' ')} sampling rate {self.sampling_rate:.6g}"
         )
         return f"{self.target.describe()} over {self.steps} releases{where}"

@@ -45,6 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from dpopt.errors import InvalidParameterError, SolverError
+from dpopt.relation import required_sampling
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -128,7 +129,7 @@ def subsampled_gaussian_rdp(
     bound: float,
     sampling_rate: float = 1.0,
     orders: Sequence[float] = DEFAULT_ORDERS,
-    sampling: str = "poisson",
+    sampling: str | None = None,
 ) -> NDArray[np.float64]:
     r"""RDP curve :math:`\varepsilon_\alpha` of ONE subsampled Gaussian release (rounded up).
 
@@ -140,9 +141,10 @@ def subsampled_gaussian_rdp(
         p in (0, 1]; 1 means no subsampling.
     orders : sequence of float
         Orders α > 1.
-    sampling : {"poisson", "without_replacement"}
+    sampling : {"poisson", "without_replacement", "full_batch"}
         Poisson subsampling (add/remove neighbours) or a fixed-size batch drawn without
-        replacement (replace-one neighbours).
+        replacement (replace-one neighbours); required when ``sampling_rate < 1`` (never
+        implied), ``None`` at rate 1 is the full batch.
 
     Returns
     -------
@@ -158,10 +160,7 @@ def subsampled_gaussian_rdp(
     al = np.asarray(orders, dtype=np.float64)
     if al.ndim != 1 or al.size == 0 or not np.all(np.isfinite(al)) or np.any(al <= 1.0):
         raise InvalidParameterError("orders", orders, "must be a non-empty list of finite α > 1")
-    if sampling not in ("poisson", "without_replacement", "full_batch"):
-        raise InvalidParameterError(
-            "sampling", sampling, "must be 'poisson', 'without_replacement' or 'full_batch'"
-        )
+    sampling = required_sampling(sampling, p).value
     if sampling == "full_batch" and p != 1.0:
         raise InvalidParameterError("sampling_rate", sampling_rate,
                                     "must be 1 with sampling='full_batch'")

@@ -31,6 +31,7 @@ from dpopt.errors import InvalidParameterError
 if TYPE_CHECKING:
     from dpopt.accounting.budgets import Budget
     from dpopt.cli.common import Context, Subparsers
+    from dpopt.relation import SamplingScheme
 
 __all__ = ["add_account_parser", "add_calibrate_parser"]
 
@@ -103,7 +104,7 @@ SAMPLING_HELP = (
     "Opacus' Poisson sampling; add/remove neighbours), without_replacement (exactly B records "
     "drawn afresh each step; replace-one neighbours, sensitivity 2C), full_batch (all records "
     "every step). 'shuffling' (one shuffle per epoch) is refused: it has no tight analysis. "
-    "Default poisson"
+    "Required whenever the sampling rate is below 1 (never implied)"
 )
 
 
@@ -127,8 +128,16 @@ def _sampling(text: str) -> str:
 
 
 def _add_sampling(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sampling", type=_sampling, default="poisson",
+    p.add_argument("--sampling", type=_sampling, default=None,
                    metavar="{poisson,without_replacement,full_batch}", help=SAMPLING_HELP)
+
+
+def _scheme(args: argparse.Namespace, rate: float) -> SamplingScheme:
+    """The ``--sampling`` scheme: required below rate 1 (the error lists the schemes and the
+    data loaders they match); none given at rate 1 is the full batch."""
+    from dpopt.relation import required_sampling
+
+    return required_sampling(args.sampling, rate, "--sampling")
 
 
 def _add_accountant(p: argparse.ArgumentParser) -> None:
@@ -188,8 +197,9 @@ def add_account_parser(sub: Subparsers) -> None:
             "  dpopt account subsample --sampling poisson --rate 0.0042667 --noise-multiplier 1.3 "
             "--steps 3516\n"
             "  dpopt account dpsgd --dataset-size 60000 --batch-size 256 --epochs 60 "
-            "--epsilon 3 --delta 1e-5\n"
-            "  dpopt account schedule --epsilon 3 --delta 1e-5 --steps 1000 --rate 0.01\n"
+            "--epsilon 3 --delta 1e-5 --sampling poisson\n"
+            "  dpopt account schedule --epsilon 3 --delta 1e-5 --steps 1000 --rate 0.01 "
+            "--sampling poisson\n"
         ),
     )
     asub = acc.add_subparsers(dest="account_command", metavar="SUBCOMMAND")
@@ -246,9 +256,10 @@ def add_account_parser(sub: Subparsers) -> None:
         ),
         epilog=(
             "examples:\n"
-            "  dpopt account subsample --rate 0.0042667 --noise-multiplier 1.3 --steps 3516\n"
-            "  dpopt account subsample --dataset-size 60000 --batch-size 256 "
-            "--noise-multiplier 1.1 --epochs 60\n"
+            "  dpopt account subsample --sampling poisson --rate 0.0042667 "
+            "--noise-multiplier 1.3 --steps 3516\n"
+            "  dpopt account subsample --sampling without_replacement --dataset-size 60000 "
+            "--batch-size 256 --noise-multiplier 1.1 --epochs 60\n"
         ),
     )
     _add_sampling(subs)
@@ -513,9 +524,7 @@ def _cmd_subsample(args: argparse.Namespace, ctx: Context) -> int:
             steps = dpsgd.dpsgd_steps(size, batch, args.epochs)
     from dpopt.accounting import composition as comp
     from dpopt.accounting.dpsgd import _clt_mu, accountants_for
-    from dpopt.relation import as_sampling
-
-    scheme = as_sampling(args.sampling)
+    scheme = _scheme(args, rate)
     if scheme.value == "full_batch":
         raise InvalidParameterError("sampling", args.sampling,
                                     "'full_batch' is not subsampled: use 'account convert' or "
@@ -702,9 +711,9 @@ def _add_many_releases_parsers(asub: Subparsers) -> None:
         ),
         epilog=_MANY_EPILOG + "\nexamples:\n"
         "  dpopt account dpsgd --dataset-size 60000 --batch-size 256 --epochs 60 "
-        "--epsilon 3 --delta 1e-5\n"
+        "--epsilon 3 --delta 1e-5 --sampling poisson\n"
         "  dpopt account dpsgd --dataset-size 50000 --batch-size 500 --steps 2000 "
-        "--epsilon 1 --delta 1e-5 --json\n",
+        "--epsilon 1 --delta 1e-5 --sampling without_replacement --json\n",
     )
     dp.add_argument("--dataset-size", type=_whole, required=True, help="N (records)")
     dp.add_argument("--batch-size", type=_whole, required=True, help="B (expected batch size)")
@@ -728,10 +737,12 @@ def _add_many_releases_parsers(asub: Subparsers) -> None:
             "The largest per-release Mahalanobis bound q (sup_s s^T Σ^-1 s <= q) such that T\n"
             "releases, each on a subsample of rate p, are certified (ε, δ)-DP in total; feed q\n"
             "to the covariance designer (Python: Schedule(ApproxDP(ε, δ), steps=T,\n"
-            "sampling_rate=p) is a budget for design_covariance)."
+            "sampling_rate=p, sampling=...) is a budget for design_covariance). Below rate 1\n"
+            "--sampling is required."
         ),
         epilog=_MANY_EPILOG + "\nexamples:\n"
-        "  dpopt account schedule --epsilon 3 --delta 1e-5 --steps 1000 --rate 0.01\n"
+        "  dpopt account schedule --epsilon 3 --delta 1e-5 --steps 1000 --rate 0.01 "
+        "--sampling poisson\n"
         "  dpopt account schedule --epsilon 1 --delta 1e-6 --steps 50       # exact, no sampling\n",
     )
     sc.add_argument("--epsilon", type=_nonneg, required=True, help="total ε >= 0")
@@ -752,6 +763,8 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
 
     if (args.steps is None) == (args.epochs is None):
         raise UsageError("give exactly one of --epochs and --steps")
+    if args.batch_size <= args.dataset_size:
+        _scheme(args, args.batch_size / args.dataset_size)  # named before any work
     with ctx.stage("calibrating the noise multiplier"):
         cal = dpsgd.dpsgd_noise_multiplier(
             dataset_size=args.dataset_size, batch_size=args.batch_size, epochs=args.epochs,
@@ -813,9 +826,8 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
 def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.accounting import composition as comp
     from dpopt.accounting.dpsgd import accountants_for
-    from dpopt.relation import as_sampling
 
-    scheme = as_sampling(args.sampling)
+    scheme = _scheme(args, args.rate)
     if scheme.value == "full_batch" and args.rate != 1.0:
         raise InvalidParameterError("rate", args.rate, "must be 1 with --sampling full_batch")
     accs = accountants_for(args.accountant)

@@ -33,14 +33,14 @@ RUN_STEPS: tuple[int, ...] = (2, 4, 6, 8, 12)
 def dpsgd_epsilon_table(steps: Sequence[int] = STEPS, *, sigma: float = SIGMA,
                         rate: float = BATCH / DATASET, delta: float = DELTA,
                         discretization: float = 1e-4) -> pd.DataFrame:
-    """ε(δ) per step count: CLT (approximate), RDP and PLD (certified)."""
+    """ε(δ) per step count under Poisson sampling: CLT (approximate), RDP and PLD (certified)."""
     from dpopt.accounting.composition import GaussianSteps, composed_epsilon
     from dpopt.accounting.gdp import clt_mu_poisson, epsilon_for_delta
     from dpopt.errors import ApproximationWarning
 
     rows = []
     for t in steps:
-        run = GaussianSteps.from_noise_multiplier(sigma, int(t), rate)
+        run = GaussianSteps.from_noise_multiplier(sigma, int(t), rate, "poisson")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ApproximationWarning)
             mu = float(clt_mu_poisson(rate, sigma, int(t)))

@@ -235,3 +235,16 @@ def test_sampler_time_left_within_a_factor_two(count: int) -> None:
     bar = Progress("private sampling", total=count, unit="step", clock=clock, enabled=False)
     ratios = _left_ratios(bar, clock, [("tick", 1.0, float(c)) for c in costs])
     assert 0.5 <= min(ratios) and max(ratios) <= 2.0
+
+
+def test_a_delayed_line_stays_hidden_during_its_first_seconds() -> None:
+    clock, out = Clock(), io.StringIO()
+    bar = Progress("calibrating", expected=(4, 8), clock=clock, stream=out, enabled=True,
+                   delay=1.0, min_interval=0.0)
+    clock.now += 0.5
+    bar.advance(1)
+    assert out.getvalue() == ""            # a quick search shows nothing
+    clock.now += 1.0
+    bar.advance(1)
+    assert "calibrating" in out.getvalue() and "left" in out.getvalue()
+    bar.finish()

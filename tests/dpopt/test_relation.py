@@ -64,3 +64,68 @@ def test_bad_bounds() -> None:
         add_remove_bound(5e-324, "replacement")
     with pytest.raises(InvalidParameterError):
         replacement_sup(float("nan"), "replacement")
+
+
+# ------------------------------------------------------------------ sampling: never implied
+
+
+def _subsampled_entry_points() -> list[tuple[str, object]]:
+    from dpopt.accounting.budgets import ApproxDP
+    from dpopt.accounting.composition import (
+        GaussianSteps,
+        calibrate_noise,
+        largest_bound,
+        smallest_noise_multiplier,
+    )
+    from dpopt.accounting.dpsgd import dpsgd_noise_multiplier
+    from dpopt.accounting.schedule import Schedule
+    from dpopt.accounting.subsampled_rdp import subsampled_gaussian_rdp
+
+    return [
+        ("GaussianSteps", lambda: GaussianSteps(1.0, 10, 0.1)),
+        ("from_noise_multiplier", lambda: GaussianSteps.from_noise_multiplier(1.0, 10, 0.1)),
+        ("calibrate_noise", lambda: calibrate_noise(1.0, 1e-5, 10, 0.1)),
+        ("largest_bound", lambda: largest_bound(1.0, 1e-5, 10, 0.1)),
+        ("smallest_noise_multiplier", lambda: smallest_noise_multiplier(1.0, 1e-5, 10, 0.1)),
+        ("Schedule", lambda: Schedule(ApproxDP(1.0, 1e-5), steps=10, sampling_rate=0.1)),
+        ("subsampled_gaussian_rdp", lambda: subsampled_gaussian_rdp(1.0, 0.1, [2.0])),
+        ("dpsgd_noise_multiplier", lambda: dpsgd_noise_multiplier(
+            dataset_size=100, batch_size=10, steps=10, epsilon=1.0, delta=1e-5)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_a_subsampled_run_without_a_scheme_is_refused_naming_the_loaders(index: int) -> None:
+    what, call = _subsampled_entry_points()[index]
+    with pytest.raises(InvalidParameterError) as info:
+        call()  # type: ignore[operator]
+    assert info.value.name == "sampling", what
+    message = str(info.value)
+    for word in ("'poisson'", "'without_replacement'", "'full_batch'", "DPDataLoader",
+                 "replace=False", "shuffle"):
+        assert word in message, (what, word)
+
+
+def test_without_subsampling_no_scheme_means_the_full_batch() -> None:
+    from dpopt.accounting.composition import GaussianSteps
+    from dpopt.relation import SamplingScheme, required_sampling
+
+    assert required_sampling(None, 1.0) is SamplingScheme.FULL_BATCH
+    assert required_sampling("poisson", 0.5) is SamplingScheme.POISSON
+    assert GaussianSteps(1.0, 3).sampling is SamplingScheme.FULL_BATCH
+    with pytest.raises(InvalidParameterError, match="no tight"):
+        required_sampling("shuffling", 0.5)
+
+
+def test_the_cli_requires_sampling_below_rate_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from dpopt.cli.main import main
+
+    for argv in (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "10", "--steps",
+                  "5", "--epsilon", "1", "--delta", "1e-5"],
+                 ["account", "subsample", "--rate", "0.1", "--noise-multiplier", "1", "--steps",
+                  "5"],
+                 ["account", "schedule", "--epsilon", "1", "--delta", "1e-5", "--steps", "5",
+                  "--rate", "0.1"]):
+        assert main(argv) != 0
+        err = capsys.readouterr().err
+        assert "--sampling" in err and "DPDataLoader" in err, argv

@@ -120,7 +120,7 @@ def test_self_composition_equals_heterogeneous_list() -> None:
     alpha=st.integers(2, 40),
 )
 def test_integer_order_rdp_matches_mpmath(p: float, q: float, alpha: int) -> None:
-    ours = float(subsampled_gaussian_rdp(q, p, [float(alpha)])[0])
+    ours = float(subsampled_gaussian_rdp(q, p, [float(alpha)], "poisson")[0])
     ref = mp_rdp_poisson(p, q, alpha)
     assert ours >= ref * (1 - 1e-13)
     assert ours == pytest.approx(ref, rel=1e-9, abs=1e-15)
@@ -141,7 +141,7 @@ def test_fractional_orders_are_upper_bounds_of_the_true_divergence(p: float, sig
     fwd = mp.quad(lambda z: mp.npdf(z, 0, s) * ratio(z) ** al, [-mp.inf, 0, 1, mp.inf])
     bwd = mp.quad(lambda z: mp.npdf(z, 0, s) * ratio(z) ** (1 - al), [-mp.inf, 0, 1, mp.inf])
     true = float(max(mp.log(fwd), mp.log(bwd)) / (al - 1))
-    ours = float(subsampled_gaussian_rdp(1.0 / sigma**2, p, [a])[0])
+    ours = float(subsampled_gaussian_rdp(1.0 / sigma**2, p, [a], "poisson")[0])
     assert ours >= true * (1 - 1e-9)
 
 
@@ -157,7 +157,7 @@ def test_rdp_without_subsampling_is_exact_line() -> None:
                                                   (0.3, 2.0, 0.1)])
 def test_one_subsampled_step_never_below_exact_divergence(p: float, sigma: float,
                                                           eps: float) -> None:
-    run = GaussianSteps.from_noise_multiplier(sigma, 1, p)
+    run = GaussianSteps.from_noise_multiplier(sigma, 1, p, "poisson")
     exact = exact_delta_one_step(p, sigma, eps)
     res = composed_delta(run, eps)
     assert res.value >= exact * (1 - 1e-9)
@@ -180,7 +180,7 @@ def test_poisson_against_prv_accountant(p: float, sigma: float, steps: int,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lower, _estimate, upper = acc.compute_epsilon(delta=delta, num_self_compositions=steps)
-    res = composed_epsilon(GaussianSteps.from_noise_multiplier(sigma, steps, p), delta)
+    res = composed_epsilon(GaussianSteps.from_noise_multiplier(sigma, steps, p, "poisson"), delta)
     assert res.accountant == "pld"
     assert res.value >= lower  # never optimistic against prv's certified lower end
     assert res.value <= upper + 1e-3  # and as tight as prv's upper end
@@ -188,8 +188,8 @@ def test_poisson_against_prv_accountant(p: float, sigma: float, steps: int,
 
 
 def test_heterogeneous_sequence_is_between_its_parts() -> None:
-    a = GaussianSteps.from_noise_multiplier(1.0, 100, 0.02)
-    b = GaussianSteps.from_noise_multiplier(2.0, 100, 0.05)
+    a = GaussianSteps.from_noise_multiplier(1.0, 100, 0.02, "poisson")
+    b = GaussianSteps.from_noise_multiplier(2.0, 100, 0.05, "poisson")
     ea = composed_epsilon(a, 1e-5, discretization=1e-3).value
     eab = composed_epsilon([a, b], 1e-5, discretization=1e-3).value
     eaa = composed_epsilon([a, a], 1e-5, discretization=1e-3).value
@@ -200,8 +200,9 @@ def test_heterogeneous_sequence_is_between_its_parts() -> None:
 @settings(max_examples=10)
 @given(steps=st.integers(1, 60), extra=st.integers(1, 60), p=st.floats(0.01, 1.0))
 def test_epsilon_increases_with_steps(steps: int, extra: int, p: float) -> None:
-    one = composed_epsilon(GaussianSteps(0.5, steps, p), 1e-5, accountants=("gdp-exact", "rdp"))
-    more = composed_epsilon(GaussianSteps(0.5, steps + extra, p), 1e-5,
+    one = composed_epsilon(GaussianSteps(0.5, steps, p, "poisson"), 1e-5,
+                           accountants=("gdp-exact", "rdp"))
+    more = composed_epsilon(GaussianSteps(0.5, steps + extra, p, "poisson"), 1e-5,
                             accountants=("gdp-exact", "rdp"))
     assert more.value >= one.value
 
@@ -215,7 +216,7 @@ def test_without_replacement_uses_rdp_and_beats_no_subsampling() -> None:
 
 
 def test_tiny_delta_falls_back_to_rdp() -> None:
-    run = GaussianSteps.from_noise_multiplier(1.0, 100, 0.01)
+    run = GaussianSteps.from_noise_multiplier(1.0, 100, 0.01, "poisson")
     res = composed_epsilon(run, 1e-200)
     assert res.accountant == "rdp" and math.isfinite(res.value)
     assert math.isinf(res.candidates["pld"])
@@ -236,14 +237,15 @@ def test_largest_bound_without_subsampling_is_exact() -> None:
 
 def test_largest_bound_subsampled_is_certified_and_nearly_largest() -> None:
     rtol = 1e-3
-    q, how = largest_bound(2.0, 1e-5, 200, 0.02, rtol=rtol, discretization=1e-3)
+    q, how = largest_bound(2.0, 1e-5, 200, 0.02, "poisson", rtol=rtol, discretization=1e-3)
     assert how in ("pld", "rdp")
-    ok = composed_epsilon(GaussianSteps(q, 200, 0.02), 1e-5, discretization=1e-3)
+    ok = composed_epsilon(GaussianSteps(q, 200, 0.02, "poisson"), 1e-5, discretization=1e-3)
     assert ok.value <= 2.0
-    worse = composed_epsilon(GaussianSteps(q * (1 + 4 * rtol), 200, 0.02), 1e-5,
+    worse = composed_epsilon(GaussianSteps(q * (1 + 4 * rtol), 200, 0.02, "poisson"), 1e-5,
                              discretization=1e-3)
     assert worse.value > 2.0
-    sigma, _ = smallest_noise_multiplier(2.0, 1e-5, 200, 0.02, rtol=rtol, discretization=1e-3)
+    sigma, _ = smallest_noise_multiplier(2.0, 1e-5, 200, 0.02, "poisson", rtol=rtol,
+                                         discretization=1e-3)
     assert sigma**2 * q >= 1.0
 
 
@@ -295,7 +297,7 @@ def test_mixed_relations_and_bad_accountants_are_refused() -> None:
 
 def test_unreachable_target_is_named() -> None:
     with pytest.raises(InfeasibleError, match="epsilon"):
-        largest_bound(0.0, 1e-300, 10, 0.5, accountants=("rdp",))
+        largest_bound(0.0, 1e-300, 10, 0.5, "poisson", accountants=("rdp",))
 
 
 def test_library_failures_never_escape_as_raw_tracebacks() -> None:
@@ -312,7 +314,7 @@ def test_default_orders_are_valid() -> None:
 
 
 def test_tiny_noise_skips_the_pld_instead_of_exhausting_memory() -> None:
-    run = GaussianSteps(bound=1e4, steps=3, sampling_rate=1e-4)
+    run = GaussianSteps(bound=1e4, steps=3, sampling_rate=1e-4, sampling="poisson")
     res = composed_epsilon(run, 1e-5)
     assert math.isinf(res.candidates["pld"]) and res.accountant == "rdp"
     assert composed_delta(run, 1.0).candidates["pld"] == 1.0
@@ -330,11 +332,11 @@ def test_inverse_round_trip_is_certified(eps: float, log10_delta: float, steps: 
     names = ("gdp-exact", "rdp")  # the fast accountants (the PLD is covered above)
     delta = 10.0**log10_delta
     try:
-        q, _ = largest_bound(eps, delta, steps, p, rtol=1e-3, accountants=names)
+        q, _ = largest_bound(eps, delta, steps, p, "poisson", rtol=1e-3, accountants=names)
     except InfeasibleError:
         return
-    run = GaussianSteps(q, steps, p)
+    run = GaussianSteps(q, steps, p, "poisson")
     assert composed_epsilon(run, delta, accountants=names).value <= eps
     if q < 1e4:
-        bigger = GaussianSteps(q * 1.004, steps, p)
+        bigger = GaussianSteps(q * 1.004, steps, p, "poisson")
         assert composed_epsilon(bigger, delta, accountants=names).value > eps * (1 - 1e-12)

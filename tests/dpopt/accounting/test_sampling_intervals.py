@@ -126,7 +126,7 @@ def test_poisson_interval_is_on_the_right_sides(p: float, steps: int, eps: float
 def test_result_intervals_are_ordered_finite_and_below_independent_upper_bounds() -> None:
     run = GaussianSteps.from_noise_multiplier(1.1, 500, 0.01, "poisson")
     r = composed_epsilon(run, 1e-5, discretization=1e-3)
-    assert r.lower_accountant == "prv" and 0.0 < r.lower <= r.value
+    assert r.lower_accountant in ("prv", "pld-optimistic", "sum-test") and 0.0 < r.lower <= r.value
     assert r.lower <= _pld_poisson(0.01, 1.1, 500, 1e-5, 1e-3)
     assert r.certified_interval() == [r.lower, r.value] and r.width >= 0.0
     d = composed_delta(run, 1.0, discretization=1e-3)
@@ -139,7 +139,7 @@ def test_result_intervals_are_ordered_finite_and_below_independent_upper_bounds(
 
 def test_edges_answer_fast_and_clearly() -> None:
     # rate^2 underflowed before (ZeroDivisionError); now a certified answer
-    sigma, how = smallest_noise_multiplier(1.0, 1e-5, 10, 1e-300, accountants=("rdp",))
+    sigma, how = smallest_noise_multiplier(1.0, 1e-5, 10, 1e-300, "poisson", accountants=("rdp",))
     assert math.isfinite(sigma) and sigma > 0.0 and how == "rdp"
     # astronomically many steps: the RDP curve answers (no PLD is built)
     huge = calibrate_noise(1.0, 1e-5, 10**20, 0.01, "poisson", progress=False)

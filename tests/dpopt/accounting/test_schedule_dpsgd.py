@@ -47,18 +47,19 @@ def test_gdp_zcdp_rdp_targets_without_sampling_are_exact() -> None:
 
 
 def test_subsampled_schedule_is_certified_and_nearly_largest() -> None:
-    s = Schedule(ApproxDP(2.0, 1e-5), steps=100, sampling_rate=0.05, discretization=1e-3)
+    s = Schedule(ApproxDP(2.0, 1e-5), steps=100, sampling_rate=0.05, sampling="poisson",
+                 discretization=1e-3)
     q = s.mahalanobis_bound()
     assert s.admits(q)
     assert not s.admits(q * (1 + 5 * s.rtol))
-    eps = composed_epsilon(GaussianSteps(q, 100, 0.05), 1e-5, discretization=1e-3).value
+    eps = composed_epsilon(GaussianSteps(q, 100, 0.05, "poisson"), 1e-5, discretization=1e-3).value
     assert eps <= 2.0
     # subsampling buys a larger per-release bound than no subsampling
     assert q > Schedule(ApproxDP(2.0, 1e-5), steps=100).mahalanobis_bound()
 
 
 def test_subsampled_rdp_target() -> None:
-    s = Schedule(RDP([4.0, 16.0], [0.5, 1.0]), steps=50, sampling_rate=0.1)
+    s = Schedule(RDP([4.0, 16.0], [0.5, 1.0]), steps=50, sampling_rate=0.1, sampling="poisson")
     q = s.mahalanobis_bound()
     assert s.admits(q) and not s.admits(q * 1.01)
 
@@ -85,7 +86,9 @@ def test_schedule_composes_with_allof_and_feeds_the_designer() -> None:
         ({"target": ApproxDP(1, 1e-5), "steps": 2.5}, "steps"),
         ({"target": ApproxDP(1, 1e-5), "steps": 10, "sampling_rate": 0.0}, "sampling_rate"),
         ({"target": ApproxDP(1, 1e-5), "steps": 10, "sampling_rate": 1.01}, "sampling_rate"),
-        ({"target": GDP(1.0), "steps": 10, "sampling_rate": 0.1}, "target"),
+        ({"target": GDP(1.0), "steps": 10, "sampling_rate": 0.1, "sampling": "poisson"},
+         "target"),
+        ({"target": ApproxDP(1, 1e-5), "steps": 10, "sampling_rate": 0.1}, "sampling"),
         ({"target": MIDP(0.1), "steps": 10}, "target"),
         ({"target": ApproxDP(1, 1e-5), "steps": 10, "sampling": "shuffle"}, "sampling"),
     ],
@@ -121,9 +124,10 @@ def test_dpsgd_calibration_is_certified_near_optimal_and_beats_the_clt() -> None
     cal = dpsgd_noise_multiplier(dataset_size=2000, batch_size=40, steps=300, epsilon=2.0,
                                  delta=1e-5, discretization=1e-3, sampling="poisson")
     assert cal.steps == 300 and cal.sampling_rate == 0.02
-    run = GaussianSteps.from_noise_multiplier(cal.noise_multiplier, 300, 0.02)
+    run = GaussianSteps.from_noise_multiplier(cal.noise_multiplier, 300, 0.02, "poisson")
     assert composed_epsilon(run, 1e-5, discretization=1e-3).value <= 2.0
-    less = GaussianSteps.from_noise_multiplier(cal.noise_multiplier * 0.99, 300, 0.02)
+    less = GaussianSteps.from_noise_multiplier(cal.noise_multiplier * 0.99, 300, 0.02,
+                                               "poisson")
     assert composed_epsilon(less, 1e-5, discretization=1e-3).value > 2.0
     # the CLT picks less noise and claims less ε: it understates the loss
     assert cal.clt_noise_multiplier < cal.noise_multiplier
@@ -151,6 +155,7 @@ def test_dpsgd_full_batch_is_exact() -> None:
         ({"dataset_size": 100, "batch_size": 10}, "epochs/steps"),
         ({"dataset_size": 100, "batch_size": 10, "steps": 5, "delta": 1.0}, "delta"),
         ({"dataset_size": 100, "batch_size": 10, "steps": 5, "epsilon": 0.0}, "epsilon"),
+        ({"dataset_size": 100, "batch_size": 10, "steps": 5}, "sampling"),
     ],
 )
 def test_dpsgd_bad_input_is_named(kwargs: dict, name: str) -> None:

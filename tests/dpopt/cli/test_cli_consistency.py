@@ -130,7 +130,8 @@ def test_denoiser_sigma_and_its_deprecated_alias(capsys: pytest.CaptureFixture[s
 
 
 def test_noise_multiplier_and_its_deprecated_alias(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["account", "subsample", "--rate", "0.0042667", "--steps", "3516", "--json"]
+    argv = ["account", "subsample", "--sampling", "poisson", "--rate", "0.0042667", "--steps",
+            "3516", "--json"]
     code, new, err = run([*argv, "--noise-multiplier", "1.3"], capsys)
     assert code == 0 and "deprecated" not in err
     code, old, err = run([*argv, "--sigma", "1.3"], capsys)

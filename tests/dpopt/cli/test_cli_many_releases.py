@@ -24,14 +24,16 @@ def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
 
 
 def test_subsample_epochs_gives_whole_steps(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["account", "subsample", "--dataset-size", "60000", "--batch-size", "256",
+    code, out, _ = run(["account", "subsample", "--sampling", "poisson",
+                        "--dataset-size", "60000", "--batch-size", "256",
                         "--sigma", "1.1", "--epochs", "60", "--no-certified", "-q"], capsys)
     assert code == 0
     assert "T=14063" in out and "14062.5" not in out
 
 
 def test_subsample_prints_certified_beside_clt(capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_json(["account", "subsample", "--rate", "0.05", "--sigma", "1.2", "--steps", "40",
+    res = run_json(["account", "subsample", "--sampling", "poisson",
+                    "--rate", "0.05", "--sigma", "1.2", "--steps", "40",
                     "--delta", "1e-5"], capsys)
     cert = res["certified"][0]
     clt_eps = res["privacy"]["epsilon_for_delta"][0]["epsilon"]
@@ -39,7 +41,8 @@ def test_subsample_prints_certified_beside_clt(capsys: pytest.CaptureFixture[str
 
 
 def test_account_dpsgd_json(capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_json(["account", "dpsgd", "--dataset-size", "1000", "--batch-size", "50",
+    res = run_json(["account", "dpsgd", "--sampling", "poisson",
+                    "--dataset-size", "1000", "--batch-size", "50",
                     "--steps", "100", "--epsilon", "2", "--delta", "1e-5",
                     "--discretization", "1e-3"], capsys)
     assert res["steps"] == 100 and res["sampling_rate"] == 0.05
@@ -49,7 +52,8 @@ def test_account_dpsgd_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_account_dpsgd_text_labels_the_clt(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["account", "dpsgd", "--dataset-size", "1000", "--batch-size", "50",
+    code, out, _ = run(["account", "dpsgd", "--sampling", "poisson",
+                        "--dataset-size", "1000", "--batch-size", "50",
                         "--epochs", "2.5", "--epsilon", "2", "--delta", "1e-5",
                         "--discretization", "1e-3", "-q"], capsys)
     assert code == 0 and "T=50 steps" in out and "APPROXIMATE" in out
@@ -69,16 +73,21 @@ def test_account_schedule_exact_without_sampling(capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "10", "--steps", "2.5",
+        (["account", "dpsgd", "--sampling", "poisson",
+          "--dataset-size", "100", "--batch-size", "10", "--steps", "2.5",
           "--epsilon", "1", "--delta", "1e-5"], "--steps"),
-        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "10", "--steps", "0",
+        (["account", "dpsgd", "--sampling", "poisson",
+          "--dataset-size", "100", "--batch-size", "10", "--steps", "0",
           "--epsilon", "1", "--delta", "1e-5"], "--steps"),
-        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "10", "--steps", "5",
+        (["account", "dpsgd", "--sampling", "poisson",
+          "--dataset-size", "100", "--batch-size", "10", "--steps", "5",
           "--epsilon", "1", "--delta", "1"], "--delta"),
         (["account", "schedule", "--epsilon", "1", "--delta", "1e-5", "--steps", "5",
           "--rate", "0"], "--rate"),
-        (["account", "subsample", "--rate", "0.1", "--sigma", "1", "--steps", "3.5"], "--steps"),
-        (["account", "dpsgd", "--dataset-size", "100", "--batch-size", "200", "--steps", "5",
+        (["account", "subsample", "--sampling", "poisson",
+          "--rate", "0.1", "--sigma", "1", "--steps", "3.5"], "--steps"),
+        (["account", "dpsgd", "--sampling", "poisson",
+          "--dataset-size", "100", "--batch-size", "200", "--steps", "5",
           "--epsilon", "1", "--delta", "1e-5"], "batch_size"),
         (["design-run", "--steps", "2", "--budget", "midp:kappa=0.1"], "budget"),
     ],
@@ -118,13 +127,15 @@ def test_shuffling_is_refused_with_the_safe_schemes_named(
 
 
 def test_dpsgd_states_scheme_relation_and_interval(capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_json(["account", "dpsgd", "--dataset-size", "5000", "--batch-size", "100",
+    res = run_json(["account", "dpsgd", "--sampling", "poisson",
+                    "--dataset-size", "5000", "--batch-size", "100",
                     "--steps", "100", "--epsilon", "2", "--delta", "1e-5", "--discretization",
                     "1e-3"], capsys)
     assert res["sampling"] == "poisson" and res["relation"] == "add_remove"
     lo, hi = res["certified_interval"]
     assert 0 < lo <= hi == res["noise_multiplier"]
-    rdp = run_json(["account", "dpsgd", "--dataset-size", "5000", "--batch-size", "100",
+    rdp = run_json(["account", "dpsgd", "--sampling", "poisson",
+                    "--dataset-size", "5000", "--batch-size", "100",
                     "--steps", "100", "--epsilon", "2", "--delta", "1e-5", "--accountant",
                     "rdp"], capsys)
     assert rdp["accountant"] == "rdp" and rdp["noise_multiplier"] >= hi
@@ -132,7 +143,8 @@ def test_dpsgd_states_scheme_relation_and_interval(capsys: pytest.CaptureFixture
 
 def test_subsample_prints_certified_delta_and_subsampled_rdp(
         capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_json(["account", "subsample", "--rate", "0.05", "--noise-multiplier", "1.2",
+    res = run_json(["account", "subsample", "--sampling", "poisson",
+                    "--rate", "0.05", "--noise-multiplier", "1.2",
                     "--steps", "40", "--epsilon", "2", "--alpha", "4"], capsys)
     (row,) = res["certified_delta"]
     assert row["epsilon"] == 2 and 0 <= row["certified_interval"][0] <= row["delta"] <= 1
@@ -141,7 +153,7 @@ def test_subsample_prints_certified_delta_and_subsampled_rdp(
     from dpopt.accounting.subsampled_rdp import subsampled_gaussian_rdp
 
     assert rdp["epsilon"] == pytest.approx(40 * float(
-        subsampled_gaussian_rdp(1 / 1.2**2, 0.05, [4.0])[0]), rel=1e-6)
+        subsampled_gaussian_rdp(1 / 1.2**2, 0.05, [4.0], "poisson")[0]), rel=1e-6)
 
 
 def test_compose_overflow_names_the_users_parameter(capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,7 +162,8 @@ def test_compose_overflow_names_the_users_parameter(capsys: pytest.CaptureFixtur
 
 
 def test_huge_step_counts_answer_with_rdp(capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_json(["account", "dpsgd", "--dataset-size", "60000", "--batch-size", "256",
+    res = run_json(["account", "dpsgd", "--sampling", "poisson",
+                    "--dataset-size", "60000", "--batch-size", "256",
                     "--steps", "99999999999999999999", "--epsilon", "3", "--delta", "1e-5"],
                    capsys)
     assert res["accountant"] == "rdp" and math.isfinite(res["noise_multiplier"])
