@@ -26,6 +26,7 @@ correction: :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from abc import ABC, abstractmethod
@@ -82,11 +83,7 @@ class CvxBackend(ABC):
 
     def available(self) -> bool:
         """Whether cvxpy can use this solver here."""
-        try:
-            import cvxpy as cp
-        except ImportError:  # pragma: no cover - cvxpy is a dependency
-            return False
-        return self.cvxpy_name in cp.installed_solvers()
+        return self.cvxpy_name in _installed_solvers()
 
     def map_status(self, status: str | None) -> str:
         """Map a cvxpy status into :data:`solvers._types.STATUSES` (unknown -> solver_error)."""
@@ -203,6 +200,18 @@ def _psd_solvers() -> list[str]:
         if any("PSD" in getattr(c, "__name__", "") for c in supported):
             out.append(name)
     return out
+
+
+@functools.cache
+def _installed_solvers() -> frozenset[str]:
+    """cvxpy's installed solvers, asked once per process: cvxpy finds them by trying to import
+    every solver it knows (several ms per call, most of a small design's time when asked on
+    every call)."""
+    try:
+        import cvxpy as cp
+    except ImportError:  # pragma: no cover - cvxpy is a dependency
+        return frozenset()
+    return frozenset(cp.installed_solvers())
 
 
 def available_backends() -> list[str]:
