@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -196,17 +197,17 @@ def design_covariance_batch(
     # the shared data are validated once; the budgets' bounds once per distinct budget
     shared_weight = None if weight is None else as_psd_matrix("weight", weight,
                                                               dim=_dim_of(items[0], 0))
-    bounds: dict[int, float] = {}
+    bounds: dict[int, tuple[float, Budget]] = {}
     designs: list[Design] = []
     warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
     with blas_limits(1):  # one thread-limit context for the whole batch
         for i, (vec, bud) in enumerate(zip(items, per_item, strict=True)):
             key = id(bud)  # the per-item list holds every budget, so ids stay distinct
             if key not in bounds:
-                bounds[key] = _bound_of(bud)[0]
-            q = bounds[key]
-            design, sol = _design_one(i, vec, bud, q, shared_weight, eta, tol, rigorous, rel,
-                                      warm if warm_start else None)
+                bounds[key] = _bound_of(bud)
+            q, stated = bounds[key]
+            design, sol = _design_one(i, vec, bud, q, stated, shared_weight, eta, tol, rigorous,
+                                      rel, warm if warm_start else None)
             designs.append(design)
             start = WarmStart.from_solution(sol) if sol is not None else None
             warm = (start, design.program.count) if start is not None else None
@@ -215,6 +216,7 @@ def design_covariance_batch(
 
 def _design_one(
     index: int, vectors: ArrayLike | VectorSource, budget: Budget | Sequence[Budget], q: float,
+    stated: Budget,
     weight: ArrayLike | None, eta: float, tol: float, rigorous: bool,
     rel: NeighbouringRelation, warm: tuple[WarmStart, int] | None,
 ) -> tuple[Design, Solution | None]:
@@ -242,20 +244,28 @@ def _design_one(
         # the generic route with its fallbacks (and warnings), exactly as a loop would take it
         design = design_covariance(vectors, budget, weight=weight, noise_floor=eta, tol=tol,
                                    rigorous=rigorous, relation=rel)
-        return design, design.solution
+        why = ("failed" if sol is None or cert is None
+               else f"was not certified (gap {cert.gap:.2g})")
+        path = (f"{design.path or 'design_covariance'} (batch item {index}: the batch's "
+                f"structured answer {why}, so design_covariance designed it)")
+        return replace(design, path=path), design.solution
     # the design describes the caller's set (a source stays a source: a design does not keep
     # a generated copy of its vectors); solve and certificate read the same vectors in order
     described = problem if dense is vectors else CovarianceProgram(
         vectors, problem.weight, problem.bound, problem.noise_floor)
-    return _assemble(problem, described, q, rel, cert, sol, tol), sol
+    form = sol.stats.extra.get("closed_form")
+    path = ("structured" + (f", closed form ({form})" if form else "")
+            + f" (batch item {index}, "
+            + (f"warm start from item {index - 1})" if start is not None else "cold start)"))
+    return _assemble(problem, described, q, rel, cert, sol, tol, path, stated), sol
 
 
 def _assemble(problem: CovarianceProgram, described: CovarianceProgram, q: float,
               rel: NeighbouringRelation, cert: CovarianceCertificate, sol: Solution,
-              tol: float) -> Design:
+              tol: float, path: str, budget: Budget) -> Design:
     """The Design of a certified structured solution (what ``design_covariance`` returns);
     ``problem`` is what was solved and checked, ``described`` the same program on the caller's
-    vector set (the design's ``program``)."""
+    vector set (the design's ``program``); ``path`` says which solver path answered."""
     cov = cert.repaired_covariance
     privacy = privacy_from_sup(_certified_sup(problem, cert), cov, problem.max_norm(), rel)
     if not privacy.mahalanobis_bound <= q:  # the repair guarantees it; never release otherwise
@@ -263,9 +273,9 @@ def _assemble(problem: CovarianceProgram, described: CovarianceProgram, q: float
             f"re-check failed: the design's Mahalanobis sup {privacy.mahalanobis_bound!r} "
             f"exceeds the budget's bound {q!r} ({rel})")
     iso_value, _ = isotropic_baseline(problem)
-    message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
+    message = f"certified optimal to tol={tol:g} by {path}: {cert.message}"
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
         isotropic_value=iso_value, bound=q, solution=sol, program=described, relation=rel,
-        status="optimal", message=message,
+        status="optimal", message=message, path=path, budget=budget,
     )

@@ -41,6 +41,22 @@ def test_batch_matches_a_loop_and_every_item_is_certified() -> None:
         assert cert.lower <= ref.value * (1 + 1e-12)
 
 
+def test_every_batch_design_names_its_path_and_budget() -> None:
+    """Each design says which path answered (the structured solve, warm or cold), in
+    ``path`` and in ``str(design)``, and keeps the budget it was made for."""
+    sets = _trajectory(3, 2, 8, 4)
+    budget = ZCDP(rho=0.5)
+    warm = design_covariance_batch(sets, budget)
+    cold = design_covariance_batch(sets, budget, warm_start=False)
+    assert warm[0].path == "structured (batch item 0, cold start)"
+    assert warm[2].path == "structured (batch item 2, warm start from item 1)"
+    assert [d.path for d in cold] == [f"structured (batch item {i}, cold start)"
+                                      for i in range(3)]
+    for des in warm:
+        assert f"answer from {des.path}" in str(des)
+        assert des.budget is budget
+
+
 def test_one_shared_budget_and_a_3d_array() -> None:
     sets = np.stack(_trajectory(3, 2, 10))
     batch = design_covariance_batch(sets, GDP(mu=1.0))
@@ -128,6 +144,9 @@ def test_an_item_the_fast_path_cannot_certify_goes_through_design_covariance(
         ref = design_covariance(vec, ZCDP(rho=0.5))
         assert des.certified
         assert des.value == pytest.approx(ref.value, rel=1e-12)
+        # the design says that the fallback route produced it, and which step of it
+        assert des.path.startswith(ref.path)
+        assert "design_covariance designed it" in des.path and "failed" in des.path
 
 
 def test_bad_items_are_named() -> None:
