@@ -119,6 +119,31 @@ def test_random_batches_against_clarabel(seed: int) -> None:
         assert _max_ratio(vec, des.covariance) <= q
 
 
+@pytest.mark.parametrize("seed,d", [(11, 2), (12, 3), (13, 5)])
+def test_stacked_waves_against_clarabel(seed: int, d: int) -> None:
+    """A longer trajectory (items solved stacked on a neighbour's support, and on their own)
+    against cvxpy + Clarabel at tight tolerance, every item re-checked by an own solve."""
+    from certificates.problem import CovarianceProgram
+    from solvers.cvx import solve_cvx
+
+    rng = np.random.default_rng(seed)
+    sets = _trajectory(16, d, 8, seed)
+    a = rng.standard_normal((d, d))
+    w = a @ a.T + 0.5 * np.eye(d)
+    budgets = [ZCDP(rho=float(r)) for r in rng.uniform(0.3, 1.0, size=16)]
+    batch = design_covariance_batch(sets, budgets, weight=w, tol=1e-8)
+    assert any("stacked" in des.path for des in batch)
+    for vec, bud, des in zip(sets, budgets, batch, strict=True):
+        q = bud.mahalanobis_bound()
+        ref = solve_cvx(CovarianceProgram(vec, w, q), solver="clarabel", form="primal",
+                        tol=1e-10)
+        assert des.certified
+        assert des.value == pytest.approx(ref.value, rel=1e-6)
+        assert des.certificate.lower <= ref.value * (1 + 1e-7)
+        assert _max_ratio(vec, des.covariance) <= q
+        assert des.privacy.mahalanobis_bound <= des.bound
+
+
 def test_warm_batch_equals_cold_batch_with_a_floor_and_replacement() -> None:
     sets = _trajectory(5, 3, 9, 7)
     for eta, relation in [(0.0, "replacement"), (0.05, "add_remove")]:
