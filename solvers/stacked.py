@@ -47,6 +47,10 @@ BoolArray = NDArray[np.bool_]
 _RESOLVED = 1e-6
 #: Projected-Newton iterations on the shared working set before a problem is given up.
 _MAX_ITER = 40
+#: Rounds of column generation on the stack (a problem still open after them goes alone).
+_ROUNDS = 6
+#: Numbers per block of the stacked pricing (its temporaries stay in cache).
+_BLOCK_NUMBERS = 8192
 #: Relative safety on the pricing maximum (the certificate re-verifies and repairs anyway).
 _SAFETY = 1e-12
 _NAME = "dpopt-structured (stacked)"
@@ -83,6 +87,28 @@ def _scores(atoms: FloatArray, a: FloatArray, v: FloatArray) -> FloatArray:
     """:math:`q_{ij} = y_{ij}^\\top A_i^{-1/2} y_{ij}` (a > 0)."""
     zs = np.matmul(atoms, v) * (a ** -0.25)[:, None, :]
     return np.asarray(np.einsum("nkp,nkp->nk", zs, zs))
+
+
+def _gather(vectors: FloatArray, members: NDArray[np.intp], whiten: FloatArray) -> FloatArray:
+    """Whitened working-set atoms of every problem; index -1 pads with a zero atom (it adds
+    nothing to A, scores 0 and keeps weight 0)."""
+    rows = np.arange(vectors.shape[0])[:, None]
+    atoms = np.matmul(vectors[rows, np.maximum(members, 0)], whiten)
+    atoms[members < 0] = 0.0
+    return np.asarray(atoms)
+
+
+def _price(vectors: FloatArray, whiten: FloatArray, a: FloatArray, v: FloatArray) -> FloatArray:
+    """:math:`q_{ij} = |A_i^{-1/4}V_i^\top L_i^\top s_{ij}|^2` for every vector of every
+    problem, in blocks of problems."""
+    n, count, d = vectors.shape
+    factor = np.matmul(whiten, v * (a ** -0.25)[:, None, :])
+    step = max(1, _BLOCK_NUMBERS // (count * d))
+    out = np.empty((n, count))
+    for lo in range(0, n, step):
+        zs = np.matmul(vectors[lo:lo + step], factor[lo:lo + step])
+        out[lo:lo + step] = np.einsum("njd,njd->nj", zs, zs)
+    return out
 
 
 def _newton(atoms: FloatArray, mu: FloatArray, tol: float
@@ -218,50 +244,86 @@ def solve_on_support(
     c = np.sqrt(np.where(usable, mean_sq, 1.0))
     whiten = chol[None, :, :] / c[:, None, None]  # y = s @ whiten_i
     atoms = np.matmul(vectors[:, support, :], whiten)
+    if not np.all(np.isfinite(atoms)):
+        return unsolved
     w0 = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
     if not w0.sum() > 0:
         return unsolved
     mu = np.tile(w0 / w0.sum(), (n, 1))
+    members = np.tile(np.asarray(support, dtype=np.intp), (n, 1))  # -1: a padding zero atom
     inner = max(1e-13, 0.1 * tol)
-    mu, a, v, ok, iterations = _newton(atoms, mu, inner)
-    ok &= usable
-    if not np.any(ok):
-        return StackedResult(np.zeros(n, dtype=bool), [None] * n, iterations)
-    # pricing: every vector of every program, q_ij = |A_i^{-1/4} V_i^T y_ij|^2
-    idx = np.flatnonzero(ok)
-    factor = np.matmul(whiten[idx], v[idx] * (a[idx] ** -0.25)[:, None, :])
-    zs = np.matmul(vectors[idx], factor)
-    q = np.einsum("njd,njd->nj", zs, zs)
-    t = np.sum(np.sqrt(a[idx]), axis=1)
-    r = q.max(axis=1)
-    closed = r / t - 1.0 <= 0.9 * tol
-    idx, r, t = idx[closed], r[closed], t[closed]
+    add = max(2 * d, 16)
     solved = np.zeros(n, dtype=bool)
-    solved[idx] = True
+    r, t = np.zeros(n), np.ones(n)
+    final_a, final_v = np.ones((n, d)), np.tile(np.eye(d), (n, 1, 1))
+    final_mu: list[FloatArray] = [mu[i] for i in range(n)]
+    final_members: list[NDArray[np.intp]] = [members[i] for i in range(n)]
+    live = np.flatnonzero(usable)
+    iterations = 0
+    for _ in range(_ROUNDS):
+        if not live.size:
+            break
+        mu_l, a, v, ok, its = _newton(atoms[live], mu[live], inner)
+        iterations += its
+        # pricing: every vector of every program, q_ij = |A_i^{-1/4} V_i^T y_ij|^2
+        q = _price(vectors[live], whiten[live], a, v)
+        tl = np.sum(np.sqrt(a), axis=1)
+        rl = q.max(axis=1)
+        closed = ok & (rl / tl - 1.0 <= 0.9 * tol)
+        for pos in np.flatnonzero(closed).tolist():
+            i = int(live[pos])
+            solved[i], r[i], t[i] = True, rl[pos], tl[pos]
+            final_mu[i], final_a[i], final_v[i] = mu_l[pos].copy(), a[pos], v[pos]
+            final_members[i] = members[i].copy()
+        # the others take their most violated vectors (column generation, as one solve does)
+        grow = np.flatnonzero(ok & ~closed)
+        if not grow.size:
+            break
+        threshold = (tl[grow] * (1.0 + 0.5 * inner))[:, None]
+        scores = np.where(q[grow] > threshold, q[grow], -np.inf)
+        for row, i in enumerate(live[grow].tolist()):
+            scores[row, members[i][members[i] >= 0]] = -np.inf  # already in the working set
+        top = np.argsort(-scores, axis=1)[:, :add]
+        fresh = np.take_along_axis(scores, top, axis=1) > -np.inf
+        if not np.any(fresh.any(axis=1)):
+            break
+        keep = fresh.any(axis=1)
+        top = np.where(fresh, top, -1)[keep]
+        idx = live[grow][keep]
+        members = np.concatenate([members, np.full((n, top.shape[1]), -1, dtype=np.intp)],
+                                 axis=1)
+        members[idx, -top.shape[1]:] = top
+        mu = np.concatenate([mu, np.zeros((n, top.shape[1]))], axis=1)
+        mu[live[grow]] = np.concatenate(
+            [mu_l[grow], np.zeros((grow.size, top.shape[1]))], axis=1)
+        atoms = _gather(vectors, members, whiten)
+        live = idx
+    idx = np.flatnonzero(solved)
     solutions: list[Solution | None] = [None] * n
     if not idx.size:
         return StackedResult(solved, solutions, iterations)
+    a, v, r, t = final_a[idx], final_v[idx], r[idx], t[idx]
     # Sigma_i = (c_i^2 / q_i) r_i L^-T A^{1/2} L^-1 in the caller's units (normalised W / omega
     # does not change Sigma); the value and the bound scale by omega c^2 / q
     linv = np.linalg.inv(chol)
-    ai, vi = a[idx], v[idx]
-    root = np.matmul(vi * np.sqrt(ai)[:, None, :], vi.transpose(0, 2, 1))
+    root = np.matmul(v * np.sqrt(a)[:, None, :], v.transpose(0, 2, 1))
     sig_n = np.matmul(np.matmul(linv.T, root), linv)
     cs = c[idx] ** 2 / bounds[idx]
     sigma = (cs * r * (1.0 + _SAFETY))[:, None, None] * sig_n
     sigma = 0.5 * (sigma + sigma.transpose(0, 2, 1))
     # the factored dual: u_j = L A^{-1/2} y_j / T from the polar factor of rows sqrt(mu_j) y_j
-    mui = mu[idx]
-    root_mu = np.sqrt(mui)
-    left, _, right = np.linalg.svd(atoms[idx] * root_mu[:, :, None], full_matrices=False)
-    polar = np.matmul(left, right)
     for pos, i in enumerate(idx.tolist()):
-        on = mui[pos] > 0
+        mem, mu_i = final_members[i], final_mu[i]
+        on = (mu_i > 0) & (mem >= 0)
+        root_mu = np.sqrt(mu_i[on])
+        rows = (vectors[i, mem[on]] @ whiten[i]) * root_mu[:, None]
+        left, _, right = np.linalg.svd(rows, full_matrices=False)
+        polar = left @ right
         ti = float(t[pos])
         ratio = float(c[i]) / float(bounds[i])  # Normalisation.dual: u = u' q / c, ...
-        u_n = (polar[pos][on] / root_mu[pos][on][:, None]) @ chol.T / ti
-        lam_n = ti * ti * mui[pos][on]
-        dual = FactoredDual(support=np.asarray(support[on], dtype=np.intp),
+        u_n = (polar / root_mu[:, None]) @ chol.T / ti
+        lam_n = ti * ti * mu_i[on]
+        dual = FactoredDual(support=np.asarray(mem[on], dtype=np.intp),
                             multipliers=lam_n * (omega * ratio * ratio), directions=u_n / ratio,
                             floor_factor=np.zeros((d, 0)))
         scale_v = omega * float(cs[pos])
@@ -270,7 +332,8 @@ def solve_on_support(
         stats = SolverStats(
             solver=_NAME, iterations=iterations, passes=1,
             extra={"lower": lower, "upper": upper, "gap": upper / lower - 1.0, "tol": tol,
-                   "support": int(np.sum(on)), "working_set": k, "stacked": n},
+                   "support": int(np.sum(on)), "working_set": int(np.sum(mem >= 0)),
+                   "stacked": n},
         )
         solutions[i] = Solution(covariance=sigma[pos], value=upper, dual=dual, status="optimal",
                                 stats=stats, message="")
