@@ -80,3 +80,32 @@ def test_too_small_a_support_solves_nothing() -> None:
     assert not np.any(res.solved) and res.solutions == [None, None]
     res = solve_on_support(vecs, w, q, np.array([0, 1, 2]), np.zeros(3), 1e-9)
     assert not np.any(res.solved)
+
+
+@pytest.mark.parametrize("seed,d", [(7, 2), (8, 3), (9, 5)])
+def test_column_generation_on_the_stack_reaches_the_optimum(seed: int, d: int) -> None:
+    """A working set that is not the optimal support (d vectors of the first program's, other
+    programs of a strong drift): the stack adds each program's violated vectors until its gap
+    closes, and every answer matches Clarabel."""
+    from solvers.cvx import solve_cvx
+
+    rng = np.random.default_rng(seed)
+    points = rng.random((10, d))
+    i0, i1 = np.triu_indices(10, 1)
+    base = points[i0] - points[i1]
+    vecs = np.stack([base * (1.0 + 0.6 * rng.random(d)) for _ in range(5)])
+    w = np.eye(d)
+    q = np.ones(5)
+    first = solve_structured(CovarianceProgram(vecs[0], w, 1.0), tol=1e-9)
+    assert first.dual is not None
+    res = solve_on_support(vecs, w, q, first.dual.support[:d], first.dual.multipliers[:d], 1e-9)
+    assert np.all(res.solved)
+    for i in range(5):
+        sol = res.solutions[i]
+        assert sol is not None and sol.dual is not None
+        assert sol.stats.extra["working_set"] > d  # vectors were added
+        ref = solve_cvx(CovarianceProgram(vecs[i], w, 1.0), solver="clarabel", form="primal",
+                        tol=1e-10)
+        assert sol.value == pytest.approx(ref.value, rel=1e-6)
+        assert check(CovarianceProgram(vecs[i], w, 1.0), sol.covariance, sol.dual,
+                     tol=1e-7).certified
