@@ -34,6 +34,8 @@ _RANK_RTOL = 1e-26
 #: weights is solved by preconditioned conjugate gradients on Hessian-vector products (about
 #: 4 k p^2 flops each) instead of being formed.
 _DIRECT_FLOPS = 1.5e9
+#: In dimension 2, working sets of at most this many atoms try every pair's closed form first.
+_PAIRS_MAX = 96
 FloatArray = NDArray[np.float64]
 
 
@@ -365,9 +367,62 @@ def _closed_form(atoms: FloatArray) -> FloatArray | None:
     k, p = atoms.shape
     if p == 2 and k == 2:
         return _two_atoms_in_the_plane(atoms)
+    if p == 2 and 2 < k <= _PAIRS_MAX:
+        pair, excess = _best_pair_in_the_plane(atoms)
+        if excess <= 1e-12 or k != 3:
+            return pair
+        return _all_atoms_active(atoms) if k == 3 else pair
     if p <= 3 and k == p * (p + 1) // 2:
         return _all_atoms_active(atoms)
     return None
+
+
+def _best_pair_in_the_plane(atoms: FloatArray) -> tuple[FloatArray | None, float]:
+    r"""The restricted optimum in dimension 2 when two atoms carry it: every pair's exact
+    optimum (:func:`_two_atoms_in_the_plane`, vectorised over the :math:`k(k-1)/2` pairs),
+    the one whose scores :math:`q_j = y_j^\top A^{-1/2}y_j` of ALL k atoms exceed its
+    :math:`T` least (at the optimum of the whole working set none does: the KKT conditions).
+    For a 2 x 2 matrix :math:`A^{1/2} = (A + \sqrt{\det A}\,I)/T` with
+    :math:`T = \sqrt{\operatorname{tr}A + 2\sqrt{\det A}}`, so
+    :math:`A^{-1/2} = \operatorname{adj}(A^{1/2})/\sqrt{\det A}`. Returns the weights and
+    their excess :math:`\max_j q_j/T - 1` (``(None, inf)`` when every pair is (nearly)
+    parallel); the caller checks the KKT conditions of the returned weights and runs Newton
+    from them if they do not hold (an optimum on three atoms)."""
+    k = atoms.shape[0]
+    i, j = np.triu_indices(k, 1)
+    y1, y2 = atoms[i], atoms[j]
+    a = np.einsum("ij,ij->i", y1, y1)
+    b = np.einsum("ij,ij->i", y2, y2)
+    c = y1[:, 0] * y2[:, 1] - y1[:, 1] * y2[:, 0]
+    h = 0.5 * (a - b)
+    r = np.hypot(h, c)
+    ok = np.abs(c) > 1e-6 * np.maximum(a, b)
+    if not np.any(ok):
+        return None, np.inf
+    i, j, y1, y2, h, c, r = i[ok], j[ok], y1[ok], y2[ok], h[ok], c[ok], r[ok]
+    small = c * c / (2.0 * r * (r + np.abs(h)))
+    m1 = np.where(h >= 0, 1.0 - small, small)
+    m2 = 1.0 - m1
+    # A = m1 y1 y1^T + m2 y2 y2^T; det A = m1 m2 c^2
+    a00 = m1 * y1[:, 0] ** 2 + m2 * y2[:, 0] ** 2
+    a11 = m1 * y1[:, 1] ** 2 + m2 * y2[:, 1] ** 2
+    a01 = m1 * y1[:, 0] * y1[:, 1] + m2 * y2[:, 0] * y2[:, 1]
+    root_det = np.sqrt(m1 * m2) * np.abs(c)
+    t = np.sqrt(a00 + a11 + 2.0 * root_det)
+    # A^{-1/2} = adj((A + sqrt(det) I) / T) / sqrt(det)
+    n00 = (a11 + root_det) / (t * root_det)
+    n11 = (a00 + root_det) / (t * root_det)
+    n01 = -a01 / (t * root_det)
+    x, y = atoms[:, 0], atoms[:, 1]
+    q = (n00[:, None] * x * x + 2.0 * n01[:, None] * x * y + n11[:, None] * y * y)
+    excess = np.max(q, axis=1) / t - 1.0
+    excess = np.where(np.isfinite(excess), excess, np.inf)
+    best = int(np.argmin(excess))
+    if not np.isfinite(excess[best]):
+        return None, np.inf
+    mu = np.zeros(k)
+    mu[i[best]], mu[j[best]] = m1[best], m2[best]
+    return mu, float(excess[best])
 
 
 def _all_atoms_active(atoms: FloatArray) -> FloatArray | None:

@@ -229,3 +229,31 @@ def test_all_atoms_active_closed_form_equals_newton(
         assert fast.root_trace == pytest.approx(ref.root_trace, rel=1e-12)
         applied += its == 1
     assert applied >= 1  # the closed form was exercised
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), k=st.integers(3, 40))
+def test_best_pair_in_the_plane_against_clarabel(seed: int, k: int) -> None:
+    """d = 2, k atoms: whenever the vectorised pair enumeration claims an optimum (KKT excess
+    below 1e-12), T^2 is the restricted program's optimal value min tr(Sigma) s.t.
+    y^T Sigma^-1 y <= 1 as Clarabel finds it; and inner_solve (which tries it first) always
+    reaches that value, through Newton when three atoms carry the optimum."""
+    import solvers.restricted as restricted
+    from solvers.cvx import solve_cvx
+
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal((k, 2)) * rng.uniform(0.1, 10.0, size=(k, 1))
+    ref = solve_cvx(CovarianceProgram(y, None, 1.0), solver="clarabel", form="primal",
+                    tol=1e-10).value
+    mu, excess = restricted._best_pair_in_the_plane(y)
+    assert mu is not None
+    state = restricted.Restricted(atoms=y, mu=np.full(k, 1.0 / k), floor_atoms=np.zeros((2, 0)),
+                                  floor_weights=np.zeros((0, 0)),
+                                  floor_rotation=np.zeros((0, 0)))
+    point, its = restricted.inner_solve(state, 1e-12, 200)
+    assert point.root_trace**2 == pytest.approx(ref, rel=1e-7)
+    if excess <= 1e-12:
+        a = (y.T * mu) @ y
+        t2 = float(np.trace(a) + 2.0 * np.sqrt(max(np.linalg.det(a), 0.0)))
+        assert t2 == pytest.approx(ref, rel=1e-7)
+        assert its == 1  # accepted by the same KKT test as Newton's, no Newton step
