@@ -17,6 +17,11 @@ complete on its own:
   \sum_j\lambda_{ij}u_{ij}u_{ij}^\top`, and the closed-form bounds of
   :mod:`certificates.closed_form` wherever their float screen says they may be higher.
 
+The one place the two may differ beyond summation order: several vectors attaining the sup
+(the constraints active at an optimum) can tie, and the closed-form bounds are evaluated at the
+vector each pass found largest; where rounding breaks the tie differently, the two checks
+report two different but equally valid lower bounds.
+
 A program the stacked arithmetic cannot settle as :func:`~certificates.covariance.check` would
 in its first steps (a singular or indefinite :math:`\Sigma_i`, a repair beyond the first margin,
 an ill-conditioned :math:`W` whose residual calls for the whitened bounds, vectors of another
@@ -33,7 +38,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from certificates.closed_form import closed_form_lower_bound
-from certificates.covariance import _MARGINS, CovarianceCertificate, _trace_upper, check
+from certificates.covariance import (
+    _MARGINS,
+    CovarianceCertificate,
+    _trace_upper,
+    _verdict,
+    check,
+)
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual
 from certificates.rigorous import ratio_bounds
@@ -247,13 +258,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
             if exact > low:
                 low = exact
                 notes.append("lower bound from the closed-form bounds (certificates.closed_form)")
-        gap = (up - low) / up if up > 0 else math.inf
-        certified = bool(gap <= tol)
-        if low > up * (1 + 1e-9):
-            certified = False
-            notes.append("lower bound exceeds upper bound: inconsistent data")
-        notes.insert(0, ("certified" if certified else "NOT certified") + f": gap {gap:.3g} (tol "
-                     f"{tol:g})")
+        gap, certified = _verdict(low, up, tol, notes)
         out.append(CovarianceCertificate(
             lower=low, upper=up, gap=float(gap), primal_residual=float(primal_residual[i]),
             floor_residual=float(ev[i, 0]) - eta, dual_residual=float(e_norm[i]),
