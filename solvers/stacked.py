@@ -312,18 +312,29 @@ def solve_on_support(
     sigma = (cs * r * (1.0 + _SAFETY))[:, None, None] * sig_n
     sigma = 0.5 * (sigma + sigma.transpose(0, 2, 1))
     # the factored dual: u_j = L A^{-1/2} y_j / T from the polar factor of rows sqrt(mu_j) y_j
+    # (one stacked SVD; rows padded with zeros, whose polar rows are zero)
+    width = max(int(final_members[i].size) for i in idx.tolist())
+    padded = np.full((idx.size, width), -1, dtype=np.intp)
+    weights_on = np.zeros((idx.size, width))
     for pos, i in enumerate(idx.tolist()):
         mem, mu_i = final_members[i], final_mu[i]
         on = (mu_i > 0) & (mem >= 0)
-        root_mu = np.sqrt(mu_i[on])
-        rows = (vectors[i, mem[on]] @ whiten[i]) * root_mu[:, None]
-        left, _, right = np.linalg.svd(rows, full_matrices=False)
-        polar = left @ right
+        padded[pos, :mem.size] = np.where(on, mem, -1)
+        weights_on[pos, :mem.size] = np.where(on, mu_i, 0.0)
+    rows_all = _gather(vectors[idx], padded, whiten[idx]) * np.sqrt(weights_on)[:, :, None]
+    left, _, right = np.linalg.svd(rows_all, full_matrices=False)
+    polar_all = np.matmul(left, right)
+    for pos, i in enumerate(idx.tolist()):
+        on = padded[pos] >= 0
+        mem = padded[pos][on]
+        mu_i = weights_on[pos][on]
+        root_mu = np.sqrt(mu_i)
+        polar = polar_all[pos][on]
         ti = float(t[pos])
         ratio = float(c[i]) / float(bounds[i])  # Normalisation.dual: u = u' q / c, ...
         u_n = (polar / root_mu[:, None]) @ chol.T / ti
-        lam_n = ti * ti * mu_i[on]
-        dual = FactoredDual(support=np.asarray(mem[on], dtype=np.intp),
+        lam_n = ti * ti * mu_i
+        dual = FactoredDual(support=np.asarray(mem, dtype=np.intp),
                             multipliers=lam_n * (omega * ratio * ratio), directions=u_n / ratio,
                             floor_factor=np.zeros((d, 0)))
         scale_v = omega * float(cs[pos])
@@ -332,7 +343,8 @@ def solve_on_support(
         stats = SolverStats(
             solver=_NAME, iterations=iterations, passes=1,
             extra={"lower": lower, "upper": upper, "gap": upper / lower - 1.0, "tol": tol,
-                   "support": int(np.sum(on)), "working_set": int(np.sum(mem >= 0)),
+                   "support": int(mem.size),
+                   "working_set": int(np.sum(final_members[i] >= 0)),
                    "stacked": n},
         )
         solutions[i] = Solution(covariance=sigma[pos], value=upper, dual=dual, status="optimal",
