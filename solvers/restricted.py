@@ -36,6 +36,9 @@ _RANK_RTOL = 1e-26
 _DIRECT_FLOPS = 1.5e9
 #: In dimension 2, working sets of at most this many atoms try every pair's closed form first.
 _PAIRS_MAX = 96
+#: ... and, when no pair is optimal, the triples of the closest pairs with their most violated.
+_TRIPLE_PAIRS = 6
+_TRIPLE_THIRDS = 3
 FloatArray = NDArray[np.float64]
 
 
@@ -422,7 +425,62 @@ def _best_pair_in_the_plane(atoms: FloatArray) -> tuple[FloatArray | None, float
         return None, np.inf
     mu = np.zeros(k)
     mu[i[best]], mu[j[best]] = m1[best], m2[best]
-    return mu, float(excess[best])
+    if excess[best] <= 1e-12 or k < 3:
+        return mu, float(excess[best])
+    # three atoms carry the optimum: the closest pairs with each of their most violated atoms
+    close = np.argsort(excess)[:_TRIPLE_PAIRS]
+    third = np.argsort(-q[close], axis=1)[:, :_TRIPLE_THIRDS]
+    triples = np.sort(np.stack([np.repeat(i[close], third.shape[1]),
+                                np.repeat(j[close], third.shape[1]), third.ravel()], axis=1),
+                      axis=1)
+    triples = np.unique(triples[(triples[:, 0] != triples[:, 1])
+                                & (triples[:, 1] != triples[:, 2])], axis=0)
+    found = _three_atoms_in_the_plane(atoms, triples)
+    if found is None:
+        return mu, float(excess[best])
+    return found, 0.0
+
+
+def _three_atoms_in_the_plane(atoms: FloatArray, triples: NDArray[np.intp]
+                              ) -> FloatArray | None:
+    r""":func:`_all_atoms_active` for many triples of atoms in the plane at once, the KKT test
+    over ALL atoms included: for each triple, :math:`N = A^{-1/2}/T` from the three equations
+    :math:`y_i^\top Ny_i = 1`, valid when :math:`N \succ 0`, the weights of
+    :math:`A = N^{-2}/\operatorname{tr}N^{-1}` are positive and every atom has
+    :math:`y_j^\top Ny_j \le 1 + 10^{-12}` (:math:`q_j \le T`). Returns the weights of a valid
+    triple (the largest T), ``None`` when none is."""
+    if not triples.size:
+        return None
+    y = atoms[triples]  # (m, 3, 2)
+    rows = np.stack([y[..., 0] ** 2, math.sqrt(2.0) * y[..., 0] * y[..., 1], y[..., 1] ** 2],
+                    axis=-1)  # svec(y y^T), (m, 3, 3)
+    det = np.linalg.det(rows)
+    ok = np.abs(det) > 1e-12 * np.max(np.abs(rows), axis=(1, 2)) ** 3
+    if not np.any(ok):
+        return None
+    rows, triples = rows[ok], triples[ok]
+    nvec = np.linalg.solve(rows, np.ones((rows.shape[0], 3, 1)))[..., 0]
+    n00, n01, n11 = nvec[:, 0], nvec[:, 1] / math.sqrt(2.0), nvec[:, 2]
+    ndet = n00 * n11 - n01 * n01
+    pos = (ndet > 1e-12 * (n00 + n11) ** 2) & (n00 + n11 > 0)
+    # N^{-1} = adj(N) / det N; A = N^{-2} / tr N^{-1}
+    i00, i01, i11 = n11 / ndet, -n01 / ndet, n00 / ndet
+    tr_inv = i00 + i11
+    a00 = (i00 * i00 + i01 * i01) / tr_inv
+    a01 = (i00 * i01 + i01 * i11) / tr_inv
+    a11 = (i01 * i01 + i11 * i11) / tr_inv
+    avec = np.stack([a00, math.sqrt(2.0) * a01, a11], axis=1)
+    mu = np.linalg.solve(rows.transpose(0, 2, 1), avec[:, :, None])[..., 0]
+    x, yy = atoms[:, 0], atoms[:, 1]
+    score = n00[:, None] * x * x + 2.0 * n01[:, None] * x * yy + n11[:, None] * yy * yy
+    valid = pos & np.all(mu > 0, axis=1) & np.all(score <= 1.0 + 1e-12, axis=1)
+    valid &= np.all(np.isfinite(mu), axis=1)
+    if not np.any(valid):
+        return None
+    pick = int(np.flatnonzero(valid)[np.argmax(tr_inv[valid])])
+    out = np.zeros(atoms.shape[0])
+    out[triples[pick]] = mu[pick] / float(mu[pick].sum())
+    return out
 
 
 def _all_atoms_active(atoms: FloatArray) -> FloatArray | None:

@@ -105,7 +105,10 @@ def test_warm_started_answers_equal_cold_ones(d: int, weighted: bool) -> None:
         newton_warm += hot.stats.iterations
         newton_cold += cold.stats.iterations
         warm = WarmStart.from_solution(hot)
-    assert newton_warm < newton_cold  # the point of a warm start (a count, not a timing)
+    if d > 2:
+        assert newton_warm < newton_cold  # the point of a warm start (a count, not a timing)
+    else:  # in the plane every restricted solve is a closed form (one step), warm or cold
+        assert newton_warm <= 2 * len(sets) and newton_cold <= 2 * len(sets)
 
 
 def test_warm_start_on_the_general_and_floor_paths() -> None:
@@ -257,3 +260,30 @@ def test_best_pair_in_the_plane_against_clarabel(seed: int, k: int) -> None:
         t2 = float(np.trace(a) + 2.0 * np.sqrt(max(np.linalg.det(a), 0.0)))
         assert t2 == pytest.approx(ref, rel=1e-7)
         assert its == 1  # accepted by the same KKT test as Newton's, no Newton step
+
+
+def test_plane_closed_forms_equal_newton(monkeypatch: pytest.MonkeyPatch) -> None:
+    """d = 2: optima on two atoms (every pair at once) and on three (the closest pairs with
+    their most violated atoms) in closed form, equal to projected Newton with the closed forms
+    switched off; nearly every random working set is solved without a Newton step."""
+    import solvers.restricted as restricted
+
+    closed = 0
+    for seed in range(60):
+        rng = np.random.default_rng(1000 + seed)
+        k = int(rng.integers(3, 60))
+        y = rng.standard_normal((k, 2)) * rng.uniform(0.1, 10.0, size=(k, 1))
+
+        def state(y: NDArray[np.float64] = y, k: int = k) -> restricted.Restricted:
+            return restricted.Restricted(atoms=y, mu=np.full(k, 1.0 / k),
+                                         floor_atoms=np.zeros((2, 0)),
+                                         floor_weights=np.zeros((0, 0)),
+                                         floor_rotation=np.zeros((0, 0)))
+
+        fast, its = restricted.inner_solve(state(), 1e-12, 200)
+        with monkeypatch.context() as m:
+            m.setattr(restricted, "_closed_form", lambda atoms: None)
+            ref, _ = restricted.inner_solve(state(), 1e-12, 200)
+        assert fast.root_trace == pytest.approx(ref.root_trace, rel=1e-11)
+        closed += its == 1
+    assert closed >= 55
