@@ -13,10 +13,16 @@ close have nearly the same optimal support. :func:`design_covariance_batch` solv
 call with one BLAS thread-limit context, the weight validated once, each distinct budget's bound
 computed once, and a warm start of each problem from its predecessor's support and dual weights
 (:class:`solvers.structured.WarmStart`), and certifies **every** answer
-independently with :func:`certificates.covariance.check`, exactly as
-:func:`~dpopt.covariance.design.design_covariance` does. An item whose certificate does not
-close is re-designed by :func:`~dpopt.covariance.design.design_covariance` (its generic
-fallbacks included), so the batch is never less accurate, and never less private, than a loop.
+independently with the certificate of :func:`certificates.covariance.check`, exactly as
+:func:`~dpopt.covariance.design.design_covariance` does. When the items are arrays of one shape
+(and :math:`\eta = 0`) they are solved in waves: an item solved on its own hands its support to
+the following items, which are solved on it at once (:func:`solvers.stacked.solve_on_support`,
+every small linear system of the items in one stacked LAPACK call) and certified at once
+(:func:`certificates.stacked.check_stacked`, each item's proof complete on its own). An item
+whose certificate does not close is re-designed by
+:func:`~dpopt.covariance.design.design_covariance` (its generic fallbacks included), so the
+batch is never less accurate, and never less private, than a loop; ``design.path`` says which
+route answered.
 
 Example
 -------
