@@ -216,11 +216,17 @@ def _installed_solvers() -> frozenset[str]:
 
 def available_backends() -> list[str]:
     """Names of the installed backends that handle PSD cones (``clarabel`` first)."""
+    return list(_backend_names())
+
+
+@functools.cache
+def _backend_names() -> tuple[str, ...]:
+    """:func:`available_backends`, found once per process (from the installed solvers)."""
     names = [n for n, cls in BACKENDS.items() if cls().available()]
     for cv in _psd_solvers():
         if cv.lower() not in names:
             names.append(cv.lower())
-    return names
+    return tuple(names)
 
 
 def get_backend(name: str) -> CvxBackend:
