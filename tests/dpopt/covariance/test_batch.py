@@ -241,3 +241,31 @@ def test_sets_of_different_sizes_and_unmaterialised_sources(
         ref = design_covariance(item, ZCDP(rho=0.5))  # type: ignore[arg-type]
         assert des.certified
         assert des.value == pytest.approx(ref.value, rel=1e-7)
+
+
+@pytest.mark.parametrize("case", ["rank-deficient", "tiny", "huge", "parallel"])
+def test_awkward_trajectories_equal_a_loop(case: str) -> None:
+    """Sets on a line (the stack leaves them to the general path), norms near the ends of the
+    accepted range, and repeated or parallel vectors: every design certified and equal to
+    design_covariance's, whichever route answered."""
+    rng = np.random.default_rng(3)
+    pts = rng.random((10, 3))
+    i0, i1 = np.triu_indices(10, 1)
+    base = pts[i0] - pts[i1]
+    if case == "rank-deficient":
+        base = rng.standard_normal((30, 1)) @ np.array([[1.0, 2.0, -1.0]])
+    elif case == "tiny":
+        base = base * 1e-90
+    elif case == "huge":
+        base = base * 1e90
+    else:
+        base = np.concatenate([base, base, 2.0 * base[:5], -base[5:9]])
+    sets = [base * (1.0 + 0.01 * t) for t in range(5)]
+    batch = design_covariance_batch(sets, ZCDP(rho=0.5))
+    for vec, des in zip(sets, batch, strict=True):
+        ref = design_covariance(vec, ZCDP(rho=0.5))
+        assert des.certified
+        assert des.value == pytest.approx(ref.value, rel=1e-8)
+        assert des.privacy.mahalanobis_bound <= des.bound
+        if case != "rank-deficient":
+            assert _max_ratio(vec, des.covariance) <= des.program.bound * (1 + 1e-12)
