@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,3 +270,19 @@ def test_awkward_trajectories_equal_a_loop(case: str) -> None:
         assert des.privacy.mahalanobis_bound <= des.bound
         if case != "rank-deficient":
             assert _max_ratio(vec, des.covariance) <= des.program.bound * (1 + 1e-12)
+
+
+def test_a_stacked_design_saves_and_verifies(tmp_path: Path) -> None:
+    """A design solved on the stack writes a certificate file that re-verifies from scratch,
+    naming the route in the file (``produced_by``) and after loading."""
+    from dpopt.covariance.design import Design
+
+    sets = _trajectory(5, 2, 10, 21)
+    designs = design_covariance_batch(sets, ZCDP(rho=0.5))
+    stacked = [d for d in designs if "stacked" in d.path]
+    assert stacked
+    path = tmp_path / "stacked.json"
+    stacked[0].save(path)
+    loaded = Design.load(path)
+    assert loaded.certified and loaded.path == stacked[0].path
+    assert loaded.value == pytest.approx(stacked[0].value, rel=1e-12)
