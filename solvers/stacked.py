@@ -66,7 +66,10 @@ class StackedResult:
         Problems whose pricing over all of their vectors closed the gap on the shared set.
     solutions : list of Solution or None
         One per problem: the covariance, its factored dual and the solver's own (untrusted)
-        bounds in ``stats.extra`` (``lower``, ``upper``, ``gap``); ``None`` when unsolved.
+        bounds in ``stats.extra`` (``lower``, ``upper``, ``gap``); ``None`` when unsolved. The
+        covariance is scaled to the largest constraint value the pricing found, with a margin
+        of 1e-12, but not verified by a pass of its own as ``solve_structured``'s is: certify
+        it (:func:`certificates.stacked.check_stacked` scales it to proven feasibility).
     iterations : int
         Stacked projected-Newton iterations.
     """

@@ -128,10 +128,10 @@ def test_stacked_waves_against_clarabel(seed: int, d: int) -> None:
     from solvers.cvx import solve_cvx
 
     rng = np.random.default_rng(seed)
-    sets = _trajectory(16, d, 8, seed)
+    sets = _trajectory(10, d, 8, seed)
     a = rng.standard_normal((d, d))
     w = a @ a.T + 0.5 * np.eye(d)
-    budgets = [ZCDP(rho=float(r)) for r in rng.uniform(0.3, 1.0, size=16)]
+    budgets = [ZCDP(rho=float(r)) for r in rng.uniform(0.3, 1.0, size=10)]
     batch = design_covariance_batch(sets, budgets, weight=w, tol=1e-8)
     assert any("stacked" in des.path for des in batch)
     for vec, bud, des in zip(sets, budgets, batch, strict=True):
