@@ -14,9 +14,10 @@ call with one BLAS thread-limit context, the weight validated once, each distinc
 computed once, and a warm start of each problem from its predecessor's support and dual weights
 (:class:`solvers.structured.WarmStart`), and certifies **every** answer
 independently with the certificate of :func:`certificates.covariance.check`, exactly as
-:func:`~dpopt.covariance.design.design_covariance` does. When the items are arrays of one shape
-(and :math:`\eta = 0`) they are solved in waves: an item solved on its own hands its support to
-the following items, which are solved on it at once (:func:`solvers.stacked.solve_on_support`,
+:func:`~dpopt.covariance.design.design_covariance` does. When the items are arrays (or small
+sources) of one shape and :math:`\eta = 0`, they are solved in waves: an item solved on its
+own hands its support to the following items, which are solved on it at once
+(:func:`solvers.stacked.solve_on_support`,
 every small linear system of the items in one stacked LAPACK call) and certified at once
 (:func:`certificates.stacked.check_stacked`, each item's proof complete on its own). An item
 whose certificate does not close is re-designed by
@@ -68,10 +69,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpopt.accounting.budgets import Budget
     from dpopt.covariance.sensitivity import PrunedSet
 
-__all__ = ["SMALL_VECTORS", "design_covariance_batch"]
+__all__ = ["SMALL_VECTORS", "STACK_NUMBERS", "design_covariance_batch"]
 
 #: A vector source of at most this many numbers (J d) is generated once into an array.
 SMALL_VECTORS = 2**18
+#: The most numbers (n J d) the items of a batch may hold together to be solved stacked.
+STACK_NUMBERS = 2**24
 #: Items tried at once on one support: the first window, and the most.
 _WINDOW_START = 4
 _WINDOW_MAX = 256
@@ -260,21 +263,39 @@ class _Batch:
 
 def _stack(job: _Batch) -> tuple[list[CovarianceProgram], NDArray[np.float64]] | None:
     """The items' programs and their vectors as one (n, J, d) array, when every item is an
-    array of one shape (d >= 2); ``None`` otherwise (vector sources, sets of several sizes: the
-    items then go one by one, as does anything malformed, to be refused by name)."""
+    array, or a source of at most ``SMALL_VECTORS`` numbers (generated here), of one shape
+    (d >= 2) and all of them together hold at most ``STACK_NUMBERS`` numbers; ``None``
+    otherwise (larger sources, sets of several sizes: the items then go one by one, as does
+    anything malformed, to be refused by name)."""
     dense: list[NDArray[np.float64]] = []
+    total = 0
     for item in job.items:
         if not isinstance(item, np.ndarray) and isinstance(item, VectorSource):
-            return None
+            if item.count * item.dim > SMALL_VECTORS or (
+                    total + item.count * item.dim > STACK_NUMBERS):
+                return None
+            item = _materialised(item)
         try:
             arr = np.asarray(item, dtype=np.float64)
         except (TypeError, ValueError):
             return None
         if arr.ndim != 2 or arr.shape[1] < 2 or (dense and arr.shape != dense[0].shape):
             return None
+        total += arr.size
+        if total > STACK_NUMBERS:
+            return None
         dense.append(arr)
     problems = [job.program(i, x) for i, x in enumerate(dense)]
     return problems, np.stack([np.asarray(p.vectors, dtype=np.float64) for p in problems])
+
+
+def _described(job: _Batch, index: int, problem: CovarianceProgram) -> CovarianceProgram:
+    """The program a design describes: on the caller's set (a source stays a source; a design
+    does not keep a generated copy of its vectors)."""
+    item = job.items[index]
+    if isinstance(item, np.ndarray) or not isinstance(item, VectorSource):
+        return problem
+    return CovarianceProgram(item, problem.weight, problem.bound, problem.noise_floor)
 
 
 def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.float64],
@@ -314,7 +335,8 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
             for j, sol, cert in zip(got, found, certs, strict=False):
                 if cert.certified and math.isfinite(cert.upper):
                     path = f"structured, stacked (batch item {j}, on the support of item {i})"
-                    designs[j] = _assemble(problems[j], problems[j], job.bounds[j][0],
+                    designs[j] = _assemble(problems[j], _described(job, j, problems[j]),
+                                           job.bounds[j][0],
                                            job.relation, cert, sol, job.tol, path,
                                            job.bounds[j][1])
                     sols[j] = sol

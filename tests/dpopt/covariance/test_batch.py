@@ -224,6 +224,25 @@ def test_vector_sources_and_pruned_sets_as_items() -> None:
         assert cert.certified and cert.mahalanobis_sup <= des.program.bound
 
 
+def test_small_sources_of_one_size_are_solved_stacked_and_stay_sources() -> None:
+    """Sources of one size (a drifting query on one grid) are generated for the stack; every
+    design still describes its source, and its certificate holds for it."""
+    from dpopt.covariance import add_remove_set
+    from dpopt.covariance.domains import Grid
+
+    grid = Grid(np.zeros(2), np.ones(2), (6, 6))
+    sources = [add_remove_set(grid, (0.2 + 0.01 * t, 0.6 - 0.01 * t), 0.3) for t in range(6)]
+    batch = design_covariance_batch(sources, ZCDP(rho=0.5))
+    assert any("stacked" in des.path for des in batch)
+    for src, des in zip(sources, batch, strict=True):
+        ref = design_covariance(src, ZCDP(rho=0.5))
+        assert des.certified
+        assert des.value == pytest.approx(ref.value, rel=1e-7)
+        assert des.program.vectors is src
+        cert = check(des.program, des.covariance, des.solution.dual, tol=1e-6)
+        assert cert.certified and cert.mahalanobis_sup <= des.program.bound
+
+
 def test_sets_of_different_sizes_and_unmaterialised_sources(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A set of another size starts cold; a source above SMALL_VECTORS stays a source (the
