@@ -78,6 +78,8 @@ STACK_NUMBERS = 2**24
 #: Items tried at once on one support: the first window, and the most.
 _WINDOW_START = 4
 _WINDOW_MAX = 256
+#: ... and at most this many numbers (n J d) of vectors in one wave.
+_WINDOW_NUMBERS = 2**22
 
 
 def _items(sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
@@ -314,6 +316,9 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
     bounds = np.array([p.bound for p in problems])
     weight = np.asarray(problems[0].weight, dtype=np.float64)
     window = _WINDOW_START
+    # the most items a wave may hold at once: their vectors are copied for the stacked solve
+    # and its certificate (about 32 MB at most, however large the sets)
+    most = max(2, min(_WINDOW_MAX, _WINDOW_NUMBERS // max(1, vectors[0].size)))
     i = 0
     while i < n:
         if designs[i] is None:
@@ -323,7 +328,8 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
                 job, i, (start, problems[i].count) if start is not None else None, problems[i])
         here = sols[i]
         support = WarmStart.from_solution(here) if here is not None else None
-        todo = [j for j in range(i + 1, min(n, i + 1 + window)) if designs[j] is None]
+        todo = [j for j in range(i + 1, min(n, i + 1 + min(window, most)))
+                if designs[j] is None]
         if support is not None and todo:
             res = solve_on_support(vectors[todo], weight, bounds[todo], support.indices,
                                    support.weights, job.solve_tol)
