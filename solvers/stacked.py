@@ -102,7 +102,7 @@ def _gather(vectors: FloatArray, members: NDArray[np.intp], whiten: FloatArray) 
 
 
 def _price(vectors: FloatArray, whiten: FloatArray, a: FloatArray, v: FloatArray) -> FloatArray:
-    """:math:`q_{ij} = |A_i^{-1/4}V_i^\top L_i^\top s_{ij}|^2` for every vector of every
+    r""":math:`q_{ij} = |A_i^{-1/4}V_i^\top L_i^\top s_{ij}|^2` for every vector of every
     problem, in blocks of problems."""
     n, count, d = vectors.shape
     factor = np.matmul(whiten, v * (a ** -0.25)[:, None, :])
