@@ -2,7 +2,8 @@ r"""A certified sup of the two-record quadratic form over a box: records anywher
 
 For the ideal denoiser at a fixed query :math:`g` with noise scale :math:`\sigma`, the add/remove
 sensitivity of a release :math:`m_g(D) + N(0, \Sigma)` over datasets with records in a set
-:math:`K` is governed by (Theorem 1 of the optimal-covariance paper)
+:math:`K` is governed by (the two-record theorem, derived on the theory page: every deletion
+shift is a sub-convex combination of two-record vectors)
 
 .. math::
 

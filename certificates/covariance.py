@@ -29,8 +29,8 @@ r"""Independent certificate of an optimal covariance.
   bounds from the vector the pass found largest), exact in rational arithmetic: they prove the
   closed-form optima (:math:`\eta I`, a set on one line) to the last bit.
 * **gap** = (upper - lower) / upper; ``certified`` iff gap <= tol.
-* ``complementarity`` is the gap formula (19) of the optimal-covariance paper evaluated at
-  :math:`\hat\Sigma`:
+* ``complementarity`` is the duality gap as a complementarity sum (theory page, "Certificates":
+  :math:`\operatorname{tr}(W\Sigma) - D` for :math:`E = 0`) evaluated at :math:`\hat\Sigma`:
   :math:`\sum_j\langle Z_j, F_j(\hat\Sigma)\rangle + \langle H, \hat\Sigma - \eta I\rangle`
   relative to ``upper`` (about 0 at an optimum).
 
@@ -88,7 +88,7 @@ class CovarianceCertificate:
     dual_residual : float
         Upper bound on ||E||_F, E = W - H - sum_j lambda_j u_j u_j^T.
     complementarity : float
-        Gap formula (19) at the repaired Sigma, relative to ``upper``.
+        The duality gap as a complementarity sum at the repaired Sigma, relative to ``upper``.
     repaired_covariance : ndarray, shape (d, d)
         Sigma scaled (and ridged if singular) to strict feasibility; ``upper`` is its value.
     scale : float
@@ -471,7 +471,7 @@ def check(
             lower = exact
             notes.append("lower bound from the closed-form bounds (certificates.closed_form)")
     gap, certified = _verdict(lower, upper, tol, notes)
-    # gap formula (19) at the repaired Sigma
+    # the duality gap as a complementarity sum at the repaired Sigma
     comp = float(
         np.sum(lam * (np.einsum("ij,jk,ik->i", u, repaired, u)
                       - 2 * np.einsum("ij,ij->i", u, sup_vec) + q))

@@ -1,6 +1,6 @@
 r"""Plain data of the covariance program, shared by every layer.
 
-The optimal-covariance program of the optimal-covariance paper (Theorem 3) is
+The optimal-covariance program (derived on the theory page, "The covariance program") is
 
 .. math::
 

@@ -234,7 +234,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
     fine &= e_norm <= 1e-12 * w_min
     upper = np.array([_trace_upper(weight, repaired[i]) if fine[i] else math.inf
                       for i in range(n)])
-    # gap formula (19) at the repaired Sigma
+    # the duality gap as a complementarity sum at the repaired Sigma
     comp = np.sum(lam * (np.einsum("nkd,nde,nke->nk", dirs, repaired, dirs)
                          - 2 * np.einsum("nkd,nkd->nk", dirs, sup) + q[:, None]), axis=1) + (
         np.sum(h * repaired, axis=(1, 2)) - eta * np.trace(h, axis1=1, axis2=2))

@@ -9,8 +9,8 @@ sensitivity set of a neighbouring relation:
 - **replacement** (:attr:`NeighbouringRelation.REPLACEMENT`): one record of :math:`D` is replaced.
   Replacing a record moves the release by :math:`a - b` with :math:`a, b` two add/remove shifts, and
   :math:`(a-b)^\top P(a-b) \le 2(a^\top Pa + b^\top Pb)`, so the replacement sup is at most
-  :data:`REPLACEMENT_FACTOR` :math:`= 4` times the add/remove sup (the optimal-covariance paper for
-  the ideal denoiser, eq. (11)). This is a valid bound, not the exact replacement sup.
+  :data:`REPLACEMENT_FACTOR` :math:`= 4` times the add/remove sup (the replacement bound of the
+  theory page). This is a valid bound, not the exact replacement sup.
 
 Everything in dpopt that converts between the two goes through :func:`replacement_sup` (add/remove
 sup → sup for the relation) or :func:`add_remove_bound` (a bound the relation's set must meet → the

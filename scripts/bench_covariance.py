@@ -3,7 +3,7 @@ r"""Benchmark: dpopt's structured covariance solver against generic conic solver
 
 On the same instances and with the same BLAS thread count (default 1) this runs
 
-* ``natural/clarabel``, ``natural/scs``: the optimal-covariance paper's natural cvxpy form, J PSD
+* ``natural/clarabel``, ``natural/scs``: the covariance program's natural cvxpy form, J PSD
   blocks
   ``[[Sigma, s_j], [s_j^T, q]] >= 0`` (``solvers.cvx_forms.build_primal``); Clarabel with the
   tight tolerances of ``solvers.cvx`` (gap/feasibility 1e-10), SCS at its defaults;

@@ -14,10 +14,12 @@ Everything a caller may want to know about *how* a program is attempted lives he
   ``FALLBACK_MIN_SECONDS`` and at most ``FALLBACK_MAX_SECONDS``), passed to each backend as its
   solver time limit, and no fallback starts once the budget is spent (cvxpy's compilation
   counts against it but cannot be interrupted);
-* **the tolerance** (:func:`method_tolerance`): ``tol`` is the relative gap the answer is going
-  to be certified to; each method is asked for the same stricter target so that the
-  certificate's rounding and repair fit inside ``tol`` (each cvxpy adapter spells that target in
-  its solver's own option names);
+* **the tolerance**: ``tol`` is the relative gap the answer is going to be certified to; each
+  method is asked for the same stricter target (:func:`method_tolerance`) so that the
+  certificate's rounding and repair fit inside ``tol``, and the one table
+  :data:`TOLERANCE_OPTIONS` spells that target in each method's own option names
+  (:func:`native_options`; the backends of :mod:`solvers.cvx` take their options from it, as
+  :func:`scipy.optimize.minimize` maps its one ``tol`` to each method's options in one place);
 * **the options**: each method accepts a known set of keyword options
   (:data:`STRUCTURED_OPTIONS`, :data:`BACKEND_OPTIONS`); an unknown option, or one that does
   not apply to the chosen method (e.g. ``form`` for the structured solver), is rejected by
@@ -35,7 +37,7 @@ for callers without a certificate and stops at the first answer whose *solver* r
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +51,9 @@ from solvers.structured import solve_structured
 
 __all__ = [
     "AUTO_MAX_COUNT", "AUTO_MAX_DIM", "BACKEND_OPTIONS", "FALLBACK_MAX_SECONDS",
-    "FALLBACK_MIN_SECONDS", "FALLBACK_TIME_FACTOR", "STRUCTURED_OPTIONS", "Attempt", "Step",
-    "attempts", "method_tolerance", "methods", "plan", "solve",
+    "FALLBACK_MIN_SECONDS", "FALLBACK_TIME_FACTOR", "STRUCTURED_OPTIONS", "TOLERANCE_OPTIONS",
+    "Attempt", "Step", "attempts", "method_tolerance", "methods", "native_options", "plan",
+    "solve",
 ]
 
 #: A fallback uses the natural (block) form for at most this many vectors ...
@@ -189,6 +192,55 @@ def method_tolerance(method: str, tol: float) -> float:
     return max(1e-10, min(1e-8, float(tol) / 100.0))
 
 
+def _structured_tolerance(target: float) -> dict[str, Any]:
+    """The structured solver: its certified relative gap is the target itself."""
+    return {"tol": float(target)}
+
+
+def _clarabel_tolerance(target: float) -> dict[str, Any]:
+    """Clarabel (interior point): duality gap (absolute and relative) and feasibility
+    ``min(target, 1e-8) / 100``, at most 500 iterations."""
+    eps = min(float(target), 1e-8) / 100
+    return {"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps, "max_iter": 500}
+
+
+def _scs_tolerance(target: float) -> dict[str, Any]:
+    """SCS (first order): ``eps_abs = eps_rel = min(target, 1e-7) / 100``, at most 200,000
+    iterations."""
+    eps = min(float(target), 1e-7) / 100
+    return {"eps_abs": eps, "eps_rel": eps, "max_iters": 200_000}
+
+
+#: The one table from a solver target (:func:`method_tolerance`) to each method's native
+#: options. The factor 1/100 of the cvxpy backends is their own accuracy margin: a conic
+#: solver's gap and feasibility tolerances are measured on its scaled internal problem, not on
+#: the certified gap. A backend missing here (any other installed PSD-capable cvxpy solver)
+#: runs at its defaults.
+TOLERANCE_OPTIONS: dict[str, Callable[[float], dict[str, Any]]] = {
+    "structured": _structured_tolerance,
+    "clarabel": _clarabel_tolerance,
+    "scs": _scs_tolerance,
+}
+
+
+def native_options(method: str, target: float) -> dict[str, Any]:
+    """The options spelling the solver target ``target`` in ``method``'s own names
+    (:data:`TOLERANCE_OPTIONS`; ``{}`` for a backend without an entry).
+
+    Examples
+    --------
+    >>> native_options("clarabel", 1e-8)["tol_gap_rel"]
+    1e-10
+    """
+    if not isinstance(method, str):
+        raise InvalidTypeError("method", method, "a method name string")
+    if not (isinstance(target, float | int) and not isinstance(target, bool)) or not (
+            0 < target <= 1):
+        raise InvalidParameterError("tol", target, "must be a number in (0, 1]")
+    entry = TOLERANCE_OPTIONS.get(method.lower())
+    return entry(float(target)) if entry is not None else {}
+
+
 def _split_options(key: str, options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(structured options, backend options) for method ``key``; rejects by name any option
     that is unknown or does not apply."""
@@ -220,7 +272,8 @@ def _run(problem: CovarianceProgram, step: Step, tol: float, options: dict[str, 
     started = time.perf_counter()
     try:
         if step.method == "structured":
-            sol = solve_structured(problem, tol=method_tolerance("structured", tol), **options)
+            native = native_options("structured", method_tolerance("structured", tol))
+            sol = solve_structured(problem, **native, **options)
         else:
             if time_limit is not None:
                 options = {**options, "time_limit": time_limit}

@@ -1,7 +1,8 @@
 r"""Conic backends for the optimal-covariance program, via cvxpy.
 
-One adapter per backend behind :class:`CvxBackend` (lazy imports, our own documented tolerances,
-a per-backend status map into :data:`solvers._types.STATUSES`, unknown codes to
+One adapter per backend behind :class:`CvxBackend` (lazy imports, the native tolerance options
+of :data:`solvers.api.TOLERANCE_OPTIONS`, the one place a tolerance is mapped, a per-backend
+status map into :data:`solvers._types.STATUSES`, unknown codes to
 ``"solver_error"``). :func:`solve_cvx` builds a form (:mod:`solvers.cvx_forms`), solves it,
 and converts the solver's duals into a :class:`~certificates.problem.FactoredDual`:
 
@@ -18,7 +19,8 @@ reported, never used as proof.
 
 For :math:`\eta = 0` and vectors that do not span :math:`\mathbb R^d` the program is solved in the
 span (basis ``B``, :math:`W_r = B^\top W B`) and the dual is lifted with the Schur-complement
-correction: :math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
+correction (:class:`solvers.reductions.SpanReduction`, the reduction both solvers use):
+:math:`u_j = (B + C C^\top W B W_r^{-1}) u_j^r` and
 :math:`H = C(C^\top W C - C^\top W B W_r^{-1} B^\top W C)C^\top`. The singular optimum
 :math:`B\Sigma_r B^\top` is returned with a tiny ridge :math:`\tau CC^\top` on the complement
 (relative cost ``RIDGE_RELATIVE``) so that the returned covariance is positive definite.
@@ -29,7 +31,6 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,7 +41,8 @@ from certificates.covariance import dual_lower_bound
 from certificates.errors import InvalidParameterError, SolverError
 from certificates.problem import CovarianceProgram, FactoredDual
 from solvers._types import CVXPY_STATUS_MAP, Solution, SolverStats
-from solvers.cvx_forms import FORMS, CvxForm, SpanReduction, build_form, span_reduction
+from solvers.cvx_forms import FORMS, CvxForm, build_form
+from solvers.reductions import SpanReduction, psd_factor
 from solvers.scaling import Normalisation
 
 __all__ = [
@@ -61,8 +63,9 @@ EIG_RTOL = 1e-13
 RIDGE_RELATIVE = 1e-10
 
 
-class CvxBackend(ABC):
-    """Adapter of one cvxpy conic solver: name, options (our tolerances), status map, stats."""
+class CvxBackend:
+    """Adapter of one cvxpy conic solver: name, version, status map, time limit, stats (its
+    tolerance options are :func:`solvers.api.native_options` of its name)."""
 
     #: Our name of the backend (lower case).
     name: ClassVar[str]
@@ -72,14 +75,23 @@ class CvxBackend(ABC):
     status_map: ClassVar[dict[str, str]] = CVXPY_STATUS_MAP
     #: The solver's option for a wall-clock limit in seconds (None: not supported).
     time_limit_option: ClassVar[str | None] = None
+    #: The Python module whose ``__version__`` is the solver's version (None: unknown).
+    module: ClassVar[str | None] = None
 
-    @abstractmethod
     def options(self, tol: float) -> dict[str, Any]:
-        """Solver keyword arguments for a requested relative accuracy ``tol``."""
+        """Solver keyword arguments for a requested relative accuracy ``tol``: this backend's
+        row of :data:`solvers.api.TOLERANCE_OPTIONS`."""
+        from solvers.api import native_options  # the owner of the mapping (imports this module)
 
-    @abstractmethod
+        return native_options(self.name, tol)
+
     def version(self) -> str:
-        """The installed solver's version string."""
+        """The installed solver's version string (``""`` when unknown)."""
+        if self.module is None:
+            return ""
+        import importlib
+
+        return str(getattr(importlib.import_module(self.module), "__version__", ""))
 
     def available(self) -> bool:
         """Whether cvxpy can use this solver here."""
@@ -134,39 +146,21 @@ class CvxBackend(ABC):
 
 
 class ClarabelBackend(CvxBackend):
-    """Clarabel (interior point; default). Tolerances: gap abs/rel and feasibility
-    ``min(tol, 1e-8) / 100``, at most 500 iterations."""
+    """Clarabel (interior point; default)."""
 
     name = "clarabel"
     cvxpy_name = "CLARABEL"
     time_limit_option = "time_limit"
-
-    def options(self, tol: float) -> dict[str, Any]:
-        eps = min(tol, 1e-8) / 100
-        return {"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps, "max_iter": 500}
-
-    def version(self) -> str:
-        import clarabel
-
-        return str(getattr(clarabel, "__version__", ""))
+    module = "clarabel"
 
 
 class SCSBackend(CvxBackend):
-    """SCS (first order; least accurate). Tolerances: ``eps_abs = eps_rel =
-    min(tol, 1e-7) / 100``, at most 200,000 iterations."""
+    """SCS (first order; least accurate)."""
 
     name = "scs"
     cvxpy_name = "SCS"
     time_limit_option = "time_limit_secs"
-
-    def options(self, tol: float) -> dict[str, Any]:
-        eps = min(tol, 1e-7) / 100
-        return {"eps_abs": eps, "eps_rel": eps, "max_iters": 200_000}
-
-    def version(self) -> str:
-        import scs
-
-        return str(getattr(scs, "__version__", ""))
+    module = "scs"
 
 
 class _GenericBackend(CvxBackend):
@@ -175,12 +169,6 @@ class _GenericBackend(CvxBackend):
     def __init__(self, cvxpy_name: str) -> None:
         self.cvxpy_name = cvxpy_name  # type: ignore[misc]
         self.name = cvxpy_name.lower()  # type: ignore[misc]
-
-    def options(self, tol: float) -> dict[str, Any]:
-        return {}
-
-    def version(self) -> str:
-        return ""
 
 
 #: Our built-in adapters, by name.
@@ -246,15 +234,6 @@ def get_backend(name: str) -> CvxBackend:
 
 # ----------------------------------------------------------------------------------------------
 # extraction of primal and factored dual
-
-
-def _factor_psd(h: NDArray[np.float64]) -> NDArray[np.float64]:
-    """G with GG^T = (h)_+ (eigen-decomposition, negatives clipped, tiny dropped)."""
-    hs = 0.5 * (h + h.T)
-    ev, vec = sla.eigh(hs)
-    top = float(np.max(np.abs(ev))) if ev.size else 0.0
-    keep = ev > EIG_RTOL * top if top > 0 else np.zeros(ev.shape, dtype=bool)
-    return np.asarray(vec[:, keep] * np.sqrt(ev[keep]), dtype=np.float64)
 
 
 def _from_blocks(
@@ -427,26 +406,17 @@ def _dual_from_mu(
 def _lift(
     red: SpanReduction,
     weight: NDArray[np.float64],
+    weight_r: NDArray[np.float64],
     sigma_r: NDArray[np.float64],
     u_r: NDArray[np.float64],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Lift (Sigma_r, u_r) from the span to R^d with the Schur-complement correction."""
-    b, c = red.basis, red.complement
-    w_r = b.T @ weight @ b
-    wcb = c.T @ weight @ b
-    k = sla.solve(w_r, wcb.T, assume_a="pos").T  # C^T W B W_r^{-1}
-    lift = b + c @ k
-    u = u_r @ lift.T
-    schur = c.T @ weight @ c - k @ wcb.T
-    g = c @ _factor_psd(schur) if c.shape[1] else np.zeros((weight.shape[0], 0))
-    sigma = b @ sigma_r @ b.T
-    cost = float(np.sum(w_r * sigma_r))
-    denom = float(np.trace(c.T @ weight @ c))
-    tau = RIDGE_RELATIVE * max(cost, 0.0) / denom if denom > 0 else 0.0
+    """Lift (Sigma_r, u_r) from the span to R^d (:meth:`SpanReduction.lift_dual`), the
+    covariance with a ridge of relative cost ``RIDGE_RELATIVE`` on the complement."""
+    u, g = red.lift_dual(weight, u_r, EIG_RTOL)
+    tau = red.ridge(weight, float(np.sum(weight_r * sigma_r)), RIDGE_RELATIVE)
     if tau <= 0:
-        tau = RIDGE_RELATIVE * max(float(np.max(np.abs(sigma))), 1e-300)
-    sigma = _sym(sigma + tau * (c @ c.T))
-    return sigma, u, g
+        tau = RIDGE_RELATIVE * max(float(np.max(np.abs(sigma_r))), 1e-300)
+    return red.lift_covariance(sigma_r, tau), u, g
 
 
 def solve_cvx(
@@ -471,7 +441,9 @@ def solve_cvx(
         Which cvxpy form to solve; ``"both"`` solves the primal and the dual and returns the
         primal's Sigma with the dual form's certificate (``stats.extra`` holds both values).
     tol : float
-        Requested relative accuracy; each backend maps it to its own tolerances.
+        Requested relative accuracy, spelled in the backend's option names by
+        :func:`solvers.api.native_options` (Clarabel: gap and feasibility
+        ``min(tol, 1e-8) / 100``; SCS: ``min(tol, 1e-7) / 100``; other backends: defaults).
     polish : bool, default True
         Also refit the dual at the solver's Sigma (:func:`_polish`) and keep the better one.
     time_limit : float, optional
@@ -524,15 +496,11 @@ def solve_cvx(
     vectors = vectors_in / norm.data
     weight = _sym(weight_in / norm.weight)
     q, eta = 1.0, float(problem.noise_floor) / norm.covariance_scale
-    red = span_reduction(vectors)
+    red = SpanReduction.of_vectors(vectors)
     if red.rank == 0:
         raise InvalidParameterError("vectors", "all zero", "must contain a nonzero vector")
     reduce = eta == 0 and red.deficient
-    if reduce:
-        vec_s, w_s = vectors @ red.basis, red.basis.T @ weight @ red.basis
-        w_s = 0.5 * (w_s + w_s.T)
-    else:
-        vec_s, w_s = vectors, weight
+    vec_s, w_s = red.apply(vectors, weight) if reduce else (vectors, weight)
     built = build_form(form, vec_s, w_s, q, eta)
     status, stats = backend.run(built, tol, verbose, time_limit)
     objective = built.problem.value
@@ -553,9 +521,9 @@ def solve_cvx(
         keep = lam > 0
         sup, lam, u = sup[keep], lam[keep], u[keep]
     if reduce:
-        sigma, u, g = _lift(red, weight, sigma, u)
+        sigma, u, g = _lift(red, weight, w_s, sigma, u)
     else:
-        g = _factor_psd(h) if np.any(h) else np.zeros((d, 0))
+        g = psd_factor(h, EIG_RTOL) if np.any(h) else np.zeros((d, 0))
     dual = norm.dual(FactoredDual(support=sup, multipliers=lam, directions=u, floor_factor=g))
     sigma = _sym(norm.covariance_scale * sigma)
     value = float(np.sum(weight_in * sigma))

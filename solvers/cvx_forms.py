@@ -13,10 +13,10 @@ are built here from plain arrays (so that ``dpopt.covariance.program`` can deleg
 knowing about privacy):
 
 ``primal``
-    the natural form of the optimal-covariance paper (Theorem 3): ``J`` blocks of size
+    the natural form of the covariance program (theory page): ``J`` blocks of size
     ``d + 1``.
 ``dual``
-    the paper's conic dual: :math:`\max\ \eta\operatorname{tr}H - 2\sum_j b_j^\top
+    its conic dual: :math:`\max\ \eta\operatorname{tr}H - 2\sum_j b_j^\top
     s_j - q\sum_j g_j` s.t. :math:`\sum_j A_j + H = W`, :math:`Z_j = [[A_j, b_j],[b_j^\top, g_j]]
     \succeq 0`, :math:`H \succeq 0`.
 ``inverse``
@@ -38,14 +38,14 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:  # pragma: no cover - cvxpy is imported when a form is built
     import cvxpy as cp
 
-__all__ = ["FORMS", "CvxForm", "SpanReduction", "build_dual", "build_form", "build_inverse",
-           "build_primal", "span_reduction"]
+__all__ = ["FORMS", "CvxForm", "build_dual", "build_form", "build_inverse", "build_primal"]
 
 #: Names of the available forms.
 FORMS: tuple[str, ...] = ("primal", "dual", "inverse")
 
-#: Singular values below ``SPAN_RTOL * sigma_max`` count as zero when finding the span of the s_j.
-SPAN_RTOL = 1e-10
+#: Names that moved to :mod:`solvers.reductions` (the one owner of the span reduction and its
+#: lift); still importable from here, with a DeprecationWarning, until dpopt 0.6.
+_MOVED = ("SPAN_RTOL", "SpanReduction")
 
 
 @dataclass(frozen=True)
@@ -70,35 +70,6 @@ class CvxForm:
     problem: cp.Problem
     variables: dict[str, Any] = field(default_factory=dict)
     constraints: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SpanReduction:
-    r"""Orthonormal basis ``basis`` (d x r) of span{s_j} and ``complement`` (d x (d - r)).
-
-    For :math:`\eta = 0` and vectors not spanning :math:`\mathbb R^d` the program is solved in the
-    span with :math:`W_r = B^\top W B`, :math:`s_j \to B^\top s_j`.
-    """
-
-    basis: NDArray[np.float64]
-    complement: NDArray[np.float64]
-
-    @property
-    def rank(self) -> int:
-        return int(self.basis.shape[1])
-
-    @property
-    def deficient(self) -> bool:
-        return self.complement.shape[1] > 0
-
-
-def span_reduction(vectors: NDArray[np.float64], rtol: float = SPAN_RTOL) -> SpanReduction:
-    """Orthonormal bases of the span of the rows of ``vectors`` and of its complement (SVD)."""
-    d = vectors.shape[1]
-    _, sv, vt = np.linalg.svd(vectors, full_matrices=True)
-    top = float(sv[0]) if sv.size else 0.0
-    rank = int(np.sum(sv > rtol * top)) if top > 0 else 0
-    return SpanReduction(basis=vt[:rank].T.copy(), complement=vt[rank:d].T.copy())
 
 
 def _sqrtm_psd(w: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -134,7 +105,7 @@ def build_primal(
 def build_dual(
     vectors: NDArray[np.float64], weight: NDArray[np.float64], bound: float, noise_floor: float
 ) -> CvxForm:
-    r"""The paper's conic dual (D) with variables :math:`Z_j` and :math:`H`.
+    r"""The conic dual (D) of the covariance program with variables :math:`Z_j` and :math:`H`.
 
     The equality :math:`\sum_j A_j + H = W` is imposed on the diagonal and the strict upper
     triangle separately, so the primal Sigma is read off their multipliers.
@@ -215,3 +186,17 @@ def build_form(
     """Dispatch to :func:`build_primal`, :func:`build_dual` or :func:`build_inverse`."""
     builders = {"primal": build_primal, "dual": build_dual, "inverse": build_inverse}
     return builders[form](vectors, weight, bound, noise_floor)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        from certificates._deprecated import moved
+
+        return moved(f"{__name__}.{name}", "solvers.reductions", name)
+    if name == "span_reduction":
+        from certificates._deprecated import warn_moved
+        from solvers.reductions import SpanReduction
+
+        warn_moved(f"{__name__}.span_reduction", "solvers.reductions.SpanReduction.of_vectors")
+        return SpanReduction.of_vectors
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,8 @@ cluster. A pass over the :math:`J` sensitivity vectors is a map-reduce:
   candidates above the threshold with their vectors (score pass).
 - **reduce** (here): the per-chunk results are combined *in chunk order with the same
   operations as the in-process pass* (:func:`solvers.passes.gram_pass`,
-  :func:`solvers.passes.score_pass`). Block boundaries are multiples of the solver's chunk size,
+  :func:`solvers.passes.score_pass`; the candidates through the one top-k reduction
+  :class:`solvers.reductions.TopK`). Block boundaries are multiples of the solver's chunk size,
   so every chunk holds the same vectors as in process and, with the same BLAS on the workers, the
   reduction returns the same floats (arrays that arrive on a worker may be deserialised at an
   address that is not a multiple of 8 bytes, and numpy computes products of such arrays without
@@ -54,6 +55,7 @@ from threadpoolctl import threadpool_limits
 from certificates.errors import DpoptError, InvalidParameterError, InvalidTypeError, SolverError
 from certificates.problem import ArrayVectors, VectorSource
 from solvers.passes import PassResult
+from solvers.reductions import TopK, top_k
 
 if TYPE_CHECKING:  # pragma: no cover - Dask is optional; imported at run time only when used
     from distributed import Client
@@ -177,12 +179,8 @@ def _score_block(
             b = _checked(source, s, min(stop, s + chunk))
             z = b @ bmat
             q = np.einsum("ij,ij->i", z, z)
+            sel = top_k(q, keep, threshold)  # refuses NaN / inf scores
             i = int(np.argmax(q))
-            sel = np.empty(0, dtype=np.intp)
-            if keep > 0:
-                sel = np.flatnonzero(q > threshold)
-                if sel.size > keep:
-                    sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
             out.append((s, float(q[i]), i, s + sel, q[sel], b[sel]))
     return out
 
@@ -393,36 +391,16 @@ class DaskPasses:
         self, source: VectorSource, bmat: FloatArray, chunk: int, keep: int, threshold: float
     ) -> PassResult:
         """:math:`q_j = |B^\\top s_j|^2` on the workers; maximum, argmax and the ``keep`` largest
-        candidates above ``threshold`` reduced in chunk order exactly as
-        :func:`solvers.passes.score_pass` does."""
+        candidates above ``threshold`` merged by the reduction :func:`solvers.passes.score_pass`
+        uses (:class:`solvers.reductions.TopK`), so the result is the in-process one."""
         t0 = time.perf_counter()
-        d = source.dim
         bm = np.ascontiguousarray(bmat, dtype=np.float64)
-        qmax = -np.inf
-        arg = -1
-        top_idx = np.empty(0, dtype=np.intp)
-        top_q = np.empty(0)
-        top_vecs = np.empty((0, d))
+        top = TopK(keep, source.dim, threshold)
         tail = (int(keep), float(threshold))
-        blocks = self._run("score", _score_block, source, chunk, (bm,), tail)
-        for block in blocks:
+        for block in self._run("score", _score_block, source, chunk, (bm,), tail):
             for start, qc, ic, sel_idx, sel_q, sel_vecs in block:
-                if qc > qmax:
-                    qmax = qc
-                    arg = start + ic
-                if keep > 0 and sel_idx.size:
-                    top_idx = np.concatenate([top_idx, sel_idx])
-                    top_q = np.concatenate([top_q, sel_q])
-                    top_vecs = np.concatenate([top_vecs, sel_vecs])
-                    if top_idx.size > keep:
-                        best = np.argpartition(-top_q, keep - 1)[:keep]
-                        top_idx, top_q, top_vecs = top_idx[best], top_q[best], top_vecs[best]
-        if not np.isfinite(qmax):
-            raise SolverError(
-                f"{SOLVER_NAME}: non-finite constraint values in a pass; the data or the working "
-                "covariance is degenerate (remedy: check the vectors for NaN/inf or huge ranges)"
-            )
-        order = np.argsort(-top_q)
+                top.merge(qc, start + ic, sel_idx, sel_q, sel_vecs)
+        reduced = top.result()
         seconds = time.perf_counter() - t0
         self.pass_seconds.append(seconds)
-        return PassResult(qmax, arg, top_idx[order], top_q[order], top_vecs[order], seconds)
+        return PassResult(*reduced, seconds)

@@ -24,8 +24,8 @@ left is a concave spectral function of :math:`\mu` alone,
 :math:`\lambda_j = \mu_j`, :math:`u_j = \Sigma_\mu^{-1}s_j`, and
 :math:`H = V\operatorname{diag}((1 - m_i/\eta^2)_+)V^\top` (so
 :math:`W - H - \sum_j\lambda_ju_ju_j^\top = 0`). This is the clamped eigenspace of the optimal
-covariance eliminated in closed form (the optimal Gaussian covariance for the ideal denoiser,
-Theorem 3, with the noise floor as the ball of radius :math:`\sqrt{q\eta}` added to the
+covariance eliminated in closed form (the covariance program of the theory page, with the
+noise floor as the ball of radius :math:`\sqrt{q\eta}` added to the
 sensitivity set).
 
 :func:`floored_solve` maximises :math:`g` over a working set by projected Newton (Bertsekas),

@@ -22,8 +22,9 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates.errors import InvalidParameterError, SolverError
+from certificates.errors import InvalidParameterError
 from certificates.problem import VectorSource
+from solvers.reductions import TopK
 
 __all__ = ["IN_PROCESS", "InProcessPasses", "PassExecutor", "PassResult", "gram_pass", "score_pass"]
 
@@ -67,43 +68,17 @@ def score_pass(
 ) -> PassResult:
     """One pass computing :math:`q_j = |B^\\top s_j|^2` for every j (one GEMM per chunk).
 
-    Returns the maximum and the ``keep`` largest scores above ``threshold`` with their vectors.
+    Returns the maximum and the ``keep`` largest scores above ``threshold`` with their vectors
+    (the top-k reduction :class:`solvers.reductions.TopK`: ties by the smaller index, NaN or inf
+    scores refused).
     """
     t0 = time.perf_counter()
-    d = source.dim
-    qmax = -np.inf
-    arg = -1
-    top_idx = np.empty(0, dtype=np.intp)
-    top_q = np.empty(0)
-    top_vecs = np.empty((0, d))
+    top = TopK(keep, source.dim, threshold)
     for start, blk in source.chunks(chunk):
         b = np.asarray(blk, dtype=np.float64)
         z = b @ bmat
-        q = np.einsum("ij,ij->i", z, z)
-        i = int(np.argmax(q))
-        if q[i] > qmax:
-            qmax = float(q[i])
-            arg = start + i
-        if keep > 0:
-            sel = np.flatnonzero(q > threshold)
-            if sel.size > keep:
-                sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
-            if sel.size:
-                top_idx = np.concatenate([top_idx, start + sel])
-                top_q = np.concatenate([top_q, q[sel]])
-                top_vecs = np.concatenate([top_vecs, b[sel]])
-                if top_idx.size > keep:
-                    best = np.argpartition(-top_q, keep - 1)[:keep]
-                    top_idx, top_q, top_vecs = top_idx[best], top_q[best], top_vecs[best]
-    if not np.isfinite(qmax):
-        raise SolverError(
-            f"{SOLVER_NAME}: non-finite constraint values in a pass; the data or the working "
-            "covariance is degenerate (remedy: check the vectors for NaN/inf or huge ranges)"
-        )
-    order = np.argsort(-top_q)
-    return PassResult(
-        qmax, arg, top_idx[order], top_q[order], top_vecs[order], time.perf_counter() - t0
-    )
+        top.add(start, np.einsum("ij,ij->i", z, z), b)
+    return PassResult(*top.result(), time.perf_counter() - t0)
 
 
 class PassExecutor(Protocol):

@@ -6,7 +6,7 @@ For weights :math:`\mu \ge 0` on whitened atoms :math:`y_i` (rows of ``atoms``) 
 :math:`A = \sum_i \mu_i y_iy_i^\top + B\Pi B^\top` and :math:`T = \operatorname{tr}A^{1/2}`.
 :math:`T` is concave with :math:`\partial T/\partial\mu_i = q_i/2`, :math:`q_i = y_i^\top
 A^{-1/2}y_i`, and its Hessian follows from the Daleckii–Krein formula (the reduced dual of the
-optimal Gaussian covariance for the ideal denoiser, Theorem 3). :func:`inner_solve` maximises
+covariance program, theory page "The covariance program"). :func:`inner_solve` maximises
 :math:`T` with an active set on :math:`\mu` and a log-det barrier on :math:`\Pi` driven to
 zero. Used by :mod:`solvers.structured`, which grows the working set from full passes.
 """

@@ -16,7 +16,7 @@ Newton method of :func:`solvers.restricted.inner_solve` with every ``d x d`` and
 of the ``n`` problems in one stacked LAPACK call (``numpy.linalg`` on ``(n, d, d)`` and
 ``(n, k, k)`` arrays), then prices **all** ``J`` vectors of every problem with one batched
 product. A problem whose pricing closes its gap (:math:`\max_j q^{(i)}_j \le T_i(1 + 0.9\,tol)`,
-the reduced-dual optimality condition of Theorem 3 of the optimal-covariance paper: the
+the reduced-dual optimality condition of the covariance program (the theory page): the
 working set then holds the optimal support) is solved: :math:`\Sigma_i = r_i\,L^{-\top}
 A_i^{1/2}L^{-1}` with :math:`r_i = \max_j q^{(i)}_j` and the factored dual
 :math:`\lambda_j = T_i^2\mu_j`, :math:`u_j = L A_i^{-1/2}y_j/T_i` (from the polar factor of the

@@ -1,6 +1,6 @@
 r"""Structure-exploiting solver for the optimal-covariance program.
 
-The program (the optimal Gaussian covariance for the ideal denoiser, Theorem 3) is
+The program (the covariance program, derived on the theory page) is
 
 .. math::
 
@@ -65,6 +65,7 @@ working set; a vector parallel to a working-set atom and longer replaces it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,7 @@ from certificates.validate import as_int, as_scalar
 from solvers._types import Solution, SolverStats
 from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
+from solvers.reductions import SpanReduction, column_generation, psd_factor, top_k
 from solvers.restricted import Restricted, RestrictedPoint, inner_solve
 from solvers.scaling import Normalisation
 
@@ -526,14 +528,8 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     def priced(q: FloatArray, keep: int, threshold: float) -> PassResult:
         """The maximum of q and the keep largest entries above threshold, with their
         normalised vectors (only the selected rows are scaled)."""
+        sel = top_k(q, keep, threshold)
         arg = int(np.argmax(q))
-        if threshold == -np.inf and keep < q.size:
-            sel = np.argpartition(-q, keep - 1)[:keep]
-        else:
-            sel = np.flatnonzero(q > threshold)
-            if sel.size > keep:
-                sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
-        sel = sel[np.argsort(-q[sel])]
         return PassResult(float(q[arg]), arg, sel, q[sel], raw[sel] / norm.data, 0.0)
 
     run.atoms_added = run.atoms_per_pass if run.atoms_per_pass is not None else max(2 * d, 16)
@@ -573,40 +569,12 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
                                 floor_atoms=np.zeros((d, 0)), floor_weights=np.zeros((0, 0)),
                                 floor_rotation=np.zeros((0, 0)))
     run.floor_basis = np.zeros((d, 0))
-    tight = max(0.1 * run.tol, 1e-13)
-    gap = 0.0 if run.warm_idx.size else np.inf
-    tighten = False
-    while run.passes < run.max_passes - 1:
-        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
-        t0 = time.perf_counter()
-        try:
-            point, iterations = inner_solve(run.state(), inner_tol, 200)
-        except SolverError:
-            return None
-        run.newton_seconds += time.perf_counter() - t0
-        run.newton_iterations += iterations
-        t0 = time.perf_counter()
-        zs = whitened @ (point.eigvecs * point.eigvals**-0.25)
-        q = np.einsum("ij,ij->i", zs, zs)
-        t = point.root_trace
-        pricing = priced(q, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
-        run.passes += 1
-        run.pass_seconds.append(time.perf_counter() - t0)
-        cand = _candidate(run, point, pricing.qmax)
-        run.best = cand
-        gap = cand.max_score / t - 1.0
-        run.say(f"pass {run.passes:3d}: T={t:.12g} r={cand.max_score:.12g} gap={gap:.3e} "
-                f"ws={point.scores.size} newton={iterations} (in memory)")
-        if gap <= 0.9 * run.tol:
-            run.status = "optimal"
-            return _finish(run)
-        if _add_violated_atoms(run, point, pricing):
-            tighten = False
-        elif inner_tol > tight:
-            tighten = True
-        else:
-            return None  # nothing to add before the gap closed: the general path decides
-    return None
+    outcome = column_generation(_InMemory(run, whitened, priced), run.tol,
+                                warm=bool(run.warm_idx.size), pooled=False)
+    if outcome != "optimal":
+        return None  # a stalled growth or a failed restricted solve: the general path decides
+    run.status = "optimal"
+    return _finish(run)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -663,13 +631,11 @@ def _span_pass(run: _Run) -> FloatArray:
     run.weight = _sym(run.weight / norm.weight)
     run.eta = run.eta / norm.covariance_scale
     gram = _sym(gram_raw / mean_sq)
-    gw, gv = np.linalg.eigh(gram)
-    in_span = gw > _SPAN_RTOL * gw[-1]
-    run.span, run.complement = gv[:, in_span], gv[:, ~in_span]
-    if np.all(in_span):
-        # full rank: whiten by the Cholesky factor of W itself, not of a rotated copy (a diagonal
-        # W keeps an exact diagonal factor, so its tiny entries keep their relative accuracy)
-        run.span, run.complement = np.eye(run.dim), np.zeros((run.dim, 0))
+    # full rank: the identity basis, so the whitening is by the Cholesky factor of W itself, not
+    # of a rotated copy (a diagonal W keeps an exact diagonal factor, so its tiny entries keep
+    # their relative accuracy)
+    span = SpanReduction.of_gram(gram, _SPAN_RTOL)
+    run.span, run.complement = span.basis, span.complement
     if run.complement.shape[1] and run.eta == 0:
         _confirm_span(run)
     run.geometry = _Geometry.of(run.weight, run.span)
@@ -823,37 +789,61 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
 # phase 3: column generation
 # ------------------------------------------------------------------------------------------------
 def _column_generation(run: _Run) -> None:
-    """Restricted Newton solve, pricing pass, working-set growth, until the gap closes."""
-    tight = max(0.1 * run.tol, 1e-13)
-    # a warm start is expected near the optimum: solve the first working set tightly (a loose
-    # first solve would cost a second pricing pass and a second restricted solve)
-    gap = 0.0 if run.warm_idx.size else np.inf
-    tighten = False
-    # with a pool, the working set grows from the pool until it holds no violated vector; only
-    # then does a full (certifying) pass run, which also refreshes the pool
-    full_next = not run.pool_keep
-    last_point: RestrictedPoint | None = None
-    while run.passes < run.max_passes - 1:
-        # inexact restricted solves while the certified gap is large (1 % of it), tight at the end
-        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
+    """Restricted Newton solve, pricing pass, working-set growth, until the gap closes
+    (:func:`solvers.reductions.column_generation` over :class:`_WorkingSet`)."""
+    outcome = column_generation(_WorkingSet(run), run.tol, warm=bool(run.warm_idx.size),
+                                pooled=bool(run.pool_keep))
+    _conclude(run, outcome)
+
+
+def _conclude(run: _Run, outcome: str) -> None:
+    """Status and message of a column-generation outcome (a stopped loop has set its own)."""
+    if outcome == "optimal":
+        run.status = "optimal"
+    elif outcome == "stalled":
+        run.say("no new violated atoms; stopping")
+        run.status = "optimal_inaccurate"
+        run.message = "no violated vector left to add before the gap closed"
+    elif outcome == "limit":
+        run.message = f"max_passes = {run.max_passes} reached"
+
+
+class _WorkingSet:
+    """The inner model of the general path: the restricted reduced dual on the working set
+    (:mod:`solvers.restricted`, with the floor block once the floor binds), priced by full
+    passes and rounds over the candidate pool."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.last_point: RestrictedPoint | None = None
+        self.iterations = 0
+        self.cand: _Candidate | None = None
+        self.pricing: PassResult | None = None
+
+    def passes_left(self) -> bool:
+        return self.run.passes < self.run.max_passes - 1
+
+    def solve(self, inner_tol: float) -> RestrictedPoint | None:
+        run = self.run
         started = time.perf_counter()
         try:
-            point, iterations = inner_solve(run.state(), inner_tol, 200)
+            point, self.iterations = inner_solve(run.state(), inner_tol, 200)
         except SolverError as exc:
-            if run.best is None and last_point is not None:
-                _price(run, last_point, inner_tol)  # certify the last pool-round point
+            if run.best is None and self.last_point is not None:
+                _price(run, self.last_point, inner_tol)  # certify the last pool-round point
             if run.best is None:
                 raise
             run.status, run.message = "optimal_inaccurate", f"restricted solve stopped: {exc}"
-            break
-        last_point = point
+            return None
+        self.last_point = point
         run.newton_seconds += time.perf_counter() - started
-        run.newton_iterations += iterations
-        certified = full_next
-        if certified:
-            cand, pricing = _price(run, point, inner_tol)
-        else:
-            cand, pricing = _price_pool(run, point, inner_tol)
+        run.newton_iterations += self.iterations
+        return point
+
+    def price(self, point: RestrictedPoint, inner_tol: float, certified: bool) -> float:
+        run = self.run
+        pricer = _price if certified else _price_pool
+        self.cand, self.pricing = cand, _ = pricer(run, point, inner_tol)
         t = point.root_trace
         gap = cand.max_score / t - 1.0
         state = run.state()
@@ -861,37 +851,78 @@ def _column_generation(run: _Run) -> None:
             f"{'pass' if certified else 'pool'} {run.passes:3d}: T={t:.12g} "
             f"r={cand.max_score:.12g} gap={gap:.3e} "
             f"ws={state.mu.size} support={int(np.sum(state.mu > 0))} "
-            f"floor={state.floor_weights.shape[0]} newton={iterations}"
+            f"floor={state.floor_weights.shape[0]} newton={self.iterations}"
         )
+        return gap
+
+    def _priced(self) -> tuple[_Candidate, PassResult]:
+        if self.cand is None or self.pricing is None:  # pragma: no cover - price comes first
+            raise SolverError(f"{SOLVER_NAME}: internal error (growth before pricing)")
+        return self.cand, self.pricing
+
+    def switch(self, point: RestrictedPoint) -> bool:
+        run = self.run
+        cand, _ = self._priced()
         if run.eta > 0 and not run.floor_mode and _floor_binds(run, cand):
             _enter_floor_mode(run, cand)
-            continue
-        if certified and gap <= 0.9 * run.tol:  # room for the final ridge / safety margin
-            run.status = "optimal"
-            break
-        if run.pool_keep:
-            full_next = not certified and gap <= 0.5 * run.tol
-            if full_next:
-                continue
+            return True
+        return False
+
+    def grow(self, point: RestrictedPoint, inner_tol: float, gap: float) -> bool:
+        run = self.run
+        cand, pricing = self._priced()
+        state = run.state()
         grew = _add_violated_atoms(run, point, pricing)
         if run.floor_mode and state.floor_weights.shape[0] and not run.floor_full:
             grew |= _drop_slack_floor_directions(run, point)
-        if run.floor_mode and cand.floor_score > t * (1.0 + 0.5 * inner_tol):
+        if run.floor_mode and cand.floor_score > point.root_trace * (1.0 + 0.5 * inner_tol):
             grew |= _add_floor_directions(run, cand, gap, inner_tol)
-        if not grew and inner_tol > tight:
-            tighten = True  # the restricted problem was solved loosely: solve it tightly
-            continue
-        tighten = False
-        if not grew and not certified:
-            full_next = True  # the pool is exhausted: a full pass prices every vector
-            continue
-        if not grew:
-            run.say("no new violated atoms; stopping")
-            run.status = "optimal_inaccurate"
-            run.message = "no violated vector left to add before the gap closed"
-            break
-    if run.status == "iteration_limit":
-        run.message = f"max_passes = {run.max_passes} reached"
+        return grew
+
+
+class _InMemory(_WorkingSet):
+    """The inner model of :func:`_small`: the same restricted solves and growth, priced by one
+    product of the whitened array (no pool, no floor); a failed restricted solve stops the
+    loop (the general path then solves from scratch)."""
+
+    def __init__(self, run: _Run, whitened: FloatArray,
+                 priced: Callable[[FloatArray, int, float], PassResult]) -> None:
+        super().__init__(run)
+        self.whitened = whitened
+        self.priced = priced
+
+    def solve(self, inner_tol: float) -> RestrictedPoint | None:
+        run = self.run
+        t0 = time.perf_counter()
+        try:
+            point, self.iterations = inner_solve(run.state(), inner_tol, 200)
+        except SolverError:
+            return None
+        run.newton_seconds += time.perf_counter() - t0
+        run.newton_iterations += self.iterations
+        return point
+
+    def price(self, point: RestrictedPoint, inner_tol: float, certified: bool) -> float:
+        run = self.run
+        t0 = time.perf_counter()
+        zs = self.whitened @ (point.eigvecs * point.eigvals**-0.25)
+        q = np.einsum("ij,ij->i", zs, zs)
+        t = point.root_trace
+        self.pricing = self.priced(q, run.atoms_added, t * (1.0 + 0.5 * inner_tol))
+        run.passes += 1
+        run.pass_seconds.append(time.perf_counter() - t0)
+        self.cand = cand = _candidate(run, point, self.pricing.qmax)
+        run.best = cand
+        gap = cand.max_score / t - 1.0
+        run.say(f"pass {run.passes:3d}: T={t:.12g} r={cand.max_score:.12g} gap={gap:.3e} "
+                f"ws={point.scores.size} newton={self.iterations} (in memory)")
+        return gap
+
+    def switch(self, point: RestrictedPoint) -> bool:
+        return False
+
+    def grow(self, point: RestrictedPoint, inner_tol: float, gap: float) -> bool:
+        return _add_violated_atoms(self.run, point, self._priced()[1])
 
 
 def _pool_scores(run: _Run, bmat: FloatArray, keep: int, threshold: float) -> PassResult | None:
@@ -906,12 +937,10 @@ def _pool_scores(run: _Run, bmat: FloatArray, keep: int, threshold: float) -> Pa
 
 def _select(idx: IntArray, q: FloatArray, vecs: FloatArray, keep: int,
             threshold: float) -> PassResult:
-    """The maximum of ``q`` and the ``keep`` largest entries above ``threshold``, sorted."""
+    """The maximum of ``q`` and the ``keep`` largest entries above ``threshold``, sorted (the
+    top-k reduction of a pass, :func:`solvers.reductions.top_k`, ties by index)."""
+    sel = top_k(q, keep, threshold, idx)
     arg = int(np.argmax(q))
-    sel = np.flatnonzero(q > threshold)
-    if sel.size > keep:
-        sel = sel[np.argpartition(-q[sel], keep - 1)[:keep]]
-    sel = sel[np.argsort(-q[sel])]
     return PassResult(float(q[arg]), int(idx[arg]), idx[sel], q[sel], vecs[sel], 0.0)
 
 
@@ -1147,62 +1176,12 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
     mmat = (run.vectors.T * mu) @ run.vectors
     scale = float(np.sum(np.sqrt(np.clip(linalg.eigvalsh(_sym(mmat)), 0.0, None)))) ** 2
     mu = max(scale, eta * eta) * mu
-    tight = max(0.1 * run.tol, 1e-13)
-    gap, tighten = (0.0 if run.warm_idx.size else np.inf), False
-    full_next = not run.pool_keep
-    best: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
-    while run.passes < run.max_passes - 1:
-        inner_tol = max(tight, min(1e-3, 0.01 * gap if not tighten else 0.0))
-        started = time.perf_counter()
-        point, iterations = floored_solve(run.vectors, mu, eta, inner_tol, 200)
-        run.newton_seconds += time.perf_counter() - started
-        run.newton_iterations += iterations
-        mu = point.mu
-        bmat = point.inverse_factor(eta)
-        threshold = 1.0 + 0.5 * inner_tol
-        certified = full_next
-        pricing = _pricing(run, bmat, threshold, certified)
-        r = max(1.0, float(pricing.qmax))
-        gap = r * point.trace_sigma / point.lower - 1.0 if point.lower > 0 else np.inf
-        if certified:
-            best = (point, r, run.indices.copy(), run.vectors.copy())
-        run.say(f"{'pass' if certified else 'pool'} {run.passes:3d}: g={point.lower:.12g} "
-                f"r={r:.12g} gap={gap:.3e} ws={mu.size} support={int(np.sum(mu > 0))} "
-                f"newton={iterations} (floor eliminated)")
-        if certified and gap <= 0.9 * run.tol:
-            run.status = "optimal"
-            break
-        if run.pool_keep:
-            full_next = not certified and gap <= 0.5 * run.tol
-            if full_next:
-                continue
-        fresh = ~np.isin(pricing.top_idx, run.indices)
-        new = _dedupe(pricing.top_vecs[fresh], run.vectors) if np.any(fresh) else np.zeros(0, bool)
-        replaced = _replace_dominated(run, pricing.top_idx[fresh][~new],
-                                      pricing.top_vecs[fresh][~new]) if np.any(fresh) else False
-        if not np.any(new) and not replaced:
-            if inner_tol > tight:
-                tighten = True
-                continue
-            if not certified:
-                full_next = True
-                continue
-            run.status = "optimal_inaccurate"
-            run.message = "no violated vector left to add before the gap closed"
-            break
-        tighten = False
-        inactive = (mu == 0) & (point.scores < 1.0 - 1e-2)
-        if np.any(inactive) and mu.size > 4 * d:
-            run.indices, run.vectors, mu = (run.indices[~inactive], run.vectors[~inactive],
-                                            mu[~inactive])
-        run.indices = np.concatenate([run.indices, pricing.top_idx[fresh][new]])
-        run.vectors = np.concatenate([run.vectors, pricing.top_vecs[fresh][new]])
-        mu = np.concatenate([mu, np.zeros(int(np.sum(new)))])
-    if run.status == "iteration_limit":
-        run.message = f"max_passes = {run.max_passes} reached"
-    if best is None:
+    model = _Floored(run, mu)
+    _conclude(run, column_generation(model, run.tol, warm=bool(run.warm_idx.size),
+                                     pooled=bool(run.pool_keep)))
+    if model.best is None:
         raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")
-    point, r, indices, vectors = best
+    point, r, indices, vectors = model.best
     sigma = r * point.covariance(eta)
     on = point.mu > 0
     u, g = point.dual(vectors[on], eta)
@@ -1212,6 +1191,71 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
                "floor_block": int(g.shape[1]), "ridge": 0.0,
                "floor": "eliminated in closed form (W = I)"}
     return _verified_solution(run, _sym(sigma), dual, point.lower, details)
+
+
+class _Floored:
+    r"""The inner model of :func:`_floored`: :math:`\max_{\mu\ge 0} g(\mu)` on the working set
+    (:func:`solvers.floored.floored_solve`), priced by full passes and pool rounds; the best
+    certified point is kept."""
+
+    def __init__(self, run: _Run, mu: FloatArray) -> None:
+        self.run = run
+        self.mu = mu
+        self.iterations = 0
+        self.pricing: PassResult | None = None
+        self.best: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
+
+    def passes_left(self) -> bool:
+        return self.run.passes < self.run.max_passes - 1
+
+    def solve(self, inner_tol: float) -> FlooredPoint:
+        run = self.run
+        started = time.perf_counter()
+        point, self.iterations = floored_solve(run.vectors, self.mu, run.eta, inner_tol, 200)
+        run.newton_seconds += time.perf_counter() - started
+        run.newton_iterations += self.iterations
+        self.mu = point.mu
+        return point
+
+    def price(self, point: FlooredPoint, inner_tol: float, certified: bool) -> float:
+        run = self.run
+        self.pricing = pricing = _pricing(run, point.inverse_factor(run.eta),
+                                          1.0 + 0.5 * inner_tol, certified)
+        r = max(1.0, float(pricing.qmax))
+        gap = r * point.trace_sigma / point.lower - 1.0 if point.lower > 0 else np.inf
+        if certified:
+            self.best = (point, r, run.indices.copy(), run.vectors.copy())
+        run.say(f"{'pass' if certified else 'pool'} {run.passes:3d}: g={point.lower:.12g} "
+                f"r={r:.12g} gap={gap:.3e} ws={self.mu.size} "
+                f"support={int(np.sum(self.mu > 0))} newton={self.iterations} "
+                "(floor eliminated)")
+        return gap
+
+    def switch(self, point: FlooredPoint) -> bool:
+        return False
+
+    def grow(self, point: FlooredPoint, inner_tol: float, gap: float) -> bool:
+        run = self.run
+        pricing = self.pricing
+        if pricing is None:  # pragma: no cover - price comes first
+            raise SolverError(f"{SOLVER_NAME}: internal error (growth before pricing)")
+        fresh = ~np.isin(pricing.top_idx, run.indices)
+        if not np.any(fresh):
+            return False
+        new = _dedupe(pricing.top_vecs[fresh], run.vectors)
+        replaced = _replace_dominated(run, pricing.top_idx[fresh][~new],
+                                      pricing.top_vecs[fresh][~new])
+        if not np.any(new) and not replaced:
+            return False
+        mu = self.mu
+        inactive = (mu == 0) & (point.scores < 1.0 - 1e-2)
+        if np.any(inactive) and mu.size > 4 * run.dim:
+            run.indices, run.vectors, mu = (run.indices[~inactive], run.vectors[~inactive],
+                                            mu[~inactive])
+        run.indices = np.concatenate([run.indices, pricing.top_idx[fresh][new]])
+        run.vectors = np.concatenate([run.vectors, pricing.top_vecs[fresh][new]])
+        self.mu = np.concatenate([mu, np.zeros(int(np.sum(new)))])
+        return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1293,10 +1337,9 @@ def _rank_one_any_weight(run: _Run, res: PassResult) -> Solution:
 
 
 def _psd_factor(mat: FloatArray) -> FloatArray:
-    """G with GG^T = (mat)_+ (eigen-decomposition, negative eigenvalues clipped)."""
-    ev, vec = linalg.eigh(_sym(mat))
-    keep = ev > 1e-15 * max(float(ev[-1]), 1e-300)
-    return np.asarray(vec[:, keep] * np.sqrt(ev[keep]), dtype=np.float64)
+    """G with GG^T = (mat)_+ (:func:`solvers.reductions.psd_factor`, eigenvalues below 1e-15 of
+    the largest dropped)."""
+    return psd_factor(mat, 1e-15)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1314,11 +1357,11 @@ def _finish(run: _Run) -> Solution:
         # rank-deficient, eta = 0: the optimum is singular on the complement of the span; add a
         # tiny ridge (relative cost max(_RIDGE, tol / 20), within the requested gap) so Sigma is
         # invertible and any residual out-of-span component of the data is checked by the pass
-        cost = max(_RIDGE, 0.05 * run.tol) * (cand.max_score * t)
-        ridge = cost / float(np.trace(comp.T @ run.weight @ comp))
+        span = SpanReduction(run.span, comp)
+        ridge = span.ridge(run.weight, cand.max_score * t, max(_RIDGE, 0.05 * run.tol))
         # components off the span score out_of_span / ridge: keep that below tol / 20
         ridge = max(ridge, 20.0 * run.out_of_span / run.tol)
-        sigma = sigma + ridge * (comp @ comp.T)
+        sigma = span.ridged(sigma, ridge)
     details = {
         "support": int(np.sum(cand.mu > 0)),
         "working_set": int(cand.mu.size),
@@ -1484,13 +1527,9 @@ def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
     if cand.floor_mode:
         g = whiten @ polar[n_on:].T if basis.shape[1] else np.zeros((d, 0))
     elif comp.shape[1]:
-        wr = span.T @ weight @ span
-        wu = comp.T @ weight @ span  # (d-r, r)
-        corr = comp @ (wu @ linalg.solve(wr, span.T, assume_a="pos"))
-        u = u + u @ corr.T
-        schur = _sym(comp.T @ weight @ comp - wu @ linalg.solve(wr, wu.T, assume_a="pos"))
-        sw, sv = linalg.eigh(schur)
-        g = comp @ (sv * np.sqrt(np.clip(sw, 0.0, None)))
+        # rank-deficient, eta = 0: the directions solved in the span, lifted to R^d with the
+        # Schur complement of W on the complement as the floor block
+        u, g = SpanReduction(span, comp).lift_dual(weight, u @ span)
     else:
         g = np.zeros((d, 0))
     return FactoredDual(support=cand.indices[on], multipliers=lam, directions=u, floor_factor=g)

@@ -23,7 +23,8 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "dpopt.covariance.design", "dpopt.covariance.sensitivity", "dpopt.accounting.budgets",
     ),
     "gdp_tour.ipynb": ("dpopt.accounting.gdp",),
-    "run_design.ipynb": ("dpopt.covariance.run_design", "dpopt.accounting.schedule"),
+    "run_design.ipynb": ("dpopt.covariance.run_design", "dpopt.diffusion.trajectory",
+                         "dpopt.accounting.schedule"),
     "private_sampling.ipynb": ("dpopt.diffusion", "dpopt.figures.sampler"),
 }
 

@@ -17,8 +17,8 @@ one-dimensional Gaussian shift of size :math:`\sqrt{s^\top\Sigma^{-1}s}` after w
   Privacy", exact);
 * zCDP: :math:`\rho = q/2`; Gaussian DP: :math:`\mu = \sqrt q` (Dong, Roth & Su);
 * (ε, δ)-DP: :math:`\delta \ge h_\varepsilon(q)`, the exact Balle–Wang curve;
-* mutual information for a binary record: :math:`\psi(q)` (the optimal Gaussian
-  covariance for the ideal denoiser, mutual-information section).
+* mutual information for a binary record: :math:`\psi(q)` (the theory page,
+  "Budgets and their bounds").
 
 Each budget's :meth:`Budget.mahalanobis_bound` returns the largest ``q`` meeting it (on the safe
 side of floating point: it never exceeds the exact answer), and :func:`privacy_report` goes the
@@ -145,7 +145,7 @@ def mi_binary(bound: ArrayLike) -> FloatOrArray:
               \quad Z \sim N(0,1),
 
     for a record uniform on two values whose sensitivity vector has Mahalanobis length² ``q``
-    (the optimal Gaussian covariance for the ideal denoiser). Increasing from 0 (slope 1/8) to
+    (theory page, "Budgets and their bounds"). Increasing from 0 (slope 1/8) to
     log 2. Vectorised.
     """
     q = real_array("bound", bound, low=0.0, low_open=False)
@@ -457,7 +457,7 @@ def approx_dp_bound(epsilon: ArrayLike, delta: ArrayLike) -> FloatOrArray:
 
 @dataclass(frozen=True)
 class MIDP(Budget):
-    r"""κ-mutual-information DP for binary records (the ideal-denoiser covariance paper, Sec. VI).
+    r"""κ-mutual-information DP for binary records (theory page, "Budgets and their bounds").
 
     For every record that takes one of two values (uniform prior), the mutual information between
     it and the output is at most κ nats. For a Gaussian mechanism this is

@@ -1,7 +1,6 @@
 """``dpopt demo``, ``design``, ``verify`` and ``figures`` (private to :mod:`dpopt.cli`).
 
-``design`` builds the optimal-covariance program (Theorem 3 of the optimal Gaussian covariance
-for the ideal denoiser):
+``design`` builds the optimal-covariance program (the covariance program of the theory page):
 
     minimise tr(W Σ)  subject to  s_jᵀ Σ⁻¹ s_j <= q for every sensitivity vector s_j,  Σ ⪰ ηI,
 

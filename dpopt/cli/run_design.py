@@ -74,6 +74,7 @@ def _cmd_design_run(args: argparse.Namespace, ctx: Context) -> int:
     from dpopt.cli.account import parse_budgets
     from dpopt.cli.design import parse_domain
     from dpopt.covariance import run_design as rd
+    from dpopt.diffusion.trajectory import diffusion_run
 
     have_ed = args.epsilon is not None or args.delta is not None
     if have_ed and args.budget:
@@ -93,8 +94,8 @@ def _cmd_design_run(args: argparse.Namespace, ctx: Context) -> int:
     pts = np.asarray(domain.points)
     rng = np.random.default_rng(args.seed)
     data = pts[rng.choice(pts.shape[0], min(args.data_size, pts.shape[0]), replace=False)]
-    example = rd.diffusion_run(domain, data, args.steps, sigma_max=args.sigma_max,
-                               sigma_min=args.sigma_min, seed=args.seed)
+    example = diffusion_run(domain, data, args.steps, sigma_max=args.sigma_max,
+                            sigma_min=args.sigma_min, seed=args.seed)
     with ctx.stage(f"designing {args.steps} releases"):
         run = rd.design_run(example.sets, example.weights, budget,
                             noise_floor=args.noise_floor, dask=args.dask)

@@ -62,6 +62,7 @@ from dpopt.covariance.program import isotropic_baseline
 from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeError, SolverError
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
+from solvers.api import method_tolerance
 from solvers.stacked import solve_on_support
 from solvers.structured import WarmStart, blas_limits, solve_structured
 
@@ -153,8 +154,8 @@ def design_covariance_batch(
     Item ``i`` is the program of :func:`~dpopt.covariance.design.design_covariance` for the
     vectors ``sensitivities[i]`` and the budget ``budgets[i]`` (or the one shared budget):
     :math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s_j^\top\Sigma^{-1}s_j \le q_i`,
-    :math:`\Sigma\succeq\eta I`, with :math:`q_i` the budget's Mahalanobis bound (Theorem 3 of
-    the optimal-covariance paper). Every returned design carries its own certificate from
+    :math:`\Sigma\succeq\eta I`, with :math:`q_i` the budget's Mahalanobis bound (the covariance
+    program of the theory page). Every returned design carries its own certificate from
     :func:`certificates.covariance.check` (an interval on its optimal value and the certified
     Mahalanobis sup of its repaired covariance over all of its vectors); no design is trusted
     because of its neighbour.
@@ -250,7 +251,7 @@ class _Batch:
 
     @property
     def solve_tol(self) -> float:
-        return max(1e-10, min(1e-8, self.tol / 100))
+        return method_tolerance("structured", self.tol)
 
     def program(self, index: int, dense: ArrayLike | VectorSource) -> CovarianceProgram:
         """Item ``index``'s program (its data validated, errors naming the item)."""

@@ -1,7 +1,7 @@
 r"""The optimal covariance when records may lie anywhere in a box: a semi-infinite program.
 
 For the ideal denoiser at a public query :math:`g` and records anywhere in a public box
-:math:`K`, the covariance program of Theorem 3 of the optimal-covariance paper has one
+:math:`K`, the covariance program (theory page) has one
 constraint per pair of records,
 
 .. math::
@@ -27,10 +27,10 @@ Certificate interval: the working set's constraints are a subset of the continuo
 working-set program is a relaxation and its certified dual bound is a valid **lower** bound on
 the continuous optimum; the **upper** bound is :math:`\operatorname{tr}(W\Sigma)` of the final
 (scaled, verified) covariance. The uniform-query design of the box
-(:func:`dpopt.covariance.sensitivity.uniform_query_set`, Corollary 1) is feasible for the
-continuous program (:math:`\operatorname{expit} < 1` and :math:`x - y` lies in the difference
-box), so its value caps the result: when the exchange does not beat it, that covariance is
-returned.
+(:func:`dpopt.covariance.sensitivity.uniform_query_set`, the uniform-query corollary) is feasible
+for the continuous program (:math:`\operatorname{expit} < 1` and :math:`x - y` lies in the
+difference box), so its value caps the result: when the exchange does not beat it, that covariance
+is returned.
 """
 
 from __future__ import annotations

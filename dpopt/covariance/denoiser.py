@@ -1,11 +1,11 @@
 r"""The ideal (empirical-data) diffusion denoiser and how one record moves it.
 
-After the optimal Gaussian covariance for the ideal denoiser, Section II.
+The mathematics is derived on the theory page, "The ideal denoiser and its two-record sensitivity".
 
 For a dataset :math:`D = \{x_1, \dots, x_n\} \subset \mathbb{R}^d` (a multiset: repeated rows are
 allowed), a query point :math:`g` and a noise scale :math:`\sigma > 0`, the ideal denoiser is the
 posterior mean of a record drawn uniformly from :math:`D` given :math:`g = x + \sigma Z`
-(the optimal Gaussian covariance for the ideal denoiser, eqs. 1–2):
+(the definition of the theory page):
 
 .. math::
 
@@ -15,26 +15,26 @@ posterior mean of a record drawn uniformly from :math:`D` given :math:`g = x + \
 The responsibilities are a softmax and are computed with ``logsumexp``: for records far from the
 query the plain weights underflow to zero.
 
-Forward process (eq. 3): with :math:`G_t = \sqrt{a_t}\,x_0 + \sqrt{1 - a_t}\,\varepsilon`, the
+Forward process: with :math:`G_t = \sqrt{a_t}\,x_0 + \sqrt{1 - a_t}\,\varepsilon`, the
 posterior over :math:`x_0 \in D` is the one above with :math:`g = G_t / \sqrt{a_t}` and
 :math:`\sigma^2 = (1 - a_t) / a_t`; the ideal noise predictor is
 :math:`\varepsilon^*(G_t) = (G_t - \sqrt{a_t}\, m_g(D)) / \sqrt{1 - a_t}`.
 
-Deletion shift (eq. 6): with :math:`D_{-k}` the dataset without record :math:`k`,
+Deletion shift: with :math:`D_{-k}` the dataset without record :math:`k`,
 
 .. math::
 
     s_k = m_g(D) - m_g(D_{-k}) = r_k\,(x_k - m_g(D_{-k}))
         = \frac{r_k}{1 - r_k}\,(x_k - m_g(D)).
 
-Query Jacobian (eq. 8):
+Query Jacobian:
 :math:`\partial m_g / \partial g = \sigma^{-2} \sum_i r_i (x_i - m)(x_i - m)^\top`,
 the posterior covariance divided by :math:`\sigma^2`.
 
-Two-record vector (Theorem 1): :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})
+Two-record vector (the two-record theorem): :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})
 = \operatorname{expit}\!\big((|g - y|^2 - |g - x|^2) / (2\sigma^2)\big)\,(x - y)`, the deletion
-shift of :math:`x` from the two-point dataset :math:`\{x, y\}`. Theorem 1 writes every deletion
-shift as :math:`s_k = \sum_{i \ne k} c_i\, t_g(x_k, x_i)` with :math:`c_i \ge 0`,
+shift of :math:`x` from the two-point dataset :math:`\{x, y\}`. The two-record theorem writes every
+deletion shift as :math:`s_k = \sum_{i \ne k} c_i\, t_g(x_k, x_i)` with :math:`c_i \ge 0`,
 :math:`\sum_i c_i \le 1`, so :math:`\sup_D s^\top P s` is attained on two-point
 datasets for every :math:`P \succeq 0`.
 """
@@ -107,7 +107,7 @@ def _log_weights(
 
 
 def log_responsibilities(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
-    r"""Log responsibilities :math:`\log r_i` (eq. 2 of the optimal-covariance paper), by
+    r"""Log responsibilities :math:`\log r_i` (the softmax weights of the theory page), by
     ``logsumexp``.
 
     Parameters
@@ -131,7 +131,7 @@ def log_responsibilities(data: ArrayLike, query: ArrayLike, sigma: float) -> NDA
 
 
 def responsibilities(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
-    r"""Responsibilities :math:`r_i` (softmax of :math:`-|g - x_i|^2/(2\sigma^2)`), eq. (2).
+    r"""Responsibilities :math:`r_i` (softmax of :math:`-|g - x_i|^2/(2\sigma^2)`).
 
     Examples
     --------
@@ -142,8 +142,8 @@ def responsibilities(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray
 
 
 def posterior_mean(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
-    r"""The ideal denoiser :math:`m_g(D) = \sum_i r_i x_i` (eqs. 1–2 of the optimal-covariance
-    paper).
+    r"""The ideal denoiser :math:`m_g(D) = \sum_i r_i x_i` (the posterior mean of the theory
+    page).
 
     Parameters
     ----------
@@ -204,7 +204,8 @@ def snapped_posterior_mean(records: ArrayLike, domain: Domain, query: ArrayLike,
 
 
 def query_from_forward(noisy: ArrayLike, alpha_bar: float) -> tuple[NDArray[np.float64], float]:
-    r"""Map the forward-process state :math:`(G_t, a_t)` to the query and noise scale (eq. 3).
+    r"""Map the forward-process state :math:`(G_t, a_t)` to the query and noise scale (the
+    forward-process map).
 
     Parameters
     ----------
@@ -263,8 +264,7 @@ def deletion_shifts(
     *,
     form: Literal["ratio", "leave_one_out"] = "ratio",
 ) -> NDArray[np.float64]:
-    r"""All deletion shifts :math:`s_k = m_g(D) - m_g(D_{-k})`, eq. (6) of the optimal-covariance
-    paper.
+    r"""All deletion shifts :math:`s_k = m_g(D) - m_g(D_{-k})` (theory page).
 
     Parameters
     ----------
@@ -317,7 +317,7 @@ def deletion_shifts(
 
 def query_jacobian(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[np.float64]:
     r"""Jacobian :math:`\partial m_g(D)/\partial g = \sigma^{-2}\sum_i r_i (x_i - m)(x_i - m)^\top`
-    (eq. 8 of the optimal-covariance paper): the posterior covariance over :math:`\sigma^2`,
+    (theory page): the posterior covariance over :math:`\sigma^2`,
     symmetric PSD.
 
     Returns
@@ -334,7 +334,7 @@ def query_jacobian(data: ArrayLike, query: ArrayLike, sigma: float) -> NDArray[n
 
 def two_record_vector(x: ArrayLike, y: ArrayLike, query: ArrayLike,
                       sigma: float) -> NDArray[np.float64]:
-    r"""Two-record vector :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})` of Theorem 1.
+    r"""Two-record vector :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})` of the two-record theorem.
 
     .. math::
 
@@ -376,7 +376,8 @@ def two_record_vector(x: ArrayLike, y: ArrayLike, query: ArrayLike,
 
 def theorem1_coefficients(data: ArrayLike, query: ArrayLike, sigma: float,
                           k: int) -> NDArray[np.float64]:
-    r"""Coefficients :math:`c_i` with :math:`s_k = \sum_{i\ne k} c_i\,t_g(x_k, x_i)` (Theorem 1).
+    r"""Coefficients :math:`c_i` with :math:`s_k = \sum_{i\ne k} c_i\,t_g(x_k, x_i)` (the two-record
+    theorem).
 
     With weights :math:`w_i = e^{-|g-x_i|^2/(2\sigma^2)}`, :math:`W = \sum_i w_i`:
     :math:`c_i = w_i (w_k + w_i) / (W (W - w_k))` for :math:`i \ne k` (0 at :math:`i = k`);

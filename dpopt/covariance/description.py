@@ -8,14 +8,15 @@ A certificate file of :mod:`certificates.io` proves a statement about the vector
     \min_\Sigma \operatorname{tr}(W\Sigma)\quad\text{s.t.}\quad s_j^\top\Sigma^{-1}s_j \le q,
     \quad \Sigma \succeq \eta I
 
-(the optimal-covariance program, Theorem 3 of the ideal-denoiser covariance paper) lies in the
+(the optimal-covariance program of the theory page) lies in the
 claimed interval. It does not know what the vectors stand for. The *description*
 says it, as a JSON object tagged :data:`DESCRIPTION_TAG`:
 
 - the domain, as a spec (``grid:lo=0,hi=1,n=5,d=2``, ``box:lo=0,hi=1,d=3``; per-axis values
   separated by ``;``: ``box:lo=0;0,hi=1;2``) or as the points of a finite domain themselves;
 - the sensitivity set: the two-record vectors of the ideal denoiser at a query point with its
-  noise level (Theorem 1 of the paper above), or the uniform-query differences (Corollary 1);
+  noise level (the two-record theorem), or the uniform-query differences (the uniform-query
+  corollary);
   or ``two-record-box``: records anywhere in a box (the continuous set), with the ``pairs`` of
   records of the working set whose vectors the file stores (they carry the lower bound); the
   verifier then re-derives the certified sup over the whole box from (box, query, sigma,

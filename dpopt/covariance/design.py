@@ -1,8 +1,8 @@
 r"""``design_covariance``: the least-error Gaussian noise covariance for a privacy budget.
 
 Given sensitivity vectors :math:`s_j` (the worst-case changes of a release), a privacy budget (or
-several: all must hold) and a weight :math:`W`, it solves the program of Theorem 3 of the
-optimal-covariance paper
+several: all must hold) and a weight :math:`W`, it solves the covariance program
+(theory page, "The covariance program")
 
 .. math::
 
@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpopt.accounting.budgets import Budget
     from dpopt.covariance.continuous import BoxCoverage, EllipsoidCoverage
     from dpopt.covariance.description import DesignDescription
-    from dpopt.covariance.sensitivity import PrunedSet
+    from dpopt.covariance.sensitivity import BoxTwoRecordSet, EllipsoidDifferences, PrunedSet
     from dpopt.parallel import DaskOption
 
 __all__ = ["Design", "design_covariance"]
@@ -356,7 +356,7 @@ def _better(new: CovarianceCertificate, old: CovarianceCertificate | None) -> bo
 
 
 def design_covariance(
-    sensitivity: ArrayLike | VectorSource | PrunedSet,
+    sensitivity: ArrayLike | VectorSource | PrunedSet | BoxTwoRecordSet | EllipsoidDifferences,
     budgets: Budget | Sequence[Budget],
     weight: ArrayLike | None = None,
     noise_floor: float = 0.0,
@@ -370,14 +370,17 @@ def design_covariance(
 
     Parameters
     ----------
-    sensitivity : array_like, shape (J, d), VectorSource, PrunedSet or BoxTwoRecordSet
-        Sensitivity vectors :math:`s_j`, e.g. ``add_remove_set(grid, g, sigma)`` (Theorem 1
-        two-record vectors; covers records on the grid, so snap real-valued records) or
-        ``uniform_query_set(domain)``. ``add_remove_set(Box(lo, hi), g, sigma)`` (a
+    sensitivity : array_like, VectorSource, PrunedSet, BoxTwoRecordSet or EllipsoidDifferences
+        Sensitivity vectors :math:`s_j` (an array of shape (J, d)), e.g.
+        ``add_remove_set(grid, g, sigma)`` (the two-record vectors; covers records on the
+        grid, so snap real-valued records) or ``uniform_query_set(domain)``.
+        ``add_remove_set(Box(lo, hi), g, sigma)`` (a
         :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet`) covers every record in the box:
         the semi-infinite program is solved by exchange
         (:func:`dpopt.covariance.continuous.design_box`) and ``tol`` is the relative gap of its
-        certified interval.
+        certified interval. ``uniform_query_set(ball or ellipsoid)`` (an
+        :class:`~dpopt.covariance.sensitivity.EllipsoidDifferences`) has a closed-form design
+        (:func:`dpopt.covariance.continuous.design_ellipsoid`).
     budgets : Budget or sequence of Budget
         ``RDP``, ``ZCDP``, ``GDP``, ``ApproxDP``, ``MIDP``, ``AllOf`` from
         :mod:`dpopt.accounting.budgets`;

@@ -18,7 +18,7 @@ specs.
    included): a file whose vectors are not the described set is rejected;
 3. it **recomputes** the Mahalanobis bound of the described budget(s) (several specs: the
    strictest) and rejects the file unless the stored :math:`q` is at most that bound (a quarter of
-   it for the replacement relation, the bound :math:`4q` of the ideal-denoiser paper), and unless
+   it for the replacement relation, the replacement bound :math:`4q` of the theory page), and unless
    the stored budget label and bound are exactly the recomputed ones.
 
 A file with a free-text description (``Design.save(description="...")``, or a design over a plain

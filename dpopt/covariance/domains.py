@@ -1,8 +1,8 @@
 r"""Record domains :math:`K \subset \mathbb{R}^d`: finite point sets, axis-aligned boxes, grids.
 
 A domain is the set every record of a dataset is drawn from; the sensitivity sets of
-:mod:`dpopt.covariance.sensitivity` are built from it (the optimal Gaussian covariance for
-the ideal denoiser, Section III).
+:mod:`dpopt.covariance.sensitivity` are built from it (theory page, "The ideal denoiser and its
+two-record sensitivity").
 
 - :class:`FinitePoints` — :math:`K = \{p_1, \dots, p_m\}` (an ``(m, d)`` array).
 - :class:`Box` — :math:`K = \prod_i [\ell_i, u_i]` with :math:`\ell_i \le u_i`.

@@ -2,7 +2,7 @@ r"""The Mahalanobis sup :math:`\rho^*(\Sigma) = \sup_{s\in S} s^\top\Sigma^{-1}s
 set.
 
 Every Gaussian guarantee of a release :math:`f(D) + N(0, \Sigma)` is a function of this one number
-(Dvijotham et al. and the ideal-denoiser paper, Theorem 3): :func:`sup_mahalanobis` computes it by
+(theory page, "One number describes a Gaussian release"): :func:`sup_mahalanobis` computes it by
 enumeration with a residual-based floating-point margin, or bounds it by an SDP relaxation for a box
 domain too large to enumerate.
 """

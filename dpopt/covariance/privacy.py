@@ -1,6 +1,6 @@
 r"""The exact privacy a given noise covariance buys.
 
-After the optimal Gaussian covariance for the ideal denoiser, Section IV.
+The mathematics is on the theory page ("One number describes a Gaussian release").
 
 For the Gaussian release :math:`M(D) = f(D) + N(0, \Sigma)` and a sensitivity set :math:`S`
 (every change :math:`f(D) - f(D')` between neighbours), the privacy loss of every pair of
@@ -20,7 +20,7 @@ bound, safely rounded up (see :class:`dpopt.covariance.mahalanobis_sup.Mahalanob
 
 For comparison it also gives the naive bound :math:`\max_s |s|^2\,\lambda_{\max}(\Sigma^{-1})`,
 which for a uniform-query set is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(\Sigma^{-1})`
-(Fig. 1 of the optimal-covariance paper).
+(the cube figure, ``fig1``, draws the ratio).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class CovariancePrivacy:
     ----------
     mahalanobis_bound : float
         The bound used for accounting: :math:`\rho^*(\Sigma)` safely rounded up
-        (``sup.upper``), times 4 for ``relation="replacement"`` (eq. 11).
+        (``sup.upper``), times 4 for ``relation="replacement"`` (the replacement bound).
     sup : MahalanobisSup
         The add/remove sup computation (value, attained lower value, exactness, maximiser).
     exact : bool
@@ -177,7 +177,7 @@ def privacy_of(
         :class:`~dpopt.covariance.sensitivity.BoxTwoRecordSet` (records anywhere in a box) the
         sup is a certified upper bound (``exact=False``).
     relation : {"add_remove", "replacement"}
-        Neighbouring relation. ``"replacement"`` uses the bound :math:`4\rho^*` of eq. (11)
+        Neighbouring relation. ``"replacement"`` uses the replacement bound :math:`4\rho^*`
         (a valid upper bound, not the exact replacement sup).
 
     Returns

@@ -1,6 +1,6 @@
 r"""The optimal-covariance program and its cvxpy views.
 
-The program (Theorem 3 of the ideal-denoiser paper; the covariance program of Dvijotham et al.)
+The covariance program (derived on the theory page, "The covariance program")
 
 .. math::
 

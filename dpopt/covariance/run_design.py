@@ -10,8 +10,8 @@ Gaussian's Mahalanobis bound alone (``ApproxDP``, ``GDP``, ``ZCDP``, ``RDP`` and
 therefore holds for the run iff :math:`\sum_t q_t \le Q` with ``Q = budget.mahalanobis_bound()``.
 
 The best run minimises :math:`\sum_t v_t(q_t)` subject to :math:`\sum_t q_t = Q`, where
-:math:`v_t(q)` is the optimal value of the covariance program of step t (the optimal Gaussian
-covariance for the ideal denoiser, Theorem 3) at bound q:
+:math:`v_t(q)` is the optimal value of the covariance program of step t (theory page, "The
+covariance program") at bound q:
 
 * no noise floor (η = 0): :math:`v_t(q) = c_t/q` with :math:`c_t = v_t(1)` (scaling
   :math:`\Sigma \to \Sigma/q`), so by Cauchy–Schwarz the optimum is
@@ -71,12 +71,10 @@ from dpopt.relation import RelationLike
 
 if TYPE_CHECKING:  # pragma: no cover
     from certificates.problem import VectorSource
-    from dpopt.covariance.domains import Domain
-    from dpopt.covariance.sensitivity import PrunedSet, TwoRecordVectors
+    from dpopt.covariance.sensitivity import PrunedSet
     from dpopt.parallel import DaskOption
 
-__all__ = ["MAX_ROUNDS", "DiffusionRun", "RunDesign", "design_run", "diffusion_run",
-           "split_for_scales"]
+__all__ = ["MAX_ROUNDS", "RunDesign", "design_run", "split_for_scales"]
 
 
 @dataclass(frozen=True)
@@ -541,84 +539,14 @@ def _floor_split(design: Callable[[int, float, float], Design], shares: list[flo
     return best[1], max(lower, floor_lb, old), best[2], rounds
 
 
-# --------------------------------------------------------------------------------------------
-# The example of the CLI, the figure and the notebook: a denoiser queried along a sampling run
-# --------------------------------------------------------------------------------------------
+#: Names that moved to :mod:`dpopt.diffusion.trajectory` (the diffusion room owns sampling
+#: trajectories); still importable from here, with a DeprecationWarning, until dpopt 0.6.
+_MOVED = ("DiffusionRun", "diffusion_run")
 
 
-@dataclass(frozen=True)
-class DiffusionRun:
-    r"""T denoiser releases along a deterministic sampling trajectory.
+def __getattr__(name: str) -> object:
+    if name in _MOVED:
+        from certificates._deprecated import moved
 
-    Attributes
-    ----------
-    sets : list of TwoRecordVectors
-        Step t's sensitivity set: the two-record vectors of the ideal denoiser at query
-        :math:`g_t` and noise level :math:`\sigma_t` (add/remove neighbours).
-    weights : list of ndarray
-        :math:`W_t = c_t^2 I` with :math:`c_t` the factor by which noise in the t-th denoiser
-        output reaches the final sample (see :func:`diffusion_run`).
-    sigmas, queries : ndarray
-        The noise levels and query points.
-    """
-
-    sets: list[TwoRecordVectors]
-    weights: list[np.ndarray]
-    sigmas: np.ndarray
-    queries: np.ndarray
-
-
-def diffusion_run(domain: Domain | ArrayLike, data: ArrayLike, steps: int, *,
-                  sigma_max: float = 2.0,
-                  sigma_min: float = 0.05, seed: int = 0) -> DiffusionRun:
-    r"""The ideal denoiser queried at ``steps`` noise levels of a deterministic sampler.
-
-    Noise levels are geometric from ``sigma_max`` down to ``sigma_min``; the trajectory starts at
-    a random point :math:`x_1` and follows the deterministic (DDIM-type, variance-exploding)
-    update :math:`x_{t+1} = m_t + (\sigma_{t+1}/\sigma_t)(x_t - m_t)` with
-    :math:`m_t = m_{x_t}(D)` the ideal denoiser at noise level :math:`\sigma_t`, and the last
-    step releases :math:`m_T`. Independent noise :math:`\xi_t` added to :math:`m_t` reaches the
-    final sample multiplied by :math:`c_t = (1 - \sigma_{t+1}/\sigma_t)\,\sigma_T/\sigma_{t+1}`
-    (:math:`c_T = 1`), so the expected squared error of the sample is
-    :math:`\sum_t c_t^2\operatorname{tr}\Sigma_t` — the weights :math:`W_t = c_t^2 I`.
-
-    Parameters
-    ----------
-    domain : FinitePoints, Grid or array_like
-        The finite data domain (the sensitivity sets range over it).
-    data : array_like, shape (n, d)
-        The dataset the trajectory is computed on (the queries).
-    steps : int
-        T >= 1.
-    """
-    from dpopt.accounting.composition import as_steps
-    from dpopt.covariance.denoiser import posterior_mean
-    from dpopt.covariance.sensitivity import TwoRecordVectors, add_remove_set
-
-    t_count = as_steps("steps", steps)
-    s_hi = as_scalar("sigma_max", sigma_max, low=0.0)
-    s_lo = as_scalar("sigma_min", sigma_min, low=0.0, high=s_hi, high_open=False)
-    x = np.asarray(data, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] < 1:
-        raise InvalidParameterError("data", data, "must be an (n, d) array with n >= 1")
-    sig = np.geomspace(s_hi, s_lo, t_count) if t_count > 1 else np.array([s_lo])
-    rng = np.random.default_rng(seed)
-    point = x.mean(axis=0) + s_hi * rng.standard_normal(x.shape[1])
-    queries, sets = [], []
-    for t in range(t_count):
-        queries.append(point.copy())
-        step_set = add_remove_set(domain, point, float(sig[t]))
-        if not isinstance(step_set, TwoRecordVectors):
-            raise InvalidParameterError(
-                "domain", domain, "a diffusion run needs a finite domain here (a Grid, with the "
-                "records snapped to it: Grid.snap); per-step box designs are "
-                "design_covariance(add_remove_set(box, query, sigma), ...)")
-        sets.append(step_set)
-        m = posterior_mean(x, point, float(sig[t]))
-        if t + 1 < t_count:
-            point = m + (sig[t + 1] / sig[t]) * (point - m)
-    coef = np.ones(t_count)
-    for t in range(t_count - 1):
-        coef[t] = (1.0 - sig[t + 1] / sig[t]) * sig[-1] / sig[t + 1]
-    weights = [float(c * c) * np.eye(x.shape[1]) for c in coef]
-    return DiffusionRun(sets=sets, weights=weights, sigmas=sig, queries=np.array(queries))
+        return moved(f"{__name__}.{name}", "dpopt.diffusion.trajectory", name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 r"""Sensitivity sets of the ideal denoiser and the Mahalanobis sup :math:`\rho^*(\Sigma)`.
 
-After the optimal Gaussian covariance for the ideal denoiser, Section III. A Gaussian release
-:math:`m_g(D) + N(0, \Sigma)` has
+The mathematics is derived on the theory page, "The ideal denoiser and its two-record sensitivity".
+A Gaussian release :math:`m_g(D) + N(0, \Sigma)` has
 Rényi/zCDP/GDP/(ε, δ) guarantees that depend only on
 
 .. math::
@@ -11,27 +11,27 @@ Rényi/zCDP/GDP/(ε, δ) guarantees that depend only on
 where :math:`S` is the *sensitivity set*: every change :math:`m_g(D) - m_g(D')` of the query
 between neighbouring datasets. The sets built here:
 
-- **add/remove, fixed query** (Theorem 1): every deletion shift is a sub-convex combination of
-  two-record vectors :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})`, so for a finite domain
-  :math:`K` the sup over all datasets equals the max over the :math:`m(m-1)` vectors
+- **add/remove, fixed query** (the two-record theorem): every deletion shift is a sub-convex
+  combination of two-record vectors :math:`t_g(x, y) = m_g(\{x, y\}) - m_g(\{y\})`, so for a finite
+  domain :math:`K` the sup over all datasets equals the max over the :math:`m(m-1)` vectors
   :math:`t_g(x, y)`, :math:`x \ne y \in K`. Since :math:`t_g(y, x) = -\frac{1-c}{c} t_g(x, y)`
   (antiparallel, :math:`c = \operatorname{expit}(\cdot)`), only the longer one of each unordered
   pair is kept: :math:`m(m-1)/2` vectors, generated on the fly by :class:`TwoRecordVectors`.
-- **add/remove, uniform query** (Corollary 1): sup over all queries :math:`g` gives the differences
-  :math:`x - y` (approached along :math:`g_\gamma = x + \gamma(x - y)`, :math:`\gamma \to \infty`);
-  :class:`UniformQueryVectors` for finite domains, and for a box :math:`\prod[\ell_i, u_i]` the
-  vertex differences :math:`v \circ L`, :math:`v \in \{-1, 1\}^d`, :math:`v_1 = 1`
-  (:class:`BoxVertexDifferences`, :math:`2^{d-1}` vectors; a convex function on the difference body
-  :math:`\prod[-L_i, L_i]` peaks at a vertex).
+- **add/remove, uniform query** (the uniform-query corollary): sup over all queries :math:`g` gives
+  the differences :math:`x - y` (approached along :math:`g_\gamma = x + \gamma(x - y)`,
+  :math:`\gamma \to \infty`); :class:`UniformQueryVectors` for finite domains, and for a box
+  :math:`\prod[\ell_i, u_i]` the vertex differences :math:`v \circ L`, :math:`v \in \{-1, 1\}^d`,
+  :math:`v_1 = 1` (:class:`BoxVertexDifferences`, :math:`2^{d-1}` vectors; a convex function on the
+  difference body :math:`\prod[-L_i, L_i]` peaks at a vertex).
 - **add/remove, fixed query, records anywhere in a box**: :class:`BoxTwoRecordSet`, the
   continuous set :math:`\{t_g(x, y) : x, y \in K\}` for :math:`K = \prod[\ell_i, u_i]`
-  (Theorem 1 holds for any domain). It is not enumerable; its sup is certified by
+  (the two-record theorem holds for any domain). It is not enumerable; its sup is certified by
   :func:`certificates.box_sup.certified_box_sup` (a proven upper bound), and
   :func:`dpopt.covariance.design.design_covariance` designs on it by exchange
   (:mod:`dpopt.covariance.continuous`).
-- **replacement**: :func:`dpopt.relation.replacement_sup` returns :math:`4\rho_{ar}` (eq. (11)),
-  an upper *bound* from :math:`(a - b)^\top P (a - b) \le 2(a^\top P a + b^\top P b)`, not the
-  exact sup.
+- **replacement**: :func:`dpopt.relation.replacement_sup` returns :math:`4\rho_{ar}` (the
+  replacement bound), an upper *bound* from
+  :math:`(a - b)^\top P (a - b) \le 2(a^\top P a + b^\top P b)`, not the exact sup.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class _PairVectors:
 
 
 class TwoRecordVectors(_PairVectors):
-    r"""The two-record vectors of Theorem 1 for a fixed query, generated on the fly.
+    r"""The two-record vectors of the two-record theorem for a fixed query, generated on the fly.
 
     For each unordered pair :math:`\{p_i, p_k\}` of domain points (:math:`i < k`) the vector is the
     longer of :math:`t_g(p_i, p_k)` and :math:`t_g(p_k, p_i)` (they are antiparallel), i.e.
@@ -192,7 +192,7 @@ class TwoRecordVectors(_PairVectors):
     (:math:`\operatorname{sign}(0) = 1`), which is :math:`t_g(p_i, p_k)` when :math:`z \ge 0` and
     :math:`t_g(p_k, p_i)` otherwise. The sup of :math:`s^\top P s` over these
     :math:`m(m-1)/2` vectors equals the sup over every dataset drawn from the domain and every
-    deleted record (Theorem 1, add/remove adjacency, datasets of size >= 2).
+    deleted record (the two-record theorem, add/remove adjacency, datasets of size >= 2).
 
     Implements :class:`certificates.problem.VectorSource`: nothing of size ``count`` is stored.
 
@@ -257,7 +257,8 @@ class TwoRecordVectors(_PairVectors):
 
 
 class UniformQueryVectors(_PairVectors):
-    r"""Differences :math:`p_i - p_k`, :math:`i < k`, of a finite domain (Corollary 1).
+    r"""Differences :math:`p_i - p_k`, :math:`i < k`, of a finite domain (the uniform-query
+    corollary).
 
     The sensitivity set of the ideal denoiser when the query :math:`g` is arbitrary: the sup over
     :math:`g` of :math:`t_g(x, y)^\top P\, t_g(x, y)` is :math:`(x - y)^\top P (x - y)`
@@ -354,7 +355,7 @@ class BoxTwoRecordSet:
         S = \{t_g(x, y) : x, y \in K\}, \qquad K = \prod_i [\ell_i, u_i], \qquad
         t_g(x, y) = \operatorname{expit}\!\Big(\frac{|g-y|^2 - |g-x|^2}{2\sigma^2}\Big)(x - y).
 
-    By Theorem 1 of the optimal-covariance paper every deletion shift of a dataset with records
+    By the two-record theorem (theory page) every deletion shift of a dataset with records
     in :math:`K` is a sub-convex combination of such vectors, so
     :math:`\sup_{s \in S} s^\top\Sigma^{-1}s` governs every Gaussian guarantee of
     :math:`m_g(D) + N(0, \Sigma)` for **every** dataset of real-valued records in the box (no
@@ -456,7 +457,7 @@ def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
 
 def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
                    sigma: float) -> TwoRecordVectors | BoxTwoRecordSet:
-    r"""The add/remove sensitivity set of :math:`m_g` for a fixed query (Theorem 1).
+    r"""The add/remove sensitivity set of :math:`m_g` for a fixed query (the two-record theorem).
 
     What the result covers depends on the domain, and the domain and the query must be public
     (fixed without looking at the private records):
@@ -491,7 +492,8 @@ def add_remove_set(domain: Domain | ArrayLike, query: ArrayLike,
 
 class EllipsoidDifferences:
     r"""The uniform-query add/remove set of an ellipsoid :math:`K = \{c + Eu : |u| \le 1\}`:
-    the differences :math:`x - y = E(u - v)`, i.e. :math:`\{Ew : |w| \le 2\}` (Corollary 1).
+    the differences :math:`x - y = E(u - v)`, i.e. :math:`\{Ew : |w| \le 2\}` (the uniform-query
+    corollary).
 
     Its Mahalanobis sup is closed form,
 
@@ -563,7 +565,8 @@ class EllipsoidDifferences:
 def uniform_query_set(
     domain: Domain | ArrayLike,
 ) -> UniformQueryVectors | BoxVertexDifferences | EllipsoidDifferences:
-    r"""The add/remove sensitivity set for a uniform (arbitrary) query, Corollary 1.
+    r"""The add/remove sensitivity set for a uniform (arbitrary) query (the uniform-query
+    corollary).
 
     A :class:`Box` or :class:`Grid` gives its :class:`BoxVertexDifferences` (covering every record
     in the box); a :class:`Ball` or :class:`Ellipsoid` its :class:`EllipsoidDifferences` (closed

@@ -6,7 +6,9 @@
 - :mod:`~dpopt.diffusion.sampler` — :func:`sample_private` (DDIM / DDPM, every release at its
   certified optimal covariance), the budget split, the baselines;
 - :mod:`~dpopt.diffusion.record` — the run record and :func:`verify_record`;
-- :mod:`~dpopt.diffusion.quality` — sample quality and memorisation measures.
+- :mod:`~dpopt.diffusion.quality` — sample quality and memorisation measures;
+- :mod:`~dpopt.diffusion.trajectory` — :func:`diffusion_run`, a deterministic sampling
+  trajectory as T releases for :func:`dpopt.covariance.run_design.design_run`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     **{n: "dpopt.diffusion.data" for n in ("DATASETS", "PUBLIC_BOUNDS", "PairData", "load_pair")},
     **{n: "dpopt.diffusion.quality" for n in ("energy_distance", "nearest_record_distance",
                                                "sliced_wasserstein")},
+    **{n: "dpopt.diffusion.trajectory" for n in ("DiffusionRun", "diffusion_run")},
 }
 
 __all__ = sorted(_EXPORTS)

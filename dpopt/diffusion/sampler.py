@@ -2,9 +2,9 @@ r"""Private sampling with the ideal denoiser: every step released at its optimal
 
 A sampler draws :math:`G \sim N(0, I)` at the noisiest level and, at each of T levels
 :math:`a_t` of a :class:`~dpopt.diffusion.schedules.Schedule`, queries the ideal denoiser at
-:math:`g_t = G_t/\sqrt{a_t}`, :math:`\sigma_t^2 = (1 - a_t)/a_t` (the optimal Gaussian covariance
-for the ideal denoiser, eq. 3) and moves to the next level. The private sampler replaces the
-denoiser by the Gaussian release
+:math:`g_t = G_t/\sqrt{a_t}`, :math:`\sigma_t^2 = (1 - a_t)/a_t` (the forward-process map of the
+theory page, "The ideal denoiser and its two-record sensitivity") and moves to the next level. The
+private sampler replaces the denoiser by the Gaussian release
 
 .. math::
 
@@ -16,9 +16,9 @@ with :math:`\varepsilon^* = (g_t - m_{g_t}(D))/\sigma_t`, so :math:`\hat x_0 = g
 \sigma_t\hat\varepsilon` carries the noise :math:`\sigma_t^2\Sigma^\varepsilon_t`: the
 :math:`(1 - a_t)/a_t` error factor of the noise-prediction form. :math:`\Sigma_t` is the
 certified least-error covariance (:func:`~dpopt.covariance.design.design_covariance`) for the
-sensitivity set of the release at its realised query (Theorem 1: two-record vectors over the
-public domain; :mod:`dpopt.diffusion.sets`) and the bound :math:`q_t` fixed before any private
-record is read (:func:`split_budget`).
+sensitivity set of the release at its realised query (the two-record theorem of the theory page:
+two-record vectors over the public domain; :mod:`dpopt.diffusion.sets`) and the bound :math:`q_t`
+fixed before any private record is read (:func:`split_budget`).
 
 Updates (Song, Meng and Ermon, "Denoising Diffusion Implicit Models"; Ho, Jain and Abbeel,
 "Denoising Diffusion Probabilistic Models"), from level :math:`a` to the next level :math:`a'`
@@ -404,7 +404,8 @@ def _domain_dict(dom: SamplingDomain) -> dict[str, Any]:
 
 
 def _uniform_query_value(dom: SamplingDomain, w: NDArray[np.float64]) -> float:
-    """tr(W Sigma_U) of the certified uniform-query design at unit bound (Corollary 1)."""
+    """tr(W Sigma_U) of the certified uniform-query design at unit bound (the uniform-query
+    corollary)."""
     from dpopt.covariance.design import design_covariance
     from dpopt.covariance.sensitivity import uniform_query_set
 

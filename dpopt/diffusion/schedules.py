@@ -9,7 +9,7 @@ a sampler queries the denoiser, in *sampling order* (noisiest first). The forwar
 
     g = G_t / \sqrt{a_t}, \qquad \sigma_t^2 = (1 - a_t) / a_t
 
-(the optimal Gaussian covariance for the ideal denoiser, eq. 3). After the last step the sampler
+(the forward-process map of the theory page). After the last step the sampler
 moves to :math:`a = 1` (no noise) and returns the last denoised value.
 
 Two standard families are provided, each defined on ``train_steps`` fine steps and subsampled at

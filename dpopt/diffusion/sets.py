@@ -1,8 +1,8 @@
 r"""The sensitivity set of one denoiser release, reduced exactly on a grid.
 
 For a finite domain :math:`K` the add/remove sensitivity set of :math:`m_g` at a fixed query is
-the set of two-record vectors :math:`t_g(x, y)`, :math:`x \ne y \in K` (Theorem 1 of the optimal
-Gaussian covariance for the ideal denoiser; :func:`dpopt.covariance.sensitivity.add_remove_set`),
+the set of two-record vectors :math:`t_g(x, y)`, :math:`x \ne y \in K` (the two-record theorem,
+derived on the theory page; :func:`dpopt.covariance.sensitivity.add_remove_set`),
 :math:`m(m-1)/2` vectors after dropping the shorter of each antiparallel pair. On a regular grid
 most of them can never attain :math:`\sup_s s^\top P s` for any :math:`P \succeq 0`:
 

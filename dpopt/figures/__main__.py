@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - Dask is optional
 FIGURES: dict[str, tuple[str, str]] = {
     "fig1": (
         "dpopt.figures.fig1:fig1_figure",
-        "Fig. 1 of the optimal-covariance paper: naive / exact sensitivity ratio for K = [0,1]^d",
+        "the cube figure: naive / exact sensitivity ratio for K = [0,1]^d",
     ),
     "rpp-adult": (
         "dpopt.figures.rpp:rpp_adult",

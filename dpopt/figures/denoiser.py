@@ -1,15 +1,15 @@
-r"""Optimal against isotropic Gaussian covariance for the ideal denoiser (optimal-covariance paper).
+r"""Optimal against isotropic Gaussian covariance for the ideal denoiser (theory page).
 
 The release is the ideal diffusion denoiser's posterior mean :math:`m_g(D)` at a fixed query
 :math:`g` and noise level :math:`\sigma`, for datasets in a finite grid domain
 :math:`K \subset \mathbb{R}^d`. Its add/remove sensitivity set is the set of two-record vectors
-:math:`t_g(x, y)`, :math:`x, y \in K` (the optimal-covariance paper, Theorem 1;
+:math:`t_g(x, y)`, :math:`x, y \in K` (the two-record theorem of the theory page;
 :func:`dpopt.covariance.sensitivity.add_remove_set`).
 For each ε of an (ε, δ)-DP budget the Mahalanobis bound is :math:`q^*(\varepsilon, \delta)` (exact
 Balle–Wang curve) and :func:`dpopt.covariance.design.design_covariance` returns the
 certified
 least total variance :math:`\min \operatorname{tr}\Sigma` subject to
-:math:`t^\top\Sigma^{-1}t \le q^*` (Theorem 3); the isotropic baseline is
+:math:`t^\top\Sigma^{-1}t \le q^*` (the covariance program); the isotropic baseline is
 :math:`c I` with :math:`c = \max_t |t|^2 / q^*`, total variance :math:`d\,c`.
 
 Both totals scale as :math:`1/q^*(\varepsilon,\delta)`, so their ratio does not depend on ε; it

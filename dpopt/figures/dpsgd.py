@@ -61,7 +61,8 @@ def run_gain_table(run_steps: Sequence[int] = RUN_STEPS, *, epsilon: float = 1.0
     """Total error of a T-step denoiser run: optimal split, equal split, isotropic."""
     from dpopt.accounting.budgets import ApproxDP
     from dpopt.covariance.domains import Grid
-    from dpopt.covariance.run_design import design_run, diffusion_run
+    from dpopt.covariance.run_design import design_run
+    from dpopt.diffusion.trajectory import diffusion_run
 
     domain = Grid(np.zeros(2), np.ones(2), (grid, grid))
     rng = np.random.default_rng(seed)

@@ -1,16 +1,17 @@
-r"""the optimal-covariance paper, Fig. 1: how loose the naive sensitivity bound is for the cube.
+r"""The cube figure (``fig1``): how loose the naive sensitivity bound is for the cube.
 
-For :math:`K = [0, 1]^d` and a uniform query (Corollary 1) the exact Mahalanobis sup of a
-covariance :math:`\Sigma` is :math:`\rho^* = \max_{v \in \{\pm 1\}^d,\, v_1 = 1} v^\top P v` with
-:math:`P = \Sigma^{-1}` (a convex function on the difference body :math:`[-1, 1]^d` peaks at a
-vertex), while the naive bound is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(P) =
-d\,\lambda_{\max}(P)`. The ratio naive / exact lies in :math:`[1, d]`.
+For :math:`K = [0, 1]^d` and a uniform query (the uniform-query corollary of the theory page) the
+exact Mahalanobis sup of a covariance :math:`\Sigma` is
+:math:`\rho^* = \max_{v \in \{\pm 1\}^d,\, v_1 = 1} v^\top P v` with :math:`P = \Sigma^{-1}` (a
+convex function on the difference body :math:`[-1, 1]^d` peaks at a vertex), while the naive
+bound is :math:`\operatorname{diam}(K)^2 \lambda_{\max}(P) = d\,\lambda_{\max}(P)`. The ratio
+naive / exact lies in :math:`[1, d]`.
 
-The paper does not say how its covariances were drawn. The default generator, ``"wishart"``
-(:math:`\Sigma = AA^\top`, :math:`A` a :math:`d \times (d+1)` standard Gaussian matrix) at
-:math:`d = 10`, reproduces the mean of about 1.45 of the paper's Fig. 1; the figure states the
-generator, d, the number of draws and the seed. The maximum is a sample maximum of a heavy tail and
-depends on the number of draws.
+The figure being reproduced does not say how its covariances were drawn. The default generator,
+``"wishart"`` (:math:`\Sigma = AA^\top`, :math:`A` a :math:`d \times (d+1)` standard Gaussian
+matrix) at :math:`d = 10`, gives a mean ratio of about 1.45 (the value the figure is known for);
+the figure states the generator, d, the number of draws and the seed. The maximum is a sample
+maximum of a heavy tail and depends on the number of draws.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ def fig1_ratios(
 
 @dataclass(frozen=True)
 class Fig1Summary:
-    """Mean, median, 99th percentile and maximum of the Fig. 1 ratios."""
+    """Mean, median, 99th percentile and maximum of the cube figure's ratios."""
 
     mean: float
     median: float
@@ -264,7 +265,7 @@ def plot_fig1(
     ax.set_xlabel(r"naive / exact sensitivity  $d\,\lambda_{\max}(\Sigma^{-1})\,/\,\rho^*(\Sigma)$")
     ax.set_ylabel("count")
     ax.set_title(
-        f"$K = [0,1]^{{{d}}}$, uniform query (Corollary 1): max {summ.max:.2f}", fontsize=10
+        f"$K = [0,1]^{{{d}}}$, uniform query: max {summ.max:.2f}", fontsize=10
     )
     ax.legend(frameon=False, fontsize=8)
     fig.text(
@@ -305,7 +306,7 @@ def fig1_figure(
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "fig1.csv"
     with csv.open("w", encoding="utf-8") as fh:
-        fh.write(f"# Fig. 1 of the optimal-covariance paper: K=[0,1]^{d}, "
+        fh.write(f"# cube figure (fig1), naive / exact sensitivity ratio: K=[0,1]^{d}, "
                  f"generator={generator}, seed={seed}\n")
         fh.write("draw,ratio\n")
         for i, v in enumerate(ratios):

@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
 from certificates.coupling import CouplingCertificate, check_coupling
+from certificates.roots import BracketError, bracket_increasing
 from certificates.validate import as_scalar
 from dpopt.errors import CertificateError, InvalidParameterError, InvalidTypeError
 from dpopt.pufferfish._pairs import CHECKED, PairTransport, resolve_method, safe_log_cost
@@ -138,32 +139,30 @@ def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
     def f(scale: float) -> float:
         return pt.log_value(scale, level) - target
 
-    hi = w_inf / cost.profile_inverse(target)
-    for _ in range(2100):  # a custom cost may exceed its profile bound: grow until feasible
-        if f(hi) <= 0.0 or not np.isfinite(hi):
-            break
-        hi *= 2.0
-    if not (np.isfinite(hi) and f(hi) <= 0.0):
-        raise CertificateError(f"no feasible scale found for {cost.name} below {hi!r}")
+    # the least scale on the log scale, u = log(scale): h(u) = -f(exp(u)) is nondecreasing
+    # (V decreases as the scale grows), negative where the scale is infeasible. Start at the
+    # Jensen bound (the distance of the means: infeasible below it) and step first to the W_inf
+    # bound (feasible for the built-in costs; a custom cost may exceed its profile bound, and
+    # the steps then grow geometrically until a feasible scale is found)
+    w_bound = w_inf / cost.profile_inverse(target)
     mean_diff = (pt.p_law.mean - pt.q_law.mean)[None, :]
     jensen = float(cost.distance(mean_diff)[0]) / cost.profile_inverse(target)
-    lo = min(jensen * (1.0 - 1e-9), 0.5 * hi) if jensen > 0.0 else 0.5 * hi
-    for _ in range(200):
-        if f(lo) > 0.0:
-            break
-        hi, lo = lo, 0.5 * lo
-    else:  # pragma: no cover - V > 1 for P != Q at tiny scales
-        return hi, w_inf
-    def g(v: float) -> float:
-        return f(float(np.exp(v)))
+    lo = min(jensen * (1.0 - 1e-9), 0.5 * w_bound) if jensen > 0.0 else 0.5 * w_bound
 
-    # exp(log(s)) != s in floating point: re-establish the signs on the log scale
-    u_lo, u_hi = float(np.log(lo)), float(np.log(hi))
-    while g(u_hi) > 0.0:
-        u_hi += 1e-15 * max(1.0, abs(u_hi))
-    while g(u_lo) <= 0.0:
-        u_lo -= 1e-9 * max(1.0, abs(u_lo))
-    u = brentq(g, u_lo, u_hi, xtol=1e-14, rtol=1e-15)
+    def h(u: float) -> float:
+        return -f(float(np.exp(u)))
+
+    u0 = float(np.log(lo))
+    try:
+        u_lo, u_hi = bracket_increasing(h, u0, step=float(np.log(w_bound)) - u0, grow=2.0,
+                                        low=-745.0, high=709.0)
+    except BracketError as exc:
+        if exc.side == "high":
+            raise CertificateError(f"no feasible scale found for {cost.name} below "
+                                   f"{float(np.exp(exc.at))!r}") from None
+        # feasible down to the limit (V > 1 for P != Q at tiny scales, so this is not reached)
+        return _nudge_up(float(np.exp(exc.at)), f), w_inf  # pragma: no cover
+    u = float(brentq(h, u_lo, u_hi, xtol=1e-14, rtol=1e-15))
     return _nudge_up(float(np.exp(u)), f), w_inf
 
 

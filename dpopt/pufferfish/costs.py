@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import brentq
 
+from certificates.roots import BracketError, bracket_increasing
 from certificates.rounding import step_down_until
 from certificates.validate import as_psd_matrix, as_scalar
 from dpopt.accounting.renyi import gaussian_log_moment, laplace_log_moment
@@ -118,23 +119,27 @@ class RenyiCost(ABC):
 
     def profile_inverse(self, level: float) -> float:
         """Largest :math:`t` with :math:`g(t) \\le` ``level`` (the safe side), ``level > 0``."""
-        return _invert(self.profile, level, self._t_bracket(level))
-
-    def _t_bracket(self, level: float) -> tuple[float, float]:
-        lo, hi = 0.0, 1.0
-        while float(self.profile(np.array([hi]))[0]) <= level:
-            lo, hi = hi, 2.0 * hi
-            if hi > 1e300:  # pragma: no cover - profiles are unbounded
-                raise InvalidParameterError("level", level, "profile never reaches the level")
-        return lo, hi
+        return _invert(self.profile, level)
 
 
-def _invert(g: Profile, level: float, bracket: tuple[float, float]) -> float:
-    lo, hi = bracket
+def _invert(g: Profile, level: float, bracket: tuple[float, float] | None = None) -> float:
+    """Largest ``t >= 0`` with ``g(t) <= level`` in floating point, for an increasing ``g``:
+    Brent's method inside ``bracket`` (by default the bracket of
+    :func:`certificates.roots.bracket_increasing` from ``t = 1``: 1, 2, 4, ... or down to 0),
+    then steps down to the safe side."""
 
     def f(t: float) -> float:
         return float(g(np.array([t]))[0]) - level
 
+    if bracket is None:
+        try:
+            bracket = bracket_increasing(f, 1.0, step=1.0, grow=2.0, low=0.0, high=1e300)
+        except BracketError as exc:
+            if exc.side == "low":
+                return 0.0  # g(0) > level: no t > 0 qualifies
+            raise InvalidParameterError(  # pragma: no cover - profiles are unbounded
+                "level", level, "profile never reaches the level") from None
+    lo, hi = bracket
     if f(hi) <= 0.0:
         return hi
     if f(lo) < 0.0:

@@ -1,4 +1,4 @@
-"""Seed 002 Fig. 1 ratios against an independent computation (sup_mahalanobis), and the CLI."""
+"""The cube figure's ratios against an independent computation (sup_mahalanobis), and the CLI."""
 
 from __future__ import annotations
 

@@ -71,6 +71,34 @@ def test_one_tol_mapping_reaches_every_method(monkeypatch: pytest.MonkeyPatch) -
         assert api.method_tolerance("scs", tol) == want
 
 
+def test_the_solvers_receive_the_native_options_of_the_one_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Clarabel is handed is exactly the table's row for the target (no second mapping in
+    the adapter), and a tol outside (0, 1] is refused naming it."""
+    import cvxpy as cp
+
+    handed: list[dict[str, Any]] = []
+    real_solve = cp.Problem.solve
+
+    def spy(self: Any, *args: Any, **kw: Any) -> Any:
+        handed.append({k: v for k, v in kw.items() if k not in ("solver", "verbose")})
+        return real_solve(self, *args, **kw)
+
+    monkeypatch.setattr(cp.Problem, "solve", spy)
+    prog = CovarianceProgram(CUBE, W3, 1.0)
+    for tol in (1e-4, 1e-12):
+        api.solve(prog, "clarabel", tol=tol)
+        target = max(1e-10, min(1e-8, tol / 100))
+        eps = target / 100  # Clarabel's own margin, stated in the table
+        assert handed[-1] == {"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps,
+                              "max_iter": 500}
+        assert api.native_options("structured", target) == {"tol": target}
+    assert api.native_options("some-other-backend", 1e-8) == {}
+    for bad in (0.0, 2.0, float("nan"), "1e-8"):
+        with pytest.raises(InvalidParameterError, match="tol"):
+            api.native_options("clarabel", bad)  # type: ignore[arg-type]
+
+
 def _uncertifiable(seconds: float) -> Any:
     """A structured step that answers isotropic noise (feasible, far from optimal)."""
     import time

@@ -10,7 +10,8 @@ from certificates.errors import InvalidParameterError, SolverError
 from certificates.problem import CovarianceProgram
 from solvers._types import STATUSES
 from solvers.cvx import available_backends, get_backend, solve_cvx
-from solvers.cvx_forms import build_inverse, build_primal, span_reduction
+from solvers.cvx_forms import build_inverse, build_primal
+from solvers.reductions import SpanReduction
 from tests.canonical import F1, F4_RANKDEF, CanonicalCase
 
 BACKENDS = available_backends()
@@ -78,7 +79,7 @@ def test_random_primal_equals_dual(seed: int, eta: float) -> None:
         cert = check(prob, sol.covariance, sol.dual)
         assert cert.certified, cert.message
         assert cert.gap < 1e-7
-        assert abs(cert.complementarity) < 1e-6  # eq. (19) ~ 0 at the optimum
+        assert abs(cert.complementarity) < 1e-6  # the duality gap ~ 0 at the optimum
 
 
 def test_rank_deficient_with_floor() -> None:
@@ -94,7 +95,7 @@ def test_rank_deficient_with_floor() -> None:
 
 
 def test_span_reduction() -> None:
-    red = span_reduction(F4_RANKDEF.vectors)
+    red = SpanReduction.of_vectors(F4_RANKDEF.vectors)
     assert red.rank == 2 and red.deficient
     assert np.allclose(red.basis.T @ red.complement, 0)
 

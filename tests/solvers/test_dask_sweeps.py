@@ -1,4 +1,4 @@
-"""Dask tasks for the experiment sweeps and the Fig. 1 draws; the block generator of the
+"""Dask tasks for the experiment sweeps and the fig1 draws; the block generator of the
 on-the-fly sensitivity sets; the ``dask=`` argument helpers.
 
 References: the in-process sweep / draws (identical tables), and for ``block`` a brute-force

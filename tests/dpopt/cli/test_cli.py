@@ -500,7 +500,7 @@ def test_demo_certified_and_private(demo_file: tuple[Path, dict]) -> None:
     eps_at = {r["delta"]: r["epsilon"] for r in res["privacy"]["epsilon_for_delta"]}
     assert eps_at[1e-6] <= 1.0 + 1e-9
     # independent privacy check: every deletion shift of random datasets from the grid, and
-    # every ordered two-record vector, has s^T Sigma^-1 s <= q (Theorem 1, brute force)
+    # every ordered two-record vector, has s^T Sigma^-1 s <= q (the two-record theorem, brute force)
     cov = np.asarray(res["covariance"])
     prec = np.linalg.inv(cov)
     axis = np.linspace(0, 1, 5)

@@ -1,4 +1,5 @@
-"""Sensitivity sets and the Mahalanobis sup, verified by brute force over datasets (Theorem 1)."""
+"""Sensitivity sets and the Mahalanobis sup, verified by brute force over datasets (the two-record
+theorem)."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_uniform_query_vectors_and_box_vertices() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# Theorem 1 / Corollary 1 / replacement by brute force over datasets
+# the two-record theorem / the uniform-query corollary / replacement by brute force over datasets
 
 
 def test_theorem1_brute_force_over_multisets() -> None:
@@ -140,7 +141,7 @@ def test_theorem1_brute_force_over_multisets() -> None:
             assert shift @ prec @ shift == pytest.approx(sup.value, rel=1e-10)
             for n in range(2, 9):
                 data = dom[rng.integers(0, m, size=n)]
-                shifts = deletion_shifts(data, g, sigma)  # eq. (6), checked in test_denoiser
+                shifts = deletion_shifts(data, g, sigma)  # checked in test_denoiser
                 vals = np.einsum("ij,jk,ik->i", shifts, prec, shifts)
                 assert np.all(vals <= sup.value * (1 + 1e-10))
                 if sup.value > 0:
