@@ -194,13 +194,31 @@ def test_two_atoms_in_the_plane_against_a_fine_grid(seed: int) -> None:
     np.testing.assert_allclose(point.scores / point.root_trace, 1.0, rtol=1e-9)
 
 
+def _with_and_without_closed_forms(y: NDArray[np.float64], monkeypatch: pytest.MonkeyPatch,
+                                   ) -> tuple[float, float, int]:
+    """T of the restricted optimum of the atoms ``y`` (uniform start) with the closed forms,
+    T by projected Newton alone (the closed forms switched off), and the steps of the first."""
+    import solvers.restricted as restricted
+
+    k, p = y.shape
+
+    def state() -> restricted.Restricted:
+        return restricted.Restricted(atoms=y, mu=np.full(k, 1.0 / k),
+                                     floor_atoms=np.zeros((p, 0)), floor_weights=np.zeros((0, 0)),
+                                     floor_rotation=np.zeros((0, 0)))
+
+    fast, its = restricted.inner_solve(state(), 1e-12, 200)
+    with monkeypatch.context() as m:
+        m.setattr(restricted, "_closed_form", lambda atoms: None)
+        ref, _ = restricted.inner_solve(state(), 1e-12, 200)
+    return fast.root_trace, ref.root_trace, its
+
+
 @pytest.mark.parametrize("p", [2, 3])
 def test_all_atoms_active_closed_form_equals_newton(
         p: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exactly p(p+1)/2 atoms, all active: the linear-algebra optimum equals projected Newton's
     (run with the closed forms switched off) wherever it applies."""
-    import solvers.restricted as restricted
-
     rng = np.random.default_rng(p)
     k = p * (p + 1) // 2
     applied = 0
@@ -219,17 +237,8 @@ def test_all_atoms_active_closed_form_equals_newton(
         noise = (0.02 if trial % 2 else 0.5) * rng.standard_normal((k, p))
         y = (frame @ rot.T + noise) * rng.uniform(0.1, 10.0)
 
-        def state(y: NDArray[np.float64] = y) -> restricted.Restricted:
-            return restricted.Restricted(atoms=y, mu=np.full(k, 1.0 / k),
-                                         floor_atoms=np.zeros((p, 0)),
-                                         floor_weights=np.zeros((0, 0)),
-                                         floor_rotation=np.zeros((0, 0)))
-
-        fast, its = restricted.inner_solve(state(), 1e-12, 200)
-        with monkeypatch.context() as m:
-            m.setattr(restricted, "_closed_form", lambda atoms: None)
-            ref, _ = restricted.inner_solve(state(), 1e-12, 200)
-        assert fast.root_trace == pytest.approx(ref.root_trace, rel=1e-12)
+        fast, ref, its = _with_and_without_closed_forms(y, monkeypatch)
+        assert fast == pytest.approx(ref, rel=1e-12)
         applied += its == 1
     assert applied >= 1  # the closed form was exercised
 
@@ -266,24 +275,13 @@ def test_plane_closed_forms_equal_newton(monkeypatch: pytest.MonkeyPatch) -> Non
     """d = 2: optima on two atoms (every pair at once) and on three (the closest pairs with
     their most violated atoms) in closed form, equal to projected Newton with the closed forms
     switched off; nearly every random working set is solved without a Newton step."""
-    import solvers.restricted as restricted
-
     closed = 0
     for seed in range(60):
         rng = np.random.default_rng(1000 + seed)
         k = int(rng.integers(3, 60))
         y = rng.standard_normal((k, 2)) * rng.uniform(0.1, 10.0, size=(k, 1))
 
-        def state(y: NDArray[np.float64] = y, k: int = k) -> restricted.Restricted:
-            return restricted.Restricted(atoms=y, mu=np.full(k, 1.0 / k),
-                                         floor_atoms=np.zeros((2, 0)),
-                                         floor_weights=np.zeros((0, 0)),
-                                         floor_rotation=np.zeros((0, 0)))
-
-        fast, its = restricted.inner_solve(state(), 1e-12, 200)
-        with monkeypatch.context() as m:
-            m.setattr(restricted, "_closed_form", lambda atoms: None)
-            ref, _ = restricted.inner_solve(state(), 1e-12, 200)
-        assert fast.root_trace == pytest.approx(ref.root_trace, rel=1e-11)
+        fast, ref, its = _with_and_without_closed_forms(y, monkeypatch)
+        assert fast == pytest.approx(ref, rel=1e-11)
         closed += its == 1
     assert closed >= 55
