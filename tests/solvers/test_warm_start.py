@@ -191,7 +191,11 @@ def test_two_atoms_in_the_plane_against_a_fine_grid(seed: int) -> None:
     grid_best = float(np.max(m1 * a + (1 - m1) * b + 2 * np.sqrt(m1 * (1 - m1)) * c))
     assert point.root_trace**2 >= grid_best * (1 - 1e-12)
     assert point.root_trace**2 <= grid_best * (1 + 1e-6)
-    np.testing.assert_allclose(point.scores / point.root_trace, 1.0, rtol=1e-9)
+    # KKT: no score above T, and T attained by every atom of non-negligible weight (nearly
+    # parallel atoms leave the shorter one a weight of order 1e-10, at the boundary)
+    assert np.all(point.scores / point.root_trace <= 1.0 + 1e-9)
+    weighty = state.mu > 1e-6
+    np.testing.assert_allclose(point.scores[weighty] / point.root_trace, 1.0, rtol=1e-9)
 
 
 def _with_and_without_closed_forms(y: NDArray[np.float64], monkeypatch: pytest.MonkeyPatch,
