@@ -38,6 +38,14 @@ produced :math:`\pi`; every step is exact or rounded to the side of *more* noise
    caller's: the calibration evaluates them afresh and keeps a relative margin of 1e-11).
    For :math:`\alpha = \infty` (``aggregate="max"``) the value is the largest log-cost on the
    support of :math:`\pi^*` (including :math:`C_{\max}` when :math:`E > 0`).
+5. **Pure privacy** (:func:`check_pure_coupling`). For noise with density
+   :math:`\propto e^{-\lVert z\rVert/b}` the log-cost is :math:`\lVert x_i - y_j\rVert / b`; it is
+   never evaluated as a plain float quotient (which can land an ulp below the exact one, or far
+   below when :math:`x_i - y_j` itself rounds). Each difference is taken exactly (Knuth's
+   two-sum gives the rounding error of :math:`x_i - y_j`, so a shared offset of 1e15 costs
+   nothing), the norm is rounded up (:func:`distance_upper`) and the quotient too
+   (:func:`certificates.rounding.div_up`); :func:`least_pure_scale` returns the least double
+   scale this arithmetic proves, so a calibration and its check agree to the ulp.
 
 Optionally, potentials :math:`u, v` with :math:`u_i + v_j \le e^{\log C_{ij} - s}` (after an
 explicit repair :math:`u \leftarrow u - \max(0, \max_{ij}(u_i + v_j - e^{\log C_{ij}-s}))`) give
@@ -63,16 +71,21 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
 from certificates.errors import CertificateError, InvalidParameterError
+from certificates.rounding import div_up, next_up, round_up, step_up_until
 from certificates.validate import as_float_array, as_scalar
 
 __all__ = [
     "CouplingCertificate",
     "ExactMasses",
     "check_coupling",
+    "check_pure_coupling",
+    "distance_upper",
     "dyadic_integers",
+    "least_pure_scale",
     "log_average",
     "log_value_upper",
     "perturbation_penalty",
+    "pure_value_upper",
     "relative_deviation",
     "round_to_marginals",
 ]
@@ -638,3 +651,199 @@ def check_coupling(
         rows=ri, cols=ci, mass=w_near, residual_mass=resid, residual_log_cost=res_lc,
         relative_deviation=delta,
     )
+
+
+
+# ------------------------------------------------------------------------ pure (alpha = inf)
+#: Ulps allowed for one ``pow`` of numpy (a few in practice; the same allowance as the
+#: mixture bounds make for ``exp``/``log``).
+_POW_ULPS = 64.0
+
+
+def _abs_diff_upper(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Doubles >= ``|x - y|`` exactly (elementwise), by Knuth's two-sum error term."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = x - y
+        bb = s - x
+        err = (x - (s - bb)) + (-y - bb)
+    mag = np.abs(s)
+    out = np.where(err * np.sign(s) > 0.0, np.nextafter(mag, np.inf), mag)
+    odd = np.isfinite(s) & ~np.isfinite(err)  # an intermediate overflowed: decide exactly
+    for idx in zip(*np.nonzero(odd), strict=True):
+        out[idx] = round_up(abs(Fraction(float(x[idx])) - Fraction(float(y[idx]))))
+    return np.asarray(out, dtype=np.float64)
+
+
+def distance_upper(x: ArrayLike, y: ArrayLike, norm: float = 1.0) -> NDArray[np.float64]:
+    r"""Doubles :math:`\ge \lVert x_k - y_k\rVert_p` exactly, one per row.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (k, d) or (k,)
+        Paired points (finite doubles).
+    norm : float, default 1
+        :math:`p \ge 1` or ``inf``.
+
+    Notes
+    -----
+    Each :math:`|x_{kc} - y_{kc}|` is rounded up from the exact difference (two-sum error term),
+    so values sharing a large offset (timestamps, IDs) lose nothing. In one dimension, and for
+    :math:`p = \infty`, that is the distance. For :math:`p = 1` the sum of :math:`d`
+    non-negative terms is within a relative :math:`(d-1)u` of its float sum (:math:`u = 2^{-53}`)
+    and is moved up by :math:`2du` and one ulp. Otherwise the row is divided by its largest entry
+    :math:`m` (so nothing under- or overflows; each ratio rounded up), the powers summed
+    (:math:`S \ge 1`) and the root taken, with a relative allowance of 64 ulps per ``pow`` and
+    :math:`2du` for the sum. A difference beyond the double range gives ``inf``.
+
+    Examples
+    --------
+    >>> float(distance_upper([1e15 + 1.0], [1e15])[0])
+    1.0
+    """
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    if xs.shape != ys.shape or xs.ndim not in (1, 2):
+        raise InvalidParameterError("y", ys.shape, f"must have the shape of x {xs.shape}")
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
+        raise InvalidParameterError("x", "non-finite", "points must be finite")
+    p = as_scalar("norm", norm, low=1.0, low_open=False, allow_inf=True)
+    a = _abs_diff_upper(xs, ys)
+    if a.ndim == 1:
+        return a
+    k, d = a.shape
+    if d == 1:
+        return np.asarray(a[:, 0], dtype=np.float64)
+    if d == 0:
+        return np.zeros(k)
+    if math.isinf(p):
+        return np.asarray(np.max(a, axis=1), dtype=np.float64)
+    grow = 1.0 + 2.0 * d * _EPS
+    with np.errstate(over="ignore"):
+        if p == 1.0:
+            return np.asarray(np.nextafter(np.sum(a, axis=1) * grow, np.inf), dtype=np.float64)
+        m = np.max(a, axis=1)
+        safe = np.where(m > 0.0, m, 1.0)
+        with np.errstate(under="ignore"):
+            r = np.nextafter(a / safe[:, None], np.inf)
+            total = np.sum(r**p, axis=1) * (1.0 + (_POW_ULPS + 2.0 * d) * _EPS) + d * _TINY
+        root = total ** (1.0 / p) * (1.0 + _POW_ULPS * _EPS)
+        out = np.nextafter(m * np.nextafter(root, np.inf) * (1.0 + 2.0 * _EPS), np.inf)
+    return np.asarray(np.where(m > 0.0, out, 0.0), dtype=np.float64)
+
+
+def pure_value_upper(distance: float, scale: float, penalty: float = 0.0) -> float:
+    r"""The certified pure-privacy loss :math:`\lVert x-y\rVert/b + \text{penalty}` rounded up,
+    exactly as :func:`check_pure_coupling` computes it (``distance`` an upper bound from
+    :func:`distance_upper`; scale 0 gives 0 for distance 0, ``inf`` otherwise)."""
+    if scale == 0.0:
+        own = 0.0 if distance == 0.0 else math.inf
+    else:
+        own = div_up(float(distance), float(scale))
+    return own if penalty == 0.0 else next_up(own + penalty)
+
+
+def least_pure_scale(distance: float, epsilon: float, penalty: float = 0.0) -> float:
+    r"""The least double :math:`b` with ``pure_value_upper(distance, b, penalty) <= epsilon``.
+
+    Starts at :math:`w/(\varepsilon - \text{penalty})` rounded up in rational arithmetic (no
+    smaller double can pass: the value is never below the exact quotient) and steps up by ulps
+    until the check's own arithmetic passes, so the scale a calibration returns is the one its
+    certificate proves.
+
+    Raises
+    ------
+    InvalidParameterError
+        The distance is infinite (the points' differences overflow the double range), or the
+        penalty uses up ε, or the scale would overflow the double range (ε too small).
+    """
+    w = as_scalar("distance", distance, low=0.0, low_open=False, allow_inf=True)
+    eps = as_scalar("epsilon", epsilon, low=0.0)
+    if w == 0.0:
+        return 0.0
+    if math.isinf(w):
+        raise InvalidParameterError(
+            "distance", w, "is infinite: the atoms' differences overflow the double range "
+            "(rescale the query, e.g. to other units)",
+        )
+    room = Fraction(eps) - Fraction(penalty)
+    if room <= 0:
+        raise InvalidParameterError("epsilon", eps, f"must exceed the plan's penalty {penalty!r}")
+    exact = Fraction(w) / room
+    if exact > Fraction(np.finfo(np.float64).max):
+        raise InvalidParameterError(
+            "epsilon", eps, f"too small: the scale {float(w)!r} / epsilon overflows the doubles"
+        )
+    start = round_up(exact)
+    return step_up_until(start, lambda b: pure_value_upper(w, b, penalty) <= eps)
+
+
+def check_pure_coupling(
+    p: ArrayLike,
+    q: ArrayLike,
+    x: ArrayLike,
+    y: ArrayLike,
+    rows: ArrayLike,
+    cols: ArrayLike,
+    mass: ArrayLike,
+    scale: float,
+    epsilon: float,
+    *,
+    norm: float = 1.0,
+    exact: ExactMasses | None = None,
+    marginal_tol: float = 1e-9,
+) -> CouplingCertificate:
+    r"""Certify pure (:math:`\alpha = \infty`) Pufferfish privacy from a coupling, in proven
+    arithmetic.
+
+    For noise with density :math:`\propto e^{-\lVert z\rVert_p/b}` (Laplace: :math:`p = 1`; the
+    exponential mechanism: any :math:`p`) and any coupling :math:`\pi` of :math:`P, Q`,
+    :math:`D_\infty(P*N_b\,\|\,Q*N_b) \le \max_{\operatorname{supp}\pi}\lVert x_i - y_j\rVert_p/b`
+    (Song, Wang and Chaudhuri, "Pufferfish Privacy Mechanisms for Correlated Data"). The log-costs
+    given to :func:`check_coupling` (``aggregate="max"``) are upper bounds: the distance from
+    :func:`distance_upper`, divided by :math:`b` rounded up; a plan that is a coupling only up to
+    rounding pays :func:`perturbation_penalty` (rounded up, added rounding up).
+
+    Parameters
+    ----------
+    p, q : array_like
+        Probabilities of the laws.
+    x, y : array_like, shape (n,) / (n, d) and (m,) / (m, d)
+        Their atoms.
+    rows, cols, mass : array_like
+        The plan.
+    scale : float
+        :math:`b \ge 0` (0: only exact matches of atoms pass).
+    epsilon : float
+        :math:`\varepsilon > 0`.
+    norm : float, default 1
+    exact : ExactMasses, optional
+    marginal_tol : float, default 1e-9
+
+    Returns
+    -------
+    CouplingCertificate
+
+    Examples
+    --------
+    >>> c = check_pure_coupling([1.0], [1.0], [1e15 + 2.0], [1e15], [0], [0], [1.0], 2.0, 1.0)
+    >>> c.certified, c.log_value
+    (True, 1.0)
+    """
+    xs = np.asarray(as_float_array("x", x, ndim=None), dtype=np.float64)
+    ys = np.asarray(as_float_array("y", y, ndim=None), dtype=np.float64)
+    xs = xs[:, None] if xs.ndim == 1 else xs
+    ys = ys[:, None] if ys.ndim == 1 else ys
+    if xs.ndim != 2 or ys.ndim != 2 or xs.shape[1] != ys.shape[1]:
+        raise InvalidParameterError("y", ys.shape, f"atoms must match x's dimension {xs.shape}")
+    b = as_scalar("scale", scale, low=0.0, low_open=False)
+    eps = as_scalar("epsilon", epsilon, low=0.0)
+    pn = as_scalar("norm", norm, low=1.0, low_open=False, allow_inf=True)
+
+    def log_cost(i: NDArray[np.intp], j: NDArray[np.intp]) -> NDArray[np.float64]:
+        dist = distance_upper(xs[i], ys[j], pn)
+        if b == 0.0:
+            return np.where(dist == 0.0, 0.0, np.inf)
+        return np.asarray(div_up(dist, b), dtype=np.float64)
+
+    return check_coupling(p, q, rows, cols, mass, log_cost, eps, aggregate="max",
+                          marginal_tol=marginal_tol, exact=exact, alpha=math.inf)

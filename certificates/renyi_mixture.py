@@ -161,29 +161,50 @@ def _log_2sinh_half(d: Arr) -> Arr:
         return np.asarray(0.5 * d + np.log(-np.expm1(-d)))
 
 
-def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
-    """Lower and upper bounds of log(Phi(hi) - Phi(lo)) for lo < hi, elementwise.
+def _log_diff_ndtr(centre: Arr, half: Arr) -> tuple[Arr, Arr]:
+    r"""Lower and upper bounds of :math:`\log(\Phi(m + \eta) - \Phi(m - \eta))`, elementwise,
+    for exact doubles :math:`m` and :math:`\eta > 0`.
 
-    The better of: the difference of log-CDFs (no cancellation where the interval is wide,
-    with its rounding error amplified by 1 + 1/|la - lb|) and the mean-value bounds
+    The end points :math:`m \pm \eta` are rounded when computed (for :math:`|m| \gg \eta`, e.g.
+    a steep tangent at a large Rényi order, the computed interval may even be empty), so the
+    upper bound is taken over the outward-rounded interval (one ulp beyond each computed end,
+    which contains the exact one) and the lower bound over the inward-rounded one (``-inf`` if
+    empty); the mean-value bounds use the exact width :math:`2\eta`. The better of: the
+    difference of log-CDFs (no cancellation where the interval is wide, with its rounding
+    error amplified by 1 + 1/|la - lb|) and the mean-value bounds
     width * phi(farthest end from 0) <= Phi(b) - Phi(a) <= width * phi(nearest point to 0),
     which stay sharp where the interval is narrow.
     """
-    lo, hi = np.broadcast_arrays(np.asarray(lo, float), np.asarray(hi, float))
+    centre, half = np.broadcast_arrays(np.asarray(centre, float), np.asarray(half, float))
+    lo, hi = centre - half, centre + half
+    out_lo, out_hi = np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)
+    in_lo, in_hi = np.nextafter(lo, np.inf), np.nextafter(hi, -np.inf)
+    c = _ULPS * _U
+    # mean-value bounds over the exact interval (inside the outward one, width 2 eta)
+    fo = out_lo > 0.0
+    oa, ob = np.where(fo, -out_hi, out_lo), np.where(fo, -out_lo, out_hi)
+    far = np.maximum(np.abs(oa), np.abs(ob))
+    near = np.where(ob <= 0.0, np.abs(ob), 0.0)
+    width = 2.0 * half
+    lw_lo = np.log(width * (1 - 4 * _U))
+    lw_hi = np.log(width * (1 + 4 * _U))
+    mvt_lo = lw_lo - 0.5 * far * far - _LOG_SQRT_2PI - c * (far * far + np.abs(lw_lo) + 1.0)
+    mvt_hi = lw_hi - 0.5 * near * near - _LOG_SQRT_2PI + c * (near * near + np.abs(lw_hi) + 1.0)
+    _, ex_hi = _log_diff_ndtr_ends(out_lo, out_hi)
+    nonempty = in_lo < in_hi
+    ex_lo, _ = _log_diff_ndtr_ends(np.where(nonempty, in_lo, out_lo),
+                                   np.where(nonempty, in_hi, out_hi))
+    ex_lo = np.where(nonempty, ex_lo, -np.inf)
+    return np.maximum(ex_lo, mvt_lo), np.minimum(ex_hi, mvt_hi)
+
+
+def _log_diff_ndtr_ends(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
+    """Bounds of log(Phi(hi) - Phi(lo)) from the CDFs at exact ends ``lo < hi`` (-inf, inf
+    where they cannot tell)."""
     flip = lo > 0.0  # use the symmetry Phi(b) - Phi(a) = Phi(-a) - Phi(-b)
     a = np.where(flip, -hi, lo)
     b = np.where(flip, -lo, hi)
     c = _ULPS * _U
-    width = b - a
-    far = np.maximum(np.abs(a), np.abs(b))
-    near = np.where(b <= 0.0, np.abs(b), 0.0)
-    with np.errstate(divide="ignore"):
-        lw_lo = np.log(width * (1 - 4 * _U))
-        lw_hi = np.log(width * (1 + 4 * _U))
-        mvt_lo = lw_lo - 0.5 * far * far - _LOG_SQRT_2PI - c * (far * far + np.abs(lw_lo) + 1.0)
-        mvt_hi = lw_hi - 0.5 * near * near - _LOG_SQRT_2PI + c * (
-            near * near + np.abs(lw_hi) + 1.0
-        )
     ex_lo = np.full(a.shape, -np.inf)
     ex_hi = np.full(a.shape, np.inf)
     left = b <= 0.0  # both ends in the left half: ratio of log-CDFs
@@ -191,25 +212,22 @@ def _log_diff_ndtr(lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
         la, lb = log_ndtr(a[left]), log_ndtr(b[left])
         dif = la - lb
         ok = dif < 0.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            val = lb + np.log(-np.expm1(np.minimum(dif, -1e-300)))
-            # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is
-            # amplified
-            err = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(dif)) + c * np.abs(
-                val
-            )
+        d_safe = np.where(ok, dif, -1.0)
+        val = lb + np.log(-np.expm1(d_safe))
+        # d/dx log(-expm1(x)) = 1/(1 - e^{-x}) <= 1 + 1/|x|: the error of la - lb is amplified
+        err = c * (np.abs(la) + np.abs(lb) + 1.0) * (2.0 + 1.0 / np.abs(d_safe)) + c * np.abs(val)
         ex_lo[left] = np.where(ok, val - err, -np.inf)
         ex_hi[left] = np.where(ok, val + err, np.inf)
     mid = ~left  # a <= 0 < b: Phi(b) - Phi(a) >= Phi(b) - 1/2 >= 0, no cancellation
     if np.any(mid):
         diff = ndtr(b[mid]) - ndtr(a[mid])
         ok = diff > 0.0
-        with np.errstate(divide="ignore"):
-            val = np.log(np.where(ok, diff, 1.0))
-            err = c * (2.0 + 2.0 / np.where(ok, diff, 1.0) + np.abs(val))
+        safe = np.where(ok, diff, 1.0)
+        val = np.log(safe)
+        err = c * (2.0 + 2.0 / safe + np.abs(val))
         ex_lo[mid] = np.where(ok, val - err, -np.inf)
         ex_hi[mid] = np.where(ok, val + err, np.inf)
-    return np.maximum(ex_lo, mvt_lo), np.minimum(ex_hi, mvt_hi)
+    return ex_lo, ex_hi
 
 
 def _to_split(lu: Arr, ll: Arr, tot_l: float, log_gap: float) -> NDArray[np.bool_]:
@@ -456,9 +474,14 @@ class _GaussLaw:
 def _gauss_piece_bounds(
     t0: Arr, t1: Arr, P: _GaussLaw, Q: _GaussLaw, alpha: float
 ) -> tuple[Arr, Arr]:
-    """Per-piece (log upper, log lower) of int_{t0}^{t1} p^a q^(1-a) / sqrt(2 pi)."""
+    """Per-piece (log upper, log lower) of int_{t0}^{t1} p^a q^(1-a) / sqrt(2 pi).
+
+    A piece whose end points coincide (far from 0, where consecutive grid points can be one
+    double) is empty: it contributes nothing (``-inf``), and computes no 0/0.
+    """
     m = 0.5 * (t0 + t1)
-    eta = 0.5 * (t1 - t0)
+    empty = t1 <= t0
+    eta = np.where(empty, 1.0, 0.5 * (t1 - t0))
     pts, inv = np.unique(np.concatenate([t0, t1, m]), return_inverse=True)
     inv = np.ravel(inv)
     pl, pu, mup_all = (v[inv] for v in P.eval(pts))
@@ -482,8 +505,8 @@ def _gauss_piece_bounds(
     lu = alpha * (p1 - p0) / (2.0 * eta) + a1 * muq
     cl = alpha * pm + a1 * (h2 + 0.5 * (q0 + q1))
     ll = alpha * mup + a1 * (q1 - q0) / (2.0 * eta)
-    _, du = _log_diff_ndtr(-eta - lu, eta - lu)  # upper bound for the upper piece
-    dl, _ = _log_diff_ndtr(-eta - ll, eta - ll)  # lower bound for the lower piece
+    _, du = _log_diff_ndtr(-lu, eta)  # upper bound for the upper piece
+    dl, _ = _log_diff_ndtr(-ll, eta)  # lower bound for the lower piece
     eu = el = 0.0  # (their rounding is inside those bounds)
     up = cu + 0.5 * lu * lu + du
     low = cl + 0.5 * ll * ll + dl
@@ -500,7 +523,8 @@ def _gauss_piece_bounds(
     slack_l = a2 * (2.0 * val_err + slope_err * eta) + el + c * (
         np.abs(cl) + 0.5 * ll * ll + np.abs(dl) + 1.0
     )
-    return np.asarray(up + slack_u), np.asarray(low - slack_l)
+    return (np.asarray(np.where(empty, -np.inf, up + slack_u)),
+            np.asarray(np.where(empty, -np.inf, low - slack_l)))
 
 
 def _gauss_slivers(t0: Arr, t1: Arr, P: _GaussLaw, Q: _GaussLaw, alpha: float) -> float:
@@ -603,7 +627,10 @@ def _gauss_bounds(
             tot_l = logsumexp(np.concatenate([ll, tl]))
             if _refined_enough(tot_l, tot_u, t0.size, log_gap, log_decide, stall):
                 break
-            split = _to_split(lu, ll, tot_l, log_gap)
+            # a piece is split only where its quarters are distinct doubles (at |t| ~ 1e13 a
+            # width below ~1e-2 is not: the bounds stay valid there, only as wide as they are)
+            split = _to_split(lu, ll, tot_l, log_gap) & (
+                (t1 - t0) > 16.0 * np.spacing(np.maximum(np.abs(t0), np.abs(t1))))
             if not split.any():
                 break
             k = 4
@@ -785,28 +812,22 @@ def _gauss_moved(log_lo: float, log_hi: float, alpha: float, span: float,
     r"""Bounds on :math:`\log I` of the exact atoms from those of the computed atoms (Gaussian).
 
     The atoms of both laws lie in :math:`[0, S]` and each exact atom is within :math:`\delta`
-    of its computed value. With :math:`r = |t - S/2|` and :math:`
-ho = r + S/2 \ge |t - z|`
+    of its computed value. With :math:`r = |t - S/2|` and :math:`\rho = r + S/2 \ge |t - z|`
     for every atom :math:`z`, one Gaussian factor moves by
-    :math:`arphi(t-z-e)/arphi(t-z) = e^{e(t-z) - e^2/2} \in
-    [e^{-\delta
-ho-\delta^2/2}, e^{\delta
-ho}]`, so with :math:`c = (2lpha-1)\delta` the
-    integrand :math:`g = p^lpha q^{1-lpha}` moves by a factor within
-    :math:`[e^{-c
-ho - lpha\delta^2/2}, e^{c
-ho + (lpha-1)\delta^2/2}]`. On
+    :math:`\varphi(t-z-e)/\varphi(t-z) = e^{e(t-z) - e^2/2} \in
+    [e^{-\delta\rho-\delta^2/2}, e^{\delta\rho}]`, so with :math:`c = (2\alpha-1)\delta` the
+    integrand :math:`g = p^\alpha q^{1-\alpha}` moves by a factor within
+    :math:`[e^{-c\rho - \alpha\delta^2/2}, e^{c\rho + (\alpha-1)\delta^2/2}]`. On
     :math:`r \le R` this is at most :math:`e^{\pm c(R + S/2)}`; beyond, for :math:`r \ge S/2`,
-    :math:`p(t) \le arphi(r - S/2)` and :math:`q(t) \ge arphi(r + S/2)`, so
-    :math:`g \le (2\pi)^{-1/2} e^{-(r^2 - (2lpha-1)Sr + S^2/4)/2}` and
+    :math:`p(t) \le \varphi(r - S/2)` and :math:`q(t) \ge \varphi(r + S/2)`, so
+    :math:`g \le (2\pi)^{-1/2} e^{-(r^2 - (2\alpha-1)Sr + S^2/4)/2}` and
 
-    .. math:: \int_{r>R} g\,e^{c
-ho}\,dt \le T_c(R) = 2\,e^{B^2/8 - S^2/8 + cS/2}\,
-              ar\Phi(R - B/2),\qquad B = (2lpha-1)S + 2c .
+    .. math:: \int_{r>R} g\,e^{c\rho}\,dt \le T_c(R) = 2\,e^{B^2/8 - S^2/8 + cS/2}\,
+              \bar\Phi(R - B/2),\qquad B = (2\alpha-1)S + 2c .
 
-    Hence :math:`	ilde I \le e^{(lpha-1)\delta^2/2}(e^{c(R+S/2)} I + T_c(R))` and
-    :math:`	ilde I \ge e^{-lpha\delta^2/2 - c(R+S/2)}(I - T_0(R))`, with :math:`R` chosen
-    so that :math:`T_c(R) \le e^{-60}` (while :math:`I \ge 1` for :math:`lpha > 1`, Jensen).
+    Hence :math:`\tilde I \le e^{(\alpha-1)\delta^2/2}(e^{c(R+S/2)} I + T_c(R))` and
+    :math:`\tilde I \ge e^{-\alpha\delta^2/2 - c(R+S/2)}(I - T_0(R))`, with :math:`R` chosen
+    so that :math:`T_c(R) \le e^{-60}` (while :math:`I \ge 1` for :math:`\alpha > 1`, Jensen).
     """
     if delta == 0.0:
         return log_lo, log_hi
@@ -836,9 +857,9 @@ ho}\,dt \le T_c(R) = 2\,e^{B^2/8 - S^2/8 + cS/2}\,
 
 
 def _discrete_bounds(x: Arr, p: Arr, y: Arr, q: Arr, alpha: float) -> DivergenceBounds:
-    r"""Proven bounds on :math:`D_lpha(P\|Q)` of the laws themselves (scale 0: no noise).
+    r"""Proven bounds on :math:`D_\alpha(P\|Q)` of the laws themselves (scale 0: no noise).
 
-    :math:`D_lpha = rac{1}{lpha-1}\log\sum_k p_k^lpha q_k^{1-lpha}` over the atoms of
+    :math:`D_\alpha = \frac{1}{\alpha-1}\log\sum_k p_k^\alpha q_k^{1-\alpha}` over the atoms of
     :math:`P` (infinite if one of them is not an atom of :math:`Q`);
     :math:`D_\infty = \log\max_k p_k/q_k`. Log domain, with a rounding slack of 64 ulps of the
     magnitudes per operation.

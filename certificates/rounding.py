@@ -28,6 +28,9 @@ Functions
     :math:`\sigma^2 q \le a^2`.
 :func:`add_up`, :func:`sum_up`
     A sum rounded up.
+:func:`div_up`
+    A quotient :math:`a/b` rounded up (elementwise): a pure-privacy loss
+    :math:`\lVert x - y\rVert / b` that is proven not to exceed its double.
 
 Examples
 --------
@@ -55,6 +58,7 @@ __all__ = [
     "add_up",
     "div_sqrt_down",
     "div_sqrt_up",
+    "div_up",
     "next_down",
     "next_up",
     "round_down",
@@ -326,3 +330,56 @@ def add_up(a: float, b: float) -> float:
 def sum_up(values: Iterable[float | Fraction]) -> float:
     """The smallest double >= the exact sum of ``values`` (rational arithmetic)."""
     return round_up(sum((Fraction(v) for v in values), Fraction(0)))
+
+
+def _two_product_ok(q: NDArray[np.float64], b: NDArray[np.float64], a: NDArray[np.float64]
+                    ) -> NDArray[np.bool_]:
+    """``q * b >= a`` exactly, by Dekker's product split (valid where no part under/overflows)."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        p = q * b
+        sq, sb = q * 134217729.0, b * 134217729.0
+        qh, bh = sq - (sq - q), sb - (sb - b)
+        ql, bl = q - qh, b - bh
+        err = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl
+        return np.asarray((p - a) + err >= 0.0)  # p - a is exact (Sterbenz: p is within 2x of a)
+
+
+@overload
+def div_up(a: float, b: float) -> float: ...
+
+
+@overload
+def div_up(a: NDArray[np.float64], b: float | NDArray[np.float64]) -> NDArray[np.float64]: ...
+
+
+def div_up(a: float | NDArray[np.float64], b: float | NDArray[np.float64]
+           ) -> float | NDArray[np.float64]:
+    r"""A double :math:`\ge a/b` exactly, at most one ulp above it (elementwise; ``a >= 0``,
+    ``b > 0``; ``a = inf`` gives ``inf``).
+
+    The correctly rounded quotient :math:`q = \mathrm{fl}(a/b)` is kept when :math:`q\,b \ge a`
+    holds exactly (decided by Dekker's exact product where its split cannot under- or overflow,
+    in rational arithmetic elsewhere) and moved up one ulp otherwise.
+    """
+    arr_a = np.asarray(a, dtype=np.float64)
+    arr_b = np.broadcast_to(np.asarray(b, dtype=np.float64), arr_a.shape)
+    if np.any(arr_a < 0.0) or np.any(np.isnan(arr_a)):
+        raise InvalidParameterError("a", a, "must be >= 0 (no NaN)")
+    if not (np.all(arr_b > 0.0) and np.all(np.isfinite(arr_b))):
+        raise InvalidParameterError("b", b, "must be finite and > 0")
+    with np.errstate(over="ignore", under="ignore"):
+        q = arr_a / arr_b
+    lo, hi = 1e-130, 1e130
+    fast = (q > lo) & (q < hi) & (arr_b > lo) & (arr_b < hi)
+    enough = np.asarray(fast & _two_product_ok(q, arr_b, arr_a), dtype=bool)
+    flat_q, flat_a, flat_b = q.reshape(-1), arr_a.reshape(-1), arr_b.reshape(-1)
+    flat_enough = enough.reshape(-1).copy()
+    slow = ~fast.reshape(-1) & np.isfinite(flat_q) & (flat_a > 0.0)
+    for i in np.flatnonzero(slow):
+        flat_enough[i] = Fraction(float(flat_q[i])) * Fraction(float(flat_b[i])) >= Fraction(
+            float(flat_a[i]))
+    flat_enough |= (flat_a == 0.0) | ~np.isfinite(flat_q)
+    out = np.where(flat_enough, flat_q, np.nextafter(flat_q, np.inf)).reshape(q.shape)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.asarray(out, dtype=np.float64)
+    return float(out[()])

@@ -1,10 +1,11 @@
 """Progress you can trust: a one-line display with an ETA from *measured* step times.
 
 Long computations in dpopt are sequences of similar steps: the structured solver's full passes
-over the sensitivity vectors, the batches of a sampler. :class:`Progress` times the steps as
-they complete and estimates the time left as (steps left) × (measured time per step; the first
-step, which carries one-time start-up costs, is left out once a second one is done), so the
-estimate is a measurement of this run on this machine, not an extrapolation from a benchmark.
+over the sensitivity vectors, the steps of a sampler. :class:`Progress` times the steps as
+they complete and estimates the time left as (steps left) × (measured time per step), re-estimated
+at every report: the time per step is measured from the first report on, so the one-time start-up
+before it (allocation, caches, the set-up of the first chunk) does not inflate it. The estimate
+is a measurement of this run on this machine, not an extrapolation from a benchmark.
 
 Usage, from code that owns the terminal (the command line)::
 
@@ -31,9 +32,18 @@ parameter and a display never leaks into another thread's work. :func:`watch_pas
 solver's pass executor so that each full pass ticks.
 
 How many steps remain is known exactly for a fixed number of steps (``total``), and is a range
-for searches and iterative solvers (``expected=(low, high)``); the ETA then reads
-"about 20–30 s left". While the computation runs at least one more step is counted, also once
-more steps ran than ``high``.
+for searches and iterative solvers (``expected=(low, high)``); the time left is then a range,
+say from 20 to 30 s, and the line shows its geometric middle, "about 24 s left" (within a
+factor 2 of every time in the range as long as the range spans at most a factor 4). While the
+computation runs at least the rest of the current step is counted, and one more step once more
+steps ran than ``high``. Nothing is estimated before the second report: the wait for the
+first one holds the start-up.
+
+How good it is was measured on designs over 10⁶ to 10⁸ vectors (d = 2, 4, 10) and on the
+sampler (CPU seconds, so that the load of a shared machine does not enter): with the design's
+counts (:data:`dpopt.cli.options.PASSES_EXPECTED` solver passes, the certificate's pass costing
+:data:`~dpopt.cli.options.CHECK_PASS_COST` of them) the time shown stayed within a factor 2 of
+the time that was in fact left; the benchmarks page lists the runs.
 """
 
 from __future__ import annotations
@@ -103,9 +113,10 @@ class Progress:
     Notes
     -----
     Steps may be fractional: a pass over the vectors reports each chunk as the fraction of the
-    pass it is, so the line moves within a pass and the time per step is measured on the work
-    done so far, ``elapsed / done``. The time left is ``(steps left + tail) × elapsed / done``,
-    a range when the number of steps is a range.
+    pass it is, so the line moves within a pass. The time per step is measured on the work
+    reported after the first report, ``(now - t_1) / (done - done_1)`` (before a second report:
+    ``elapsed / done``), so the start-up before the first report is left out. The time left is
+    ``(steps left + tail) × time per step``, a range when the number of steps is a range.
     """
 
     def __init__(self, desc: str, *, total: float | None = None,
@@ -141,7 +152,8 @@ class Progress:
         self.tail = None if tail is None else (float(tail[0]), float(tail[1]))
         self.done = 0.0
         self._started = self.clock()
-        self._first_at: float | None = None
+        #: (clock, done) at the first report of the phase: the rate is measured from there
+        self._first: tuple[float, float] | None = None
 
     # -- the context: make this the display that tick() reaches ------------------------------
     def __enter__(self) -> Progress:
@@ -184,8 +196,8 @@ class Progress:
         """Record ``steps`` (possibly fractional) steps completed since the previous call."""
         if steps > 0:
             self.done += float(steps)
-            if self._first_at is None and self.done >= 1.0 - 1e-12:
-                self._first_at = self.clock()
+            if self._first is None:
+                self._first = (self.clock(), self.done)
             self._draw()
 
     @property
@@ -195,13 +207,15 @@ class Progress:
 
     @property
     def seconds_per_step(self) -> float | None:
-        """Measured time per step in this phase (None before any step): ``elapsed / done``,
-        and once two steps are done the time of the steps after the first, which carries the
-        one-time start-up costs (allocation, caches, the first chunk's set-up)."""
-        if self.done <= 0:
+        """Measured time per step in this phase (None before any step): the time of the work
+        reported after the first report, whose wait carries the one-time start-up costs
+        (allocation, caches, the first chunk's set-up); ``elapsed / done`` until then."""
+        if self.done <= 0 or self._first is None:
             return None
-        if self._first_at is not None and self.done >= 2.0:
-            return (self.clock() - self._first_at) / (self.done - 1.0)
+        at, done = self._first
+        now = self.clock()
+        if self.done - done > 1e-12 and now > at:
+            return (now - at) / (self.done - done)
         return self.elapsed / self.done
 
     def steps_left(self) -> tuple[float, float] | None:
@@ -209,9 +223,15 @@ class Progress:
         if self.total is not None:
             low = high = max(self.total - self.done, 0.0)
         elif self.expected is not None:
-            # while it runs, at least one more step is to come (also beyond the usual range)
-            high = max(self.expected[1] - self.done, 1.0)
-            low = min(max(self.expected[0] - self.done, 1.0), high)
+            # while it runs, the rest of the current step is to come, and once more steps ran
+            # than usual, one more
+            frac = self.done - math.floor(self.done + 1e-6)  # chunk fractions sum inexactly
+            if frac > 1e-6:
+                rest = 1.0 - frac
+            else:
+                rest = 1.0 if self.done <= 0 or self.done > self.expected[1] + 1e-6 else 0.0
+            high = max(self.expected[1] - self.done, rest)
+            low = min(max(self.expected[0] - self.done, rest), high)
         else:
             return None
         if self.tail is not None:
@@ -224,6 +244,18 @@ class Progress:
         if per is None or left is None:
             return None
         return left[0] * per, left[1] * per
+
+    def estimate(self) -> float | None:
+        r"""The time left shown (seconds; None before a step): the geometric middle
+        :math:`\sqrt{lh}` of :meth:`eta`'s range :math:`[l, h]`, which is within a factor 2 of
+        every time in the range as long as :math:`h \le 4l` (true of a design's counts at
+        every point of its run) and of the time in fact left in every measured run (module
+        notes)."""
+        first = self._first
+        if first is None or not self.clock() > first[0] or not self.done > first[1]:
+            return None  # one report only: its wait holds the start-up, no rate yet
+        eta = self.eta()
+        return None if eta is None else math.sqrt(eta[0] * eta[1])
 
     # -- drawing -----------------------------------------------------------------------------
     def line(self) -> str:
@@ -240,10 +272,9 @@ class Progress:
         per = self.seconds_per_step
         if per is not None:
             parts.append(f"{human_seconds(per)}/{self.unit}")
-        eta = self.eta()
-        if eta is not None:
-            low, high = (human_seconds(x) for x in eta)
-            parts.append(f"about {high} left" if low == high else f"about {low}-{high} left")
+        left = self.estimate()
+        if left is not None:
+            parts.append(f"about {human_seconds(left)} left")
         else:
             parts.append(f"{human_seconds(self.elapsed)} so far")
         return " · ".join(parts)

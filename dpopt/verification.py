@@ -24,9 +24,10 @@ Registered kinds
     :func:`certificates.renyi_mixture.verify_mixture_file` (every Rényi divergence bound
     re-proved from the stored laws).
 
-``dpopt-diffusion-run/1`` — *private sampling run*
+``dpopt-diffusion-run/2`` (and ``/1``) — *private sampling run*
     Written by ``dpopt sample -o run.json`` and :func:`dpopt.diffusion.record.save_record`:
-    every release of a private diffusion sampling run. Checked by
+    every release of a private diffusion sampling run (``/1``, still read, spelt a release's
+    ``denoiser_sigma`` as ``sigma``). Checked by
     :func:`dpopt.diffusion.record.verify_run_file` (queries replayed, each covariance
     re-checked at its query over the domain's two-record set, the composition recomputed).
 
@@ -155,7 +156,9 @@ BUILTIN_KINDS: Mapping[str, tuple[str, str]] = {
         "covariance design", "dpopt.verification:verify_covariance_design"),
     "dpopt-renyi-mixture-certificate/1": (
         "tight Pufferfish calibration", "dpopt.verification:verify_tight_pufferfish"),
-    "dpopt-diffusion-run/1": (
+    "dpopt-diffusion-run/2": (
+        "private sampling run", "dpopt.diffusion.record:verify_run_file"),
+    "dpopt-diffusion-run/1": (  # the previous format (a release's sigma not yet denoiser_sigma)
         "private sampling run", "dpopt.diffusion.record:verify_run_file"),
 }
 
@@ -391,7 +394,7 @@ def verify_tight_pufferfish(path: Path, content: dict[str, Any],
     order = "∞ (pure)" if math.isinf(cert.alpha) else f"{cert.alpha:g}"
     summary: dict[str, JSONValue] = {
         "noise": cert.noise,
-        "alpha": "inf" if math.isinf(cert.alpha) else cert.alpha,
+        "alpha": None if math.isinf(cert.alpha) else cert.alpha,  # null: alpha = inf (pure)
         "epsilon": cert.epsilon,
         "scale": cert.scale,
         "refuted_scale": cert.refuted_scale,

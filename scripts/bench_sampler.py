@@ -65,7 +65,7 @@ def main() -> None:
     cpu = time.process_time()
     worst = 0.0
     for r in rec:
-        d = design_covariance(add_remove_set(grid, r["query"], r["sigma"]),
+        d = design_covariance(add_remove_set(grid, r["query"], r["denoiser_sigma"]),
                               ZCDP(rho=r["q"] / 2.0))
         worst = max(worst, abs(d.value - r["errors"]["released"]) / d.value)
     cpu = time.process_time() - cpu

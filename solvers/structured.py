@@ -87,10 +87,11 @@ from certificates.problem import (
 )
 from certificates.validate import as_int, as_scalar
 from solvers._types import Solution, SolverStats
+from solvers.floor_block import FloorBlock, floor_block_solve
 from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
 from solvers.reductions import SpanReduction, column_generation, psd_factor, top_k
-from solvers.restricted import Restricted, RestrictedPoint, inner_solve
+from solvers.restricted import Restricted, RestrictedPoint, evaluate, inner_solve
 from solvers.scaling import Normalisation
 
 __all__ = ["WarmStart", "blas_limits", "solve_structured"]
@@ -123,6 +124,15 @@ _FLOOR_ENTRY = 1e-5
 _FLOOR_FULL_MAX = 30
 _FLOOR_FULL_SMALL = 10
 _FLOOR_FULL_ENTRY = 1e-3
+#: Binding floors with W != I are solved by projected Newton on the floor block
+#: (solvers.floor_block) when lambda_min(W) / lambda_max(W) is at least this; below it the
+#: whitened block A is too ill-conditioned (cond(A) ~ cond(W)^2) for its eigen-decomposition to
+#: drive Newton steps, and the log-det barrier path (the floor block grown by column generation
+#: or spanning every direction) takes over.
+_FLOOR_NEWTON_MIN_RCOND = 1e-8
+#: Up to this dimension a floor-block restricted solve that stalls continues by the log-det
+#: barrier on a floor block spanning every direction (d(d+1)/2 floor weights).
+_FLOOR_BARRIER_MAX = 30
 #: Relative tolerance of the parallel/antiparallel test of new working-set atoms.
 _PARALLEL_RTOL = 1e-12
 #: The candidate pool: every full pass keeps its ``pool`` highest-scoring vectors in memory, and
@@ -278,6 +288,8 @@ class _Run:
     restricted: Restricted | None = None
     floor_basis: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     floor_full: bool = False  # the floor block spans every direction (see _enter_floor_mode)
+    floor_newton: bool = False  # projected Newton on the floor block (see _enter_floor_block)
+    floor_barrier: int = 0  # floor-block restricted solves finished by the barrier
     # outcome
     best: _Candidate | None = None
     status: str = "iteration_limit"
@@ -790,7 +802,11 @@ def _seed_working_set(run: _Run, gram: FloatArray) -> None:
 # ------------------------------------------------------------------------------------------------
 def _column_generation(run: _Run) -> None:
     """Restricted Newton solve, pricing pass, working-set growth, until the gap closes
-    (:func:`solvers.reductions.column_generation` over :class:`_WorkingSet`)."""
+    (:func:`solvers.reductions.column_generation` over :class:`_WorkingSet`). With a noise floor
+    and W conditioned for it, every restricted solve carries the floor block from the start
+    (:func:`_enter_floor_block`)."""
+    if run.eta > 0 and _floor_newton_applies(run):
+        _enter_floor_block(run)
     outcome = column_generation(_WorkingSet(run), run.tol, warm=bool(run.warm_idx.size),
                                 pooled=bool(run.pool_keep))
     _conclude(run, outcome)
@@ -827,7 +843,14 @@ class _WorkingSet:
         run = self.run
         started = time.perf_counter()
         try:
-            point, self.iterations = inner_solve(run.state(), inner_tol, 200)
+            if run.floor_newton:
+                # floor-block iterations cost more: while the gap is large the solve stops at
+                # 10 % of it (at most 1e-2) instead of the loop's 1 % (at most 1e-3)
+                tight = inner_tol <= max(0.1 * run.tol, 1e-13)
+                loose = inner_tol if tight else min(1e-2, 10.0 * inner_tol)
+                point, self.iterations = _floor_inner(run, loose)
+            else:
+                point, self.iterations = inner_solve(run.state(), inner_tol, 200)
         except SolverError as exc:
             if run.best is None and self.last_point is not None:
                 _price(run, self.last_point, inner_tol)  # certify the last pool-round point
@@ -873,9 +896,11 @@ class _WorkingSet:
         cand, pricing = self._priced()
         state = run.state()
         grew = _add_violated_atoms(run, point, pricing)
-        if run.floor_mode and state.floor_weights.shape[0] and not run.floor_full:
+        # (projected Newton on the floor block prices the whole floor in every restricted solve)
+        barrier = run.floor_mode and not run.floor_newton
+        if barrier and state.floor_weights.shape[0] and not run.floor_full:
             grew |= _drop_slack_floor_directions(run, point)
-        if run.floor_mode and cand.floor_score > point.root_trace * (1.0 + 0.5 * inner_tol):
+        if barrier and cand.floor_score > point.root_trace * (1.0 + 0.5 * inner_tol):
             grew |= _add_floor_directions(run, cand, gap, inner_tol)
         return grew
 
@@ -1048,6 +1073,81 @@ def _enter_floor_mode(run: _Run, cand: _Candidate) -> None:
     )
     run.say(f"floor binds: switching to the floor block with {n_floor} directions"
             f"{' (all)' if run.floor_full else ''}")
+
+
+def _floor_newton_applies(run: _Run) -> bool:
+    """Projected Newton on the floor block (:mod:`solvers.floor_block`) unless W is too
+    ill-conditioned for it (``_FLOOR_NEWTON_MIN_RCOND``)."""
+    ev = np.linalg.eigvalsh(run.weight)
+    return bool(ev[0] >= _FLOOR_NEWTON_MIN_RCOND * ev[-1])
+
+
+def _enter_floor_block(run: _Run) -> None:
+    """With a noise floor (W not the identity, lambda_min(W) >= _FLOOR_NEWTON_MIN_RCOND
+    lambda_max(W)) every restricted solve carries the floor block in full coordinates
+    (:mod:`solvers.floor_block`): the block spans every direction (E = I), so the floor is
+    priced inside each restricted solve and no floor direction enters by column generation.
+    It starts empty when the vectors span (the projected Newton step frees the clamped
+    directions, whose floor gradient is positive: without a binding floor the solve is the
+    eta = 0 one), and on the complement of the span otherwise."""
+    run.floor_mode = True
+    run.floor_newton = True
+    d = run.dim
+    run.geometry = geo = _Geometry.of(run.weight, np.eye(d))
+    if run.atoms_per_pass is None:
+        run.atoms_added = max(2 * d, 16)
+    state = run.state()
+    comp = run.complement if run.rank < d else np.zeros((d, 0))
+    share = comp.shape[1] / d
+    run.floor_basis = np.eye(d)
+    run.restricted = Restricted(
+        atoms=run.vectors @ geo.whiten,
+        mu=state.mu * (1.0 - share),
+        floor_atoms=np.sqrt(run.eta) * (geo.whiten.T @ comp),
+        floor_weights=np.eye(comp.shape[1]) / d,
+        floor_rotation=comp.copy(),
+    )
+    run.say("noise floor: restricted solves carry the floor block")
+
+
+def _floor_inner(run: _Run, tol: float) -> tuple[RestrictedPoint, int]:
+    """The restricted solve in floor mode (:func:`solvers.floor_block.floor_block_solve`) on the
+    working set; the state is written back normalised (sum of the weights 1) for the pricing
+    and the dual of the column-generation loop. Should the projected Newton method stall short
+    of ``tol`` (seen with ill-conditioned W and the floor over most directions), the
+    log-det barrier on a floor block spanning every direction (:func:`solvers.restricted.
+    inner_solve`) continues from its point, for d <= _FLOOR_BARRIER_MAX."""
+    state = run.state()
+    floor = np.sqrt(run.eta) * run.whitening().whiten.T  # (p, d): the d coordinate directions
+    block = FloorBlock(atoms=state.atoms, mu=state.mu.copy(), floor=floor,
+                       basis=state.floor_rotation, weights=np.diag(state.floor_weights).copy())
+    block, iterations, converged = floor_block_solve(block, tol, 200,
+                                                     seed=run.newton_iterations == 0)
+    total = block.total()
+    state.mu = block.mu / total
+    pi = (block.basis * (block.weights / total)) @ block.basis.T
+    d = run.dim
+    if not converged and d <= _FLOOR_BARRIER_MAX:
+        run.floor_barrier += 1
+        spread = 1e-3 * max(float(np.trace(pi)), 1e-3 * float(state.mu.sum())) / d
+        mass = 1.0 + d * spread
+        state.mu = state.mu / mass
+        state.floor_atoms, state.floor_weights = floor, (_sym(pi) + spread * np.eye(d)) / mass
+        state.floor_rotation = np.eye(d)
+        _, more = inner_solve(state, tol, 200)
+        iterations += more
+        fw, fv = np.linalg.eigh(_sym(state.floor_weights))
+        keep = fw > 0
+        basis, weights = state.floor_rotation @ fv[:, keep], fw[keep]
+    else:
+        basis, weights = block.basis, block.weights / total
+    # on the simplex exactly (T^2 is the certified lower bound only there)
+    mass = float(state.mu.sum() + weights.sum())
+    state.mu, weights = state.mu / mass, weights / mass
+    state.floor_weights = np.diag(weights)
+    state.floor_rotation = basis
+    state.floor_atoms = floor @ basis
+    return evaluate(state), iterations
 
 
 def _add_violated_atoms(run: _Run, point: RestrictedPoint, pricing: PassResult) -> bool:
@@ -1367,6 +1467,9 @@ def _finish(run: _Run) -> Solution:
         "working_set": int(cand.mu.size),
         "floor_block": int(cand.floor_weights.shape[0]),
         "floor_full": bool(run.floor_full),
+        **({"floor": ("floor block by projected Newton (solvers.floor_block)"
+                      if run.floor_newton else "floor block by the log-det barrier"),
+            "floor_barrier_solves": run.floor_barrier} if cand.floor_mode else {}),
         "ridge": ridge,
     }
     return _verified_solution(run, _sym(sigma), _factored_dual(run, cand), t * t, details)

@@ -20,13 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias, TypeVar
 
-import numpy as np
-from numpy.typing import NDArray
-
-from certificates.validate import as_float_array
 from dpopt.errors import DpoptError, InvalidParameterError
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover - numpy is imported where used: `--help` stays light
+    import numpy as np
+    from numpy.typing import NDArray
+
     from dpopt.progress import Progress
 
 __all__ = [
@@ -79,6 +78,8 @@ class UsageError(DpoptError):
 
 def parse_float_list(name: str, text: str) -> NDArray[np.float64]:
     """Parse ``"0.5,0.5"`` (commas and/or spaces) into a finite 1-D float array."""
+    from certificates.validate import as_float_array
+
     parts = [p for p in text.replace(",", " ").split() if p]
     if not parts:
         raise InvalidParameterError(name, text, "must be a comma-separated list of numbers")
@@ -101,6 +102,8 @@ def _existing(path: str | os.PathLike[str], what: str) -> Path:
 
 
 def _check_finite(arr: NDArray[np.float64], path: Path, header: bool) -> None:
+    import numpy as np
+
     bad = np.argwhere(~np.isfinite(arr))
     if bad.size:
         r, c = (int(v) for v in bad[0])
@@ -142,6 +145,8 @@ def _read_csv_numeric(
     ``#`` are skipped. With ``header`` the first remaining line holds column names (returned);
     without it every cell must be a finite number, and a cell that is not one is an error naming
     its line and column (nothing is ever dropped silently)."""
+    import numpy as np
+
     try:
         text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -186,6 +191,10 @@ def read_points(
     ``header``: the CSV's first line is a header and is skipped; by default there is none and a
     non-numeric cell is an error naming its line and column.
     """
+    import numpy as np
+
+    from certificates.validate import as_float_array
+
     p = _existing(path, what)
     if p.suffix.lower() == ".npy":
         try:
@@ -213,6 +222,7 @@ def read_matrix(path: str | os.PathLike[str], *, what: str = "weight") -> NDArra
 
 def read_table(path: str | os.PathLike[str], columns: Sequence[str]) -> dict[str, NDArray[Any]]:
     """Read named columns of a CSV with a header. Numeric columns must be finite (no NaN)."""
+    import numpy as np
     import pandas as pd
 
     p = _existing(path, "data")
@@ -258,6 +268,8 @@ def write_text_safely(path: str | os.PathLike[str], text: str, *, force: bool) -
 
 
 def _jsonable(obj: object) -> object:
+    import numpy as np
+
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -276,7 +288,7 @@ def _jsonable(obj: object) -> object:
 
 #: Version of the JSON vocabulary of every ``--json`` output (``schema_version`` in each
 #: output; the schema is ``dpopt/schemas/cli-output.schema.json``, documented in the JSON guide).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: One name per quantity. Keys the commands build -> the key of the vocabulary (None: a second
 #: name of a quantity already present, dropped), for every command (``"*"``) or for one (its

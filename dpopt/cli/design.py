@@ -15,9 +15,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from dpopt.cli.common import (
     COMMON,
     UsageError,
@@ -38,7 +35,10 @@ from dpopt.cli.options import (
 from dpopt.errors import InvalidParameterError
 from dpopt.relation import NeighbouringRelation, as_relation
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where used: `--help` stays light
+    import numpy as np
+    from numpy.typing import NDArray
+
     from certificates.problem import VectorSource
     from dpopt.accounting.budgets import PrivacyReport
     from dpopt.cli.common import Context, Subparsers
@@ -90,6 +90,8 @@ def parse_domain(text: str, *, header: bool = False) -> FinitePoints | Grid | Bo
     """
     from dpopt.covariance import description, domains
 
+    if not text.strip():
+        raise UsageError("--domain is empty: give a spec (grid:lo=0,hi=1,n=5,d=2) or a file")
     is_file = Path(text).suffix.lower() in (".csv", ".npy", ".txt") or (
         ":" not in text and Path(text).exists()
     )
@@ -99,7 +101,13 @@ def parse_domain(text: str, *, header: bool = False) -> FinitePoints | Grid | Bo
         return domains.FinitePoints(read_points(text, what="domain", header=header))
     if header:
         raise UsageError("--header applies to a CSV domain file, not to a domain spec")
-    return description.domain_from_spec(text)
+    try:
+        return description.domain_from_spec(text)
+    except InvalidParameterError as exc:  # name the option the user typed, and the key in it
+        if exc.name in ("domain", "spec"):
+            raise InvalidParameterError("--domain", text, exc.requirement) from None
+        why = exc.requirement.replace(f" (in {text!r})", "")
+        raise InvalidParameterError("--domain", text, f"{exc.name}={exc.value} {why}") from None
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -414,6 +422,8 @@ def run_design(
     (``None``, ``"local"`` or a scheduler address) goes to
     :func:`~dpopt.covariance.design.design_covariance`.
     """
+    import numpy as np
+
     from dpopt.cli.account import parse_budgets
     from dpopt.covariance.continuous import BoxCoverage
     from dpopt.covariance.design import design_covariance
@@ -517,6 +527,8 @@ def covers_line(meta: dict[str, Any], design: Design) -> str:
 
 
 def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
+    import numpy as np
+
     f = format_float
     lo, up = res["certified_interval"]
     ctx.print(title)
@@ -567,6 +579,8 @@ def _finish(ctx: Context, args: argparse.Namespace, res: dict[str, Any], title: 
 
 
 def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
+    import numpy as np
+
     from dpopt.covariance import sensitivity as sens
 
     domain = parse_domain(DEMO_GRID)
@@ -579,7 +593,8 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         "relation": NeighbouringRelation.ADD_REMOVE.value,
     }
     if not (args.sigma > 0 and np.isfinite(args.sigma)):
-        raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
+        raise InvalidParameterError("--denoiser-sigma", args.sigma,
+                                        "must be a finite number > 0")
     sensitivity = sens.TwoRecordVectors(domain, np.asarray(DEMO_QUERY), args.sigma)
     spec = f"approx:epsilon={args.epsilon!r},delta={args.delta!r}"
     output: str | None = args.output
@@ -612,6 +627,8 @@ def _cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
+    import numpy as np
+
     from dpopt.covariance import sensitivity as sens
     from dpopt.covariance.domains import FinitePoints
 
@@ -639,13 +656,14 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
         sensitivity = uq
         meta.update({"set": "uniform-query", "query": None, "sigma": None})
     else:
-        query = parse_float_list("query", args.query)
+        query = parse_float_list("--query", args.query)
         if query.shape[0] != domain.dim:
             raise InvalidParameterError(
-                "query", args.query, f"must have {domain.dim} coordinates like the domain"
+                "--query", args.query, f"must have {domain.dim} coordinates like the domain"
             )
         if not (args.sigma > 0 and np.isfinite(args.sigma)):
-            raise InvalidParameterError("denoiser_sigma", args.sigma, "must be a finite number > 0")
+            raise InvalidParameterError("--denoiser-sigma", args.sigma,
+                                        "must be a finite number > 0")
         sensitivity = sens.add_remove_set(domain, query, args.sigma)
         kind = "two-record-box" if isinstance(sensitivity, sens.BoxTwoRecordSet) else "two-record"
         meta.update({"set": kind, "query": query.tolist(), "sigma": float(args.sigma)})
@@ -655,7 +673,7 @@ def _cmd_design(args: argparse.Namespace, ctx: Context) -> int:
             str(args.weight), weight.shape, f"must be {domain.dim} x {domain.dim}"
         )
     if not (args.noise_floor >= 0 and np.isfinite(args.noise_floor)):
-        raise InvalidParameterError("noise_floor", args.noise_floor, "must be finite and >= 0")
+        raise InvalidParameterError("--noise-floor", args.noise_floor, "must be finite and >= 0")
     res = run_design(
         ctx,
         meta=meta,

@@ -13,8 +13,8 @@ status instead of calling :func:`sys.exit`, so tests can drive it directly:
 
 The commands live in :mod:`dpopt.cli.account` (``account``, ``calibrate``) and
 :mod:`dpopt.cli.design` (``demo``, ``design``, ``verify``, ``figures``); backing modules are
-imported lazily: ``dpopt --version`` imports neither numpy nor scipy, and ``--help`` imports
-numpy but not scipy, cvxpy or pandas (``python -X importtime -m dpopt.cli --help`` shows it).
+imported lazily: ``dpopt --version`` and every command's ``--help`` import none of numpy,
+scipy, cvxpy or pandas (``python -X importtime -m dpopt.cli design --help`` shows it).
 """
 
 from __future__ import annotations

@@ -14,8 +14,6 @@ import argparse
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from dpopt.cli.common import COMMON, UsageError, dump_json, format_float
 
 if TYPE_CHECKING:
@@ -91,6 +89,8 @@ def _cmd_design_run(args: argparse.Namespace, ctx: Context) -> int:
     if not hasattr(domain, "points"):
         raise UsageError("--domain must be finite here (a grid or a file of points; the "
                          "guarantee then covers records snapped to it)")
+    import numpy as np  # here, not at the top: `--help` stays light
+
     pts = np.asarray(domain.points)
     rng = np.random.default_rng(args.seed)
     data = pts[rng.choice(pts.shape[0], min(args.data_size, pts.shape[0]), replace=False)]

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dpopt.cli.common import COMMON, UsageError, dump_json, write_text_safely
 
 if TYPE_CHECKING:
@@ -20,6 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["add_sample_parser"]
 
 _F = argparse.RawDescriptionHelpFormatter
+#: the deltas at which a run's epsilon is reported (``privacy.epsilon_for_delta``)
+RUN_DELTAS = (1e-5, 1e-6, 1e-8)
 DEFAULT_DOMAIN = "grid:lo=0,hi=1,n=20,d=2"
 
 
@@ -78,7 +78,8 @@ def add_sample_parser(sub: Subparsers) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: from the operating system, right for real data)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="run record JSON")
-    p.add_argument("--samples-out", metavar="FILE", help="also write the samples as CSV")
+    p.add_argument("--samples-out", metavar="FILE", help="also write the samples as CSV "
+                   "(data, not a certificate: the run record is what dpopt verify reads)")
     p.add_argument("--plot", metavar="FILE", help="draw the samples and the per-step error "
                    "(.png/.svg/.pdf; needs matplotlib)")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
@@ -86,23 +87,32 @@ def add_sample_parser(sub: Subparsers) -> None:
     p.set_defaults(handler=_cmd_sample)
 
 
-def _split(text: str) -> Any:
+def _split(text: str, steps: int) -> Any:
+    """The rule of ``--split``: a name, or ``steps`` finite positive weights."""
+    import math
+
     key = text.strip().lower()
     if key in ("equal", "pilot", "propagated"):
         return key
     try:
-        return [float(v) for v in text.split(",")]
+        weights = [float(v) for v in text.split(",")]
     except ValueError:
         raise UsageError(
             f"--split must be equal, propagated, pilot or comma-separated weights: {text!r}"
         ) from None
+    if len(weights) != steps:
+        raise UsageError(f"--split {text!r}: {len(weights)} weights for --steps {steps} "
+                         f"(one weight per step)")
+    if not all(math.isfinite(w) and w > 0 for w in weights):
+        raise UsageError(f"--split {text!r}: the weights must be finite and > 0")
+    return weights
 
 
 def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
     import json
     from pathlib import Path
 
-    from dpopt.accounting.budgets import parse_budget
+    from dpopt.cli.account import parse_budgets
     from dpopt.cli.common import read_points
     from dpopt.cli.design import parse_domain
     from dpopt.diffusion.data import load_pair
@@ -114,17 +124,22 @@ def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
     if args.dataset and args.header:
         raise UsageError("--header applies to a CSV --data file")
     domain = parse_domain(args.domain)
+    rule = _split(args.split, args.steps)
+    budget = parse_budgets([args.budget], "sample")
     if args.dataset:
         data = load_pair(args.dataset, seed=0).train
         what = f"dataset {args.dataset}"
     else:
         data = read_points(args.data, what="data", header=args.header)
         what = f"data file {args.data}"
-    budget = parse_budget(args.budget)
+    if data.shape[1] != domain.dim:
+        given = f"--data {args.data}" if args.data else f"--dataset {args.dataset}"
+        raise UsageError(f"{given} has {data.shape[1]} columns, but the domain --domain "
+                         f"{args.domain} is {domain.dim}-dimensional")
     out = sample_private(
         data, domain, budget, samples=args.samples, steps=args.steps, schedule=args.schedule,
         sampler=args.sampler, prediction=args.prediction, noise=args.noise,
-        split=_split(args.split), rng=args.seed, progress=ctx.interactive,
+        split=rule, rng=args.seed, progress=ctx.interactive,
     )
     write_text_safely(args.output, json.dumps(out.record, allow_nan=False,
                                               separators=(",", ":")) + "\n", force=args.force)
@@ -140,11 +155,10 @@ def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
         "command": "sample",
         "source": what, "releases": out.releases, "cpu_seconds": out.seconds,
         "releases_per_second": out.releases / out.seconds if out.seconds > 0 else None,
-        "gdp_mu": rep.gdp_mu,
-        "epsilon": {f"{d:g}": float(rep.epsilon(d)) for d in (1e-5, 1e-6, 1e-8)},
         "summed_error": out.errors, "baseline_over_released": out.ratios(),
         "output": args.output,
-        "privacy": rep.to_dict(),  # the run's guarantee, in the report every command prints
+        # the run's guarantee (its GDP mu and its epsilon at each delta), in the one report
+        "privacy": rep.to_dict(deltas=RUN_DELTAS),
     }
     if args.json:
         ctx.print(dump_json(summary))
@@ -169,6 +183,8 @@ def _cmd_sample(args: argparse.Namespace, ctx: Context) -> int:
 
 def _far_fraction(samples: Any, domain: Any) -> float:
     """Fraction of samples farther than one diameter from the domain's bounding box."""
+    import numpy as np  # here, not at the top: `--help` stays light
+
     pts = getattr(domain, "points", None)
     lo = np.min(pts, axis=0) if pts is not None else np.asarray(domain.lower)
     hi = np.max(pts, axis=0) if pts is not None else np.asarray(domain.upper)

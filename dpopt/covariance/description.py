@@ -87,10 +87,15 @@ __all__ = [
     "spec_int",
 ]
 
-#: Tag of the structured description written into a design file.
-DESCRIPTION_TAG = "dpopt-cli-design/2"
-#: The earlier tag (no embedded domain points): still read, for grid/box domains.
+#: Tag of the structured description written into a design file (the denoiser's noise level is
+#: ``denoiser_sigma``, its name in every output).
+DESCRIPTION_TAG = "dpopt-cli-design/3"
+#: The previous tag: the same fields, the noise level spelt ``sigma``; still read.
+_V2_TAG = "dpopt-cli-design/2"
+#: The first tag (no embedded domain points): still read, for grid/box domains.
 _OLD_TAG = "dpopt-cli-design/1"
+#: Tags read, and the key each one spells the denoiser's noise level with.
+_SIGMA_KEY = {DESCRIPTION_TAG: "denoiser_sigma", _V2_TAG: "sigma", _OLD_TAG: "sigma"}
 #: Who wrote the description: the ``dpopt design``/``dpopt demo`` commands or
 #: :meth:`Design.save() <dpopt.covariance.design.Design.save>` (``"python"``).
 COMMANDS = ("design", "demo", "python")
@@ -100,12 +105,16 @@ SETS = ("two-record", "uniform-query", "two-record-box")
 BOX_SET = "two-record-box"
 _RELATIONS = ("add_remove", "replacement")
 _KEYS = (
-    "tag", "command", "domain", "domain_points", "header", "set", "query", "sigma", "relation",
-    "budget", "budget_bound", "budget_specs",
+    "tag", "command", "domain", "domain_points", "header", "set", "query", "denoiser_sigma",
+    "relation", "budget", "budget_bound", "budget_specs",
 )
+#: The previous tag's keys: the noise level spelt ``sigma``.
+_V2_KEYS = tuple("sigma" if k == "denoiser_sigma" else k for k in _KEYS)
 #: Earlier descriptions: no points, and the relation spelt ``adjacency`` (add-remove/replace) by
 #: the first releases.
-_OLD_KEYS = tuple(k for k in _KEYS if k not in ("domain_points", "header"))
+_OLD_KEYS = tuple(k for k in _V2_KEYS if k not in ("domain_points", "header"))
+#: Every key a description of some tag may hold (what makes JSON text a description).
+_ANY_KEYS = frozenset(_KEYS) | frozenset(_V2_KEYS)
 _OLD_ADJACENCY = {"add-remove": "add_remove", "replace": "replacement"}
 #: The label a described finite domain gets when it has no spec and no file name.
 POINTS_LABEL = "points"
@@ -289,7 +298,8 @@ class DesignDescription:
     query : ndarray or None
         Query point of the ideal denoiser (two-record set).
     sigma : float or None
-        Its noise level.
+        Its noise level (the key ``denoiser_sigma`` of the JSON text; ``sigma`` in files
+        tagged ``dpopt-cli-design/1`` and ``/2``).
     relation : {"add_remove", "replacement"}
         The neighbouring relation the budget is stated for (the vectors are the add/remove set).
     budget : str
@@ -320,7 +330,8 @@ class DesignDescription:
         """JSON-ready summary (without the domain points and the tag)."""
         return {
             "command": self.command, "domain": self.domain, "set": self.set,
-            "query": None if self.query is None else self.query.tolist(), "sigma": self.sigma,
+            "query": None if self.query is None else self.query.tolist(),
+            "denoiser_sigma": self.sigma,
             "relation": self.relation, "budget": self.budget,
             "budget_bound": self.budget_bound, "budget_specs": list(self.budget_specs),
         }
@@ -402,17 +413,18 @@ def parse_description(text: str | None) -> DesignDescription | None:
         raw = json.loads(text, parse_constant=lambda c: math.nan)
     except (ValueError, RecursionError):
         return None
-    if type(raw) is not dict or not set(raw) & set(_KEYS):
+    if type(raw) is not dict or not set(raw) & _ANY_KEYS:
         return None
     try:
         if "tag" not in raw:
             _bad("tag", "missing (a JSON description with design fields must be tagged)")
         tag = raw["tag"]
-        if tag not in (DESCRIPTION_TAG, _OLD_TAG):
+        if type(tag) is not str or tag not in _SIGMA_KEY:
             _bad("tag", f"{str(tag)[:40]!r} is not a description this dpopt can check")
-        keys = _KEYS if tag == DESCRIPTION_TAG else _OLD_KEYS
-        if tag == DESCRIPTION_TAG and raw.get("set") == BOX_SET:
+        keys = {DESCRIPTION_TAG: _KEYS, _V2_TAG: _V2_KEYS}.get(tag, _OLD_KEYS)
+        if tag != _OLD_TAG and raw.get("set") == BOX_SET:
             keys = (*keys, "pairs")
+        sigma_key = _SIGMA_KEY[tag]
         if tag == _OLD_TAG and "adjacency" in raw and "relation" not in raw:
             adj = raw.pop("adjacency")
             raw["relation"] = _OLD_ADJACENCY.get(adj, adj) if type(adj) is str else adj
@@ -433,10 +445,10 @@ def parse_description(text: str | None) -> DesignDescription | None:
                 _bad("domain_points", "must be null for a box (the domain is its spec)")
         if kind in ("two-record", BOX_SET):
             query: NDArray[np.float64] | None = _floats("query", raw["query"], 1)
-            sigma: float | None = _num("sigma", raw["sigma"])
+            sigma: float | None = _num(sigma_key, raw[sigma_key])
         else:
-            if raw["query"] is not None or raw["sigma"] is not None:
-                _bad("query", "must be null for the uniform-query set (and so must sigma)")
+            if raw["query"] is not None or raw[sigma_key] is not None:
+                _bad("query", f"must be null for the uniform-query set (and so must {sigma_key})")
             query, sigma = None, None
         specs = raw["budget_specs"]
         if type(specs) is not list or not specs or any(type(s) is not str for s in specs):

@@ -1,7 +1,8 @@
 r"""The run record of a private sampling run and its independent re-check.
 
-A record (JSON, format tag ``"dpopt-diffusion-run/1"``) lists every release — sample, step, level
-:math:`a_t`, :math:`\sigma_t`, query :math:`g_t`, bound :math:`q_t`, covariance
+A record (JSON, format tag ``"dpopt-diffusion-run/2"``) lists every release — sample, step, level
+:math:`a_t`, the denoiser's noise level :math:`\sigma_t` (key ``denoiser_sigma``; records of
+format ``/1``, still read, spell it ``sigma``), query :math:`g_t`, bound :math:`q_t`, covariance
 :math:`\Sigma_t`, the released value, the public ancestral noise, the design's certificate
 summary and the baselines' errors — with the public start points, the schedule, the domain, the
 budget and the composed guarantee. It holds no private record and no data-dependent count
@@ -53,7 +54,9 @@ __all__ = ["FORMAT", "RunVerification", "load_record", "save_record", "verify_re
            "verify_run_file"]
 
 #: The ``format`` field of a run record (the kind ``dpopt verify`` dispatches on).
-FORMAT = "dpopt-diffusion-run/1"
+FORMAT = "dpopt-diffusion-run/2"
+#: Formats read, and the key each spells a release's denoiser noise level with (``/1``: sigma).
+SIGMA_KEYS = {FORMAT: "denoiser_sigma", "dpopt-diffusion-run/1": "sigma"}
 #: Relative tolerance of the trajectory replay (queries are re-derived in floating point).
 REPLAY_RTOL = 1e-9
 #: Relative gap of the certified sup over a box when re-checking a box release.
@@ -84,7 +87,7 @@ def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = sj.load_json(path)
     except sj.FieldError as exc:
         raise sj.rejection(path, exc, "run record") from None
-    if type(data) is not dict or data.get("format") != FORMAT:
+    if type(data) is not dict or data.get("format") not in SIGMA_KEYS:
         raise CertificateError(f"{os.fspath(path)!r}: not a run record (format must be "
                                f"{FORMAT!r})")
     return data
@@ -142,27 +145,79 @@ def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: s
 
 
 def _array(value: Any, shape: tuple[int, ...], where: str) -> NDArray[np.float64]:
+    """A finite array of ``shape`` from JSON numbers only (a string or a boolean is rejected,
+    not converted), by the strict reader shared with the other certificate kinds."""
+    from certificates import strict_json as sj
+
     try:
-        arr = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise CertificateError(f"{where}: not a numeric array") from None
-    if arr.shape != shape or not np.all(np.isfinite(arr)):
-        raise CertificateError(f"{where}: must be a finite array of shape {shape}")
-    return arr
+        if len(shape) == 1:
+            return sj.vector(where, value, shape[0])
+        if len(shape) == 2:
+            return sj.matrix(where, value, shape[0], shape[1])
+    except sj.FieldError as exc:
+        raise CertificateError(str(exc)) from None
+    raise CertificateError(f"{where}: must be an array of shape {shape}")  # pragma: no cover
+
+
+def _check_totals(rec: dict[str, Any], bound: float, report: PrivacyReport,
+                  reasons: list[str]) -> None:
+    """The record's stated guarantee (``totals``) may claim less privacy than the one recomputed
+    from its releases, never more: its bound, mu and every epsilon(delta) are at least the
+    recomputed ones (which the sampler computes the same way)."""
+    from certificates import strict_json as sj
+
+    totals = _need(rec, "totals", dict, "record")
+    try:
+        stated = [("totals.bound", sj.number("totals.bound", totals.get("bound")), bound),
+                  ("totals.gdp_mu", sj.number("totals.gdp_mu", totals.get("gdp_mu")),
+                   report.gdp_mu)]
+        eps = totals.get("epsilon")
+        if type(eps) is not dict:
+            sj.fail("totals.epsilon", f"must be an object, got {sj.kind_of(eps)}")
+        for key, val in eps.items():
+            field_name = f"totals.epsilon[{key[:20]!r}]"
+            try:
+                delta = float(key)
+            except ValueError:
+                sj.fail(field_name, "the key must be a delta in (0, 1)")
+            if not 0.0 < delta < 1.0:
+                sj.fail(field_name, "the key must be a delta in (0, 1)")
+            stated.append((field_name, sj.number(field_name, val), float(report.epsilon(delta))))
+    except sj.FieldError as exc:
+        raise CertificateError(str(exc)) from None
+    for name, value, proven in stated:
+        if value < proven:
+            reasons.append(f"{name} = {value!r} claims more privacy than the releases prove "
+                           f"({proven!r})")
 
 
 def _domain(spec: Any) -> Domain:
     if not isinstance(spec, dict):
         raise CertificateError("domain: must be an object")
+    from certificates import strict_json as sj
+    from dpopt.errors import DpoptError
+
     kind = spec.get("kind")
     try:
         if kind == "grid":
-            return Grid(spec["lower"], spec["upper"], tuple(int(v) for v in spec["shape"]))
+            shape = spec.get("shape")
+            if type(shape) is not list:
+                sj.fail("domain.shape", f"must be an array, got {sj.kind_of(shape)}")
+            return Grid(sj.vector("domain.lower", spec.get("lower"), min_len=1),
+                        sj.vector("domain.upper", spec.get("upper"), min_len=1),
+                        tuple(sj.integer(f"domain.shape[{i}]", v, 1)
+                              for i, v in enumerate(shape)))
         if kind == "finite":
-            return FinitePoints(spec["points"])
+            pts: Any = spec.get("points")
+            n = len(pts) if type(pts) is list else 0
+            m = len(pts[0]) if n and type(pts[0]) is list else 0
+            return FinitePoints(sj.matrix("domain.points", pts, n, m))
         if kind == "box":
-            return Box(spec["lower"], spec["upper"])
-    except (KeyError, TypeError, ValueError) as exc:
+            return Box(sj.vector("domain.lower", spec.get("lower"), min_len=1),
+                       sj.vector("domain.upper", spec.get("upper"), min_len=1))
+    except sj.FieldError as exc:
+        raise CertificateError(str(exc)) from None
+    except (DpoptError, TypeError, ValueError) as exc:
         raise CertificateError(f"domain: malformed ({exc})") from None
     raise CertificateError(f"domain: kind {kind!r} cannot be re-checked (grid, finite or box)")
 
@@ -197,8 +252,9 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
 
     sup: _Upper | None
     rec = load_record(record) if not isinstance(record, dict) else record
-    if rec.get("format") != FORMAT:
+    if rec.get("format") not in SIGMA_KEYS:
         raise CertificateError(f"not a run record (format must be {FORMAT!r})")
+    sigma_key = SIGMA_KEYS[rec["format"]]
     if rec.get("relation") != "add_remove":
         raise CertificateError("record: relation must be 'add_remove'")
     dom = _domain(rec.get("domain"))
@@ -211,15 +267,21 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
     prediction = _need(rec, "prediction", str, "record")
     if sampler not in ("ddim", "ddpm") or prediction not in ("x0", "eps"):
         raise CertificateError("record: sampler must be ddim/ddpm and prediction x0/eps")
+    if _need(rec, "noise", str, "record") not in ("optimal", "isotropic"):
+        raise CertificateError("record: noise must be 'optimal' or 'isotropic'")
+    _array(rec.get("weight"), (d, d), "weight")
     sched_spec = _need(rec, "schedule", dict, "record")
+    _need(sched_spec, "name", str, "schedule")
     try:
         sched = Schedule(_array(sched_spec.get("alpha_bar"), (t,), "schedule.alpha_bar"))
     except DpoptError as exc:
         raise CertificateError(f"schedule: {exc}") from None
     starts = _array(rec.get("initial_states"), (k, d), "initial_states")
     split = _need(rec, "split", dict, "record")
+    _need(split, "rule", str, "split")
     per_step = _array(split.get("per_step_bound"), (t,), "split.per_step_bound")
     budget = _need(rec, "budget", dict, "record")
+    _need(budget, "description", str, "budget")
     reasons: list[str] = []
     spec = budget.get("spec")
     stored_q = budget.get("mahalanobis_bound")
@@ -268,10 +330,10 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
                 if not np.allclose(g_stored, g, rtol=REPLAY_RTOL, atol=REPLAY_RTOL):
                     reasons.append(f"{where}: the stored query is not the one the sampler "
                                    "derives from the earlier releases")
-                sig_stored = r.get("sigma")
+                sig_stored = r.get(sigma_key)
                 if not isinstance(sig_stored, float) or not math.isclose(
                         sig_stored, sig, rel_tol=REPLAY_RTOL):
-                    reasons.append(f"{where}: sigma does not match the schedule")
+                    reasons.append(f"{where}: {sigma_key} does not match the schedule")
                 if q != float(per_step[s]):
                     reasons.append(f"{where}: q differs from the split's bound for step {s}")
                 vecs = release_set(dom, g_stored, sig, reduce=not full)
@@ -315,15 +377,18 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
         reasons.append(f"composition: sum of q_t = {float(exact)!r} exceeds the budget's bound "
                        f"Q = {budget_q!r}")
     bound = round_up(exact)
+    report = PrivacyReport(bound)
+    _check_totals(rec, bound, report, reasons)
     return RunVerification(holds=not reasons, reasons=tuple(reasons[:20]), releases=k * t,
                            worst_ratio=worst, bound=bound, budget_bound=budget_q,
-                           privacy=PrivacyReport(bound))
+                           privacy=report)
 
 
 def verify_run_file(path: Path, content: dict[str, Any],
                     options: VerifyOptions) -> Verification:
-    """Verifier of ``dpopt-diffusion-run/1`` files for :func:`dpopt.verification.verify`
-    (``dpopt verify run.json``): :func:`verify_record` on the decoded file; raises
+    """Verifier of ``dpopt-diffusion-run/2`` (and ``/1``) files for
+    :func:`dpopt.verification.verify` (``dpopt verify run.json``): :func:`verify_record` on the
+    decoded file; raises
     :class:`CertificateError` naming the first failed release when the record does not hold."""
     from dpopt.verification import Verification
 
@@ -332,8 +397,10 @@ def verify_run_file(path: Path, content: dict[str, Any],
         raise CertificateError(f"run record {os.fspath(path)!r} does not hold: "
                                + "; ".join(v.reasons[:3]))
     rec = content
-    summary = v.to_dict()
     rep = v.privacy
+    # one privacy report, as every command prints it (to_dict's gdp_mu and epsilon are in it)
+    summary = {k: val for k, val in v.to_dict().items() if k not in ("gdp_mu", "epsilon")}
+    summary["privacy"] = rep.to_dict(deltas=(1e-5, 1e-6, 1e-8))
     lines = (
         f"{rec['samples']} samples x {rec['steps']} steps = {v.releases} releases "
         f"({rec['sampler']}, {rec['prediction']}-prediction, {rec['noise']} noise) on the "
@@ -345,6 +412,8 @@ def verify_run_file(path: Path, content: dict[str, Any],
         f"{rec['budget'].get('description', '')} (exact rational arithmetic)",
         f"the run is mu = {rep.gdp_mu:.6g}-GDP (adaptive composition of Gaussian mechanisms); "
         + ", ".join(f"delta={d:g}: eps={float(rep.epsilon(d)):.6g}" for d in (1e-5, 1e-6, 1e-8)),
+        "the record's stated totals claim no more privacy than that; its error figures and "
+        "per-release design reports are informational (not part of the guarantee)",
     )
-    return Verification(kind="private sampling run", format=FORMAT, path=str(path),
+    return Verification(kind="private sampling run", format=str(rec["format"]), path=str(path),
                         summary=summary, lines=lines, result=v)

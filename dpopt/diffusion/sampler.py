@@ -476,7 +476,8 @@ def sample_private(
         Randomness of the start points, the ancestral noise and the privacy noise (None: from
         the operating system, the right choice for real data).
     progress : bool
-        Show a tqdm progress bar.
+        Show a status line on stderr (when it is a terminal) with the steps done and the time
+        left, measured on the steps done (:class:`dpopt.progress.Progress`).
     solver, tol
         Passed to :func:`~dpopt.covariance.design.design_covariance`.
 
@@ -550,9 +551,10 @@ def sample_private(
     bound = round_up(exact)
     report = PrivacyReport(bound)
     from dpopt import __version__
+    from dpopt.diffusion.record import FORMAT
 
     record: dict[str, Any] = {
-        "format": "dpopt-diffusion-run/1",
+        "format": FORMAT,
         "domain": _domain_dict(dom),
         "relation": "add_remove",
         "schedule": sched.to_dict(),
@@ -586,13 +588,16 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
          noise: str, gen: np.random.Generator, progress: bool, solver: str,
          tol: float) -> list[dict[str, Any]]:
     from threadpoolctl import threadpool_limits
-    from tqdm import tqdm
+
+    from dpopt.progress import Progress
 
     k, d = start.shape
     state = start.copy()
     out: list[dict[str, Any]] = []
-    bar = tqdm(total=k * sched.steps, desc="private sampling", unit="release",
-               disable=not progress)
+    # one report per step (its K designs and K releases): the time left is measured on the
+    # steps done. Not made the active display, so the designs' own passes do not report to it.
+    bar = Progress(f"private sampling ({k} samples)", total=sched.steps, unit="step",
+                   enabled=None if progress else False)
     # thousands of 2 x 2 designs: a multi-threaded BLAS only adds contention
     limits = threadpool_limits(limits=1)
     try:
@@ -619,7 +624,7 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
                     gen.standard_normal((d,)) if sampler == "ddpm" and a_next < 1.0 else None)
                 new_state = step_update(state[j], x0, a, a_next, sampler, anc)
                 out.append({
-                    "sample": j, "step": s, "alpha_bar": a, "sigma": sig,
+                    "sample": j, "step": s, "alpha_bar": a, "denoiser_sigma": sig,
                     "query": g.tolist(), "q": qs, "covariance": cov.tolist(),
                     "release": released.tolist(),
                     "ancestral_noise": None if anc is None else anc.tolist(),
@@ -629,7 +634,7 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
                     "x0": x0,
                 })
                 state[j] = new_state
-                bar.update(1)
+            bar.update(1)
     finally:
         bar.close()
         limits.restore_original_limits()

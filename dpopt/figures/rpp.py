@@ -42,8 +42,9 @@ from dpopt.experiments.rpp import (
     tightness,
 )
 
-if TYPE_CHECKING:  # pragma: no cover - Dask is optional
+if TYPE_CHECKING:  # pragma: no cover - Dask is optional; matplotlib is imported when drawing
     from distributed import Client
+    from matplotlib.figure import Figure
 
 __all__ = [
     "DATASET_GROUPS",
@@ -51,6 +52,7 @@ __all__ = [
     "rpp_adult",
     "rpp_figures",
     "rpp_heart",
+    "rpp_scenario_figure",
     "rpp_student",
     "rpp_tightness",
 ]
@@ -97,6 +99,22 @@ def _col(frame: pd.DataFrame, name: str) -> pd.Series | None:
 
 def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) -> Path:
     """Draw the four-panel figure of one scenario from its sweep table and save it as PNG."""
+    fig = rpp_scenario_figure(spec, table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def rpp_scenario_figure(spec: RPPScenarioSpec, table: pd.DataFrame) -> Figure:
+    r"""The four-panel figure of one scenario (:func:`plot_rpp_scenario` saves it).
+
+    With the tight columns of ``rpp_sweep(..., tight="all")`` every panel carries the tight
+    scales: (a)-(c) the least private scale at every grid point as a line with its 1 % bracket
+    as a band (in (c) at both α = 2 and α = 10), (d) the tight-against-tight noise-power ratio
+    for every finite α with its band :math:`[\sigma_r^2/2b_t^2, \sigma_t^2/2b_r^2]`
+    (:math:`t`: proven private, :math:`r`: proven not private), which holds the ratio of the
+    two true least scales.
+    """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 8.5), layout="constrained")
@@ -173,16 +191,23 @@ def plot_rpp_scenario(spec: RPPScenarioSpec, table: pd.DataFrame, path: Path) ->
             ok = np.isfinite(ratio.to_numpy(dtype=float))
             if ok.any():
                 ax.plot(sub["epsilon"][ok], ratio[ok], "--", color=line.get_color(), lw=1,
-                        label=f"α = {alpha:g}, tight vs tight")
+                        label=f"α = {alpha:g}, tight vs tight (band: the brackets)")
+            if {"b_tight_refuted", "sigma_tight_refuted"} <= set(sub.columns):
+                low = (sub["sigma_tight_refuted"] ** 2 / (2.0 * sub["b_tight"] ** 2)).to_numpy(
+                    dtype=float)
+                high = (sub["sigma_tight"] ** 2 / (2.0 * sub["b_tight_refuted"] ** 2)).to_numpy(
+                    dtype=float)
+                band = np.isfinite(low) & np.isfinite(high)
+                if band.any():
+                    ax.fill_between(sub["epsilon"].to_numpy(dtype=float)[band], low[band],
+                                    high[band], color=line.get_color(), alpha=0.25, lw=0)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="σ² / (2 b²)",
            title="(d) noise power, Gaussian / Laplace (below 1: Gaussian less)")
     ax.legend(fontsize=6, ncol=2)
 
     fig.suptitle(f"{spec.title}  (W∞ = {w_inf:g})")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return fig
 
 
 def rpp_figures(
@@ -287,7 +312,11 @@ def rpp_tightness(
             [("tight", "tight: least scale (certified, 1 %)"), ("calibrated", "α-W (certified)"),
              ("winf_rpp", "W∞-RPP baseline")]
         ):  # fmt: skip
-            ax.bar(x + (k - 1) * 0.27, sub[col], 0.27, label=label)
+            # the tight bar's error bar is its 1 % bracket: down to the scale proven not private
+            err = None if col != "tight" else [
+                (sub["tight"] - sub["tight_refuted"]).fillna(0.0).to_numpy(dtype=float),
+                np.zeros(len(sub))]
+            ax.bar(x + (k - 1) * 0.27, sub[col], 0.27, label=label, yerr=err, capsize=2)
         ax.set_xticks(x, [s.replace("-", "\n", 1) for s in sub["scenario"]], fontsize=7)
         ax.set(yscale="log", ylabel="b" if mech == "laplace" else "σ",
                title=f"{mech.capitalize()} noise")  # fmt: skip

@@ -7,9 +7,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from certificates.coupling import log_value_upper, perturbation_penalty, relative_deviation
+from certificates.coupling import (
+    distance_upper,
+    log_value_upper,
+    perturbation_penalty,
+    relative_deviation,
+)
 from dpopt.errors import InvalidParameterError
-from dpopt.pufferfish.costs import RenyiCost, is_declared_convex
+from dpopt.pufferfish.costs import ExponentialCost, LaplaceCost, RenyiCost, is_declared_convex
 from dpopt.pufferfish.scenario import DiscreteLaw
 from solvers.transport import (
     Coupling,
@@ -74,6 +79,17 @@ def convex_on_grid(z: NDArray[np.float64], log_c: NDArray[np.float64], rtol: flo
     return bool(np.all(left <= right + slack))
 
 
+def proven_norm(cost: RenyiCost) -> float | None:
+    r"""The ground norm's order :math:`p` of a built-in pure cost (Laplace: 1, exponential: its
+    ``norm``), whose distances :func:`certificates.coupling.distance_upper` bounds in proven
+    arithmetic; ``None`` for a finite order or a custom cost (its own ``distance`` is used)."""
+    if not cost.is_pure or not is_declared_convex(cost):
+        return None
+    if isinstance(cost, LaplaceCost):
+        return 1.0
+    return float(cost.norm) if isinstance(cost, ExponentialCost) else None
+
+
 def safe_log_cost(cost: RenyiCost, diff: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
     """``cost.log_cost`` with the scale-0 convention: 0 for a zero shift, +inf otherwise."""
     if scale > 0.0:
@@ -133,15 +149,29 @@ class PairTransport:
         n, m, d = diff.shape
         return safe_log_cost(self.cost, diff.reshape(n * m, d), scale).reshape(n, m)
 
+    def plan_distance(self, c: Coupling) -> float:
+        r"""Largest ground distance on the support of ``c``: proven from above
+        (:func:`certificates.coupling.distance_upper`) for the built-in pure costs."""
+        x, y = self.p_law.support[c.rows], self.q_law.support[c.cols]
+        norm = proven_norm(self.cost)
+        dist = self.cost.distance(x - y) if norm is None else distance_upper(x, y, norm)
+        return float(np.max(dist)) if dist.size else 0.0
+
     def w_inf(self) -> tuple[float, Coupling]:
-        r""":math:`W_\infty` in the cost's ground norm and a coupling attaining it."""
+        r""":math:`W_\infty` in the cost's ground norm and a coupling attaining it (for the
+        built-in pure costs the largest distance on its support is proven from above)."""
         if self.method == "quantile" and self._quantile is not None and self._diff is not None:
+            if proven_norm(self.cost) is not None:
+                return self.plan_distance(self._quantile), self._quantile
             dist = self.cost.distance(self._diff)
             return float(np.max(dist)), self._quantile
         diff = self.full_diff()
         n, m, d = diff.shape
         dist = self.cost.distance(diff.reshape(n * m, d)).reshape(n, m)
-        return bottleneck_coupling(self.p_law.probabilities, self.q_law.probabilities, dist)
+        w, c = bottleneck_coupling(self.p_law.probabilities, self.q_law.probabilities, dist)
+        if proven_norm(self.cost) is not None:
+            w = self.plan_distance(c)
+        return w, c
 
     def pure_plan(self, level: float) -> tuple[Coupling, float, float]:
         r"""For :math:`\alpha = \infty`: the :math:`W_\infty` plan (or its snapped alternative)
@@ -152,8 +182,7 @@ class PairTransport:
         if alt is not None:
             pen = self._penalty(alt)
             if pen < level:
-                diff = self.p_law.support[alt.rows] - self.q_law.support[alt.cols]
-                w_alt = float(np.max(self.cost.distance(diff)))
+                w_alt = self.plan_distance(alt)
                 if w_alt / (level - pen) < w / level:
                     best = (alt, w_alt, pen)
         return best

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from certificates.coupling import least_pure_scale
 from certificates.validate import as_scalar
 from dpopt.errors import InvalidTypeError
-from dpopt.pufferfish._pairs import PairTransport, resolve_method
+from dpopt.pufferfish._pairs import PairTransport, proven_norm, resolve_method
 from dpopt.pufferfish.costs import GaussianCost, LaplaceCost, RenyiCost, safe_level
 from dpopt.pufferfish.scenario import Scenario
 
@@ -70,7 +71,9 @@ def wasserstein_inf(scenario: Scenario, cost: RenyiCost | None = None
     :math:`\ell_1`, which is :math:`|x - y|` in 1-D).
 
     1-D: from the quantile coupling (:math:`W_\infty`-optimal); d > 1: bisection over LPs
-    (:func:`solvers.transport.bottleneck_coupling`).
+    (:func:`solvers.transport.bottleneck_coupling`). For the pure Laplace and exponential costs
+    (the default included) each value is the plan's largest distance rounded up from the exact
+    differences of the atoms (:func:`certificates.coupling.distance_upper`).
     """
     if not isinstance(scenario, Scenario):
         raise InvalidTypeError("scenario", scenario, "a Scenario")
@@ -85,7 +88,9 @@ def wasserstein_inf(scenario: Scenario, cost: RenyiCost | None = None
 def winf_baseline(scenario: Scenario, cost: RenyiCost, epsilon: float) -> Baseline:
     r"""Generic :math:`W_\infty` calibration: the least scale with
     :math:`g(W_\infty/\text{scale}) \le (\alpha-1)\varepsilon` (ε when α = ∞), with the same
-    round-off margin as the calibration (``costs.LEVEL_MARGIN``)."""
+    round-off margin as the calibration (``costs.LEVEL_MARGIN``). With α = ∞ (Laplace,
+    exponential) the scale is the least double proving :math:`W_\infty/b \le \varepsilon`
+    (:func:`certificates.coupling.least_pure_scale`)."""
     if not isinstance(cost, RenyiCost):
         raise InvalidTypeError("cost", cost, "a RenyiCost")
     eps = as_scalar("epsilon", epsilon, low=0.0)
@@ -94,6 +99,8 @@ def winf_baseline(scenario: Scenario, cost: RenyiCost, epsilon: float) -> Baseli
     w_max = w[key]
     if w_max == 0.0:
         scale = 0.0
+    elif proven_norm(cost) is not None:  # pure: W_inf / b <= eps proven (directed rounding)
+        scale = least_pure_scale(w_max, eps)
     else:
         level = cost.level(eps) if cost.is_pure else safe_level(cost.level(eps))
         t_star = cost.profile_inverse(level)

@@ -25,7 +25,13 @@ raises :class:`~dpopt.errors.CertificateError`).
 
 With :math:`\alpha=\infty` (Laplace or exponential) the condition is
 :math:`\min_\pi \max_{\operatorname{supp}\pi} \lVert x-y\rVert / b \le \varepsilon`, i.e. the
-Wasserstein mechanism :math:`b = W_\infty/\varepsilon` of Song, Wang and Chaudhuri (2017).
+Wasserstein mechanism :math:`b = W_\infty/\varepsilon` of Song, Wang and Chaudhuri, "Pufferfish
+Privacy Mechanisms for Correlated Data". Nothing of it is a plain float comparison: the distances
+are bounded from above from the exact differences of the atoms (so a shared offset such as a
+timestamp's 1.7e15 loses nothing), the released scale is the least double whose quotient, rounded
+up, proves :math:`W_\infty/b \le \varepsilon`
+(:func:`certificates.coupling.least_pure_scale`), and the certificate
+(:func:`certificates.coupling.check_pure_coupling`) re-derives the same bound.
 """
 
 from __future__ import annotations
@@ -38,11 +44,22 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from certificates.coupling import CouplingCertificate, check_coupling
+from certificates.coupling import (
+    CouplingCertificate,
+    check_coupling,
+    check_pure_coupling,
+    least_pure_scale,
+)
 from certificates.roots import BracketError, bracket_increasing
 from certificates.validate import as_scalar
 from dpopt.errors import CertificateError, InvalidParameterError, InvalidTypeError
-from dpopt.pufferfish._pairs import CHECKED, PairTransport, resolve_method, safe_log_cost
+from dpopt.pufferfish._pairs import (
+    CHECKED,
+    PairTransport,
+    proven_norm,
+    resolve_method,
+    safe_log_cost,
+)
 from dpopt.pufferfish.costs import (
     ExponentialCost,
     GaussianCost,
@@ -129,7 +146,14 @@ def _pair_scale(pt: PairTransport, epsilon: float) -> tuple[float, float]:
         _, w_inf, pen = pt.pure_plan(level)
         if w_inf == 0.0:
             return 0.0, 0.0
-        # W_inf / eps exactly when pen = 0 (no margin needed: the check is a plain comparison)
+        if not np.isfinite(w_inf):
+            raise InvalidParameterError(
+                "scenario", f"W_inf = {w_inf!r}",
+                "the atoms' differences overflow the double range (rescale the query)",
+            )
+        if proven_norm(cost) is not None:  # W_inf / b <= eps proven (directed rounding)
+            return least_pure_scale(w_inf, level, pen), w_inf
+        # a custom pure cost: its own float distance, compared as its certificate does
         return _nudge_up(w_inf / (level - pen), lambda s: w_inf / s + pen - level), w_inf
     w_inf, _ = pt.w_inf()
     if w_inf == 0.0:
@@ -194,6 +218,16 @@ def _certify_all(
         def lc(i: Any, j: Any, x: Any = x, y: Any = y) -> Any:
             return safe_log_cost(cost, x[i] - y[j], scale)
 
+        norm = proven_norm(cost)
+        if norm is not None:
+            pure = check_pure_coupling(
+                pt.p_law.probabilities, pt.q_law.probabilities, x, y, plan.rows, plan.cols,
+                plan.mass, scale, level, norm=norm, exact=plan.exact,
+            )
+            if not pure.certified:
+                return None
+            results.append(PairCalibration(theta, (si, sj), s_pair, w_inf, plan, pure))
+            continue
         pots = None
         if plan.row_potential is not None and plan.col_potential is not None and scale > 0:
             pots = (plan.row_potential, plan.col_potential, plan.potential_shift)

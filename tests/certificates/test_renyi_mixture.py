@@ -285,8 +285,26 @@ def test_certificate_file_round_trip_and_tampering(tmp_path: Path) -> None:
 def test_normal_cdf_difference_bounds(a: float, b: float) -> None:
     from certificates.renyi_mixture import _log_diff_ndtr
 
-    low, high = _log_diff_ndtr(np.array([a]), np.array([b]))
+    m, h = 0.5 * (a + b), 0.5 * (b - a)  # the interval [m - h, m + h] of these exact doubles
+    low, high = _log_diff_ndtr(np.array([m]), np.array([h]))
     with mp.workdps(400):  # enough digits for a difference of 1e-300 near 1/2
-        ref = mp.log(mp.ncdf(mp.mpf(b)) - mp.ncdf(mp.mpf(a)))
+        ref = mp.log(mp.ncdf(mp.mpf(m) + mp.mpf(h)) - mp.ncdf(mp.mpf(m) - mp.mpf(h)))
     assert float(low[0]) <= ref <= float(high[0])
     assert float(high[0]) - float(low[0]) <= 1e-6 * (1 + abs(float(ref)))
+
+
+@pytest.mark.parametrize(("m", "h"), [(-1.5e13, 1e-4), (1.5e13, 3e-3), (-1e10, 1e-9),
+                                      (2e16, 0.5), (-3e15, 1e-300)])
+def test_normal_cdf_difference_bounds_where_the_ends_round(m: float, h: float) -> None:
+    """A centre far larger than the half-width: m +- h round (or coincide) in floats; the bounds
+    must still hold for the exact interval, and stay finite (no NaN from an empty interval)."""
+    from certificates.renyi_mixture import _log_diff_ndtr
+
+    with np.errstate(all="raise"):
+        low, high = _log_diff_ndtr(np.array([m]), np.array([h]))
+    assert math.isfinite(float(high[0])) and not math.isnan(float(low[0]))
+    with mp.workdps(400):  # the ratio of the two tails differs from 1 by ~ 2 |m| h
+        mm, hh = -abs(mp.mpf(m)), mp.mpf(h)  # the mirror image in the left tail
+        lb = mp.log(mp.ncdf(mm + hh))
+        ref = lb + mp.log(1 - mp.exp(mp.log(mp.ncdf(mm - hh)) - lb))
+    assert float(low[0]) <= ref <= float(high[0])

@@ -754,7 +754,7 @@ def test_design_unstored_vectors_regenerated_by_verify(
                 "--noise-floor",
                 "-1",
             ],
-            "noise_floor",
+            "--noise-floor",
         ),
     ],
 )

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from dpopt.accounting.budgets import privacy_report
 from dpopt.cli import build_parser, main
 from dpopt.cli.common import (
     SCHEMA_VERSION,
@@ -71,6 +72,7 @@ def _cases(tmp: Path) -> dict[str, list[list[str]]]:
                     "--budget", "gdp:mu=1", "--steps", "3", "--samples", "4", "-o",
                     str(tmp / "run.json"), "--json", "-q"]],
         "verify-run": [["verify", str(tmp / "run.json"), "--json"]],  # a sampling run record
+        "verify-tight": [["verify", str(tmp / "t.json"), "--json"]],  # a tight Pufferfish one
     }
 
 
@@ -205,7 +207,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
 
 
 def test_every_json_command_is_covered(tmp_path: Path) -> None:
-    assert set(_cases(tmp_path)) - {"verify-run"} == json_commands()
+    assert set(_cases(tmp_path)) - {"verify-run", "verify-tight"} == json_commands()
     assert set(output_schema()["properties"]["command"]["enum"]) == json_commands()
 
 
@@ -213,7 +215,8 @@ def test_every_output_validates(outputs: dict[str, list[dict[str, Any]]]) -> Non
     schema = output_schema()
     for command, results in outputs.items():
         for result in results:
-            assert result["command"] == {"verify-run": "verify"}.get(command, command)
+            assert result["command"] == {"verify-run": "verify", "verify-tight": "verify"}.get(
+                command, command)
             assert result["schema_version"] == SCHEMA_VERSION
             assert validate(result, schema) == [], command
             assert small_validate(result, schema, schema) == [], command
@@ -235,6 +238,14 @@ def test_the_vocabulary_names_each_quantity_once(
     assert held["holds"] and held["design"]["denoiser_sigma"] == 0.4
     assert held["certified_interval"] == pytest.approx(design["certified_interval"], rel=1e-9)
     assert tampered["holds"] is False and tampered["reason"]
+    # a sampling run's guarantee is in its one privacy report (schema 2): no gdp_mu or epsilon
+    # beside it, in the output of the run and in the verify of its record
+    for run in (outputs["sample"][0], outputs["verify-run"][0]):
+        assert not {"gdp_mu", "epsilon"} & set(run), sorted(run)
+        eps_at = {r["delta"]: r["epsilon"] for r in run["privacy"]["epsilon_for_delta"]}
+        assert sorted(eps_at) == [1e-8, 1e-6, 1e-5]
+        assert run["privacy"]["gdp_mu"] == pytest.approx(1.0, rel=1e-9)
+        assert eps_at[1e-5] == pytest.approx(privacy_report(1.0).epsilon(1e-5), rel=1e-9)
     # the accountant that has no finite answer under subsampling is null, not "inf"
     candidates = outputs["account subsample"][0]["certified"][0]["candidates"]
     assert candidates["gdp-exact"] is None
@@ -242,12 +253,12 @@ def test_the_vocabulary_names_each_quantity_once(
 
 def test_the_validators_catch_what_they_must() -> None:
     schema = output_schema()
-    good = {"schema_version": 1, "command": "account compose", "mus": [1.0], "mu": 1.0,
+    good = {"schema_version": SCHEMA_VERSION, "command": "account compose", "mus": [1.0], "mu": 1.0,
             "privacy": {"schema": "dpopt.privacy-report/1", "approximate": False,
                         "mahalanobis_bound": 1.0, "zcdp_rho": 0.5, "gdp_mu": 1.0, "rdp": [],
                         "epsilon_for_delta": [], "delta_for_epsilon": [], "mi_nats": 0.1}}
     assert validate(good, schema) == [] and small_validate(good, schema, schema) == []
-    for bad in ({**good, "sigma": 1.0}, {**good, "mu": "inf"}, {**good, "schema_version": 2},
+    for bad in ({**good, "sigma": 1.0}, {**good, "mu": "inf"}, {**good, "schema_version": 1},
                 {k: v for k, v in good.items() if k != "privacy"}):
         assert validate(bad, schema) and small_validate(bad, schema, schema)
     assert retired_keys({"a": {"rate": 1}, "b": ["inf"]}) == ["$.a.rate", "$.b[0]='inf'"]
@@ -258,7 +269,7 @@ def test_dump_json_writes_no_infinity_and_renames_in_one_place() -> None:
                       "x": float("inf"), "y": [float("nan")], "report": {"mu": 1}})
     assert re.search(r"Infinity|NaN|\"inf\"", text) is None
     data = json.loads(text)
-    assert data == {"schema_version": 1, "command": "account subsample",
+    assert data == {"schema_version": SCHEMA_VERSION, "command": "account subsample",
                     "noise_multiplier": 2.0, "sampling_rate": 0.5, "x": None, "y": [None],
                     "privacy": {"mu": 1}}
     assert set(VOCABULARY["*"]) | {"sigma"} == RETIRED
@@ -269,6 +280,10 @@ def _no_constants(text: str) -> Any:
         raise AssertionError(f"non-finite number {name} in a file")
 
     return json.loads(text, parse_constant=refuse)
+
+
+def _def(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    return {**schema["$defs"][name], "$defs": schema["$defs"]}
 
 
 def test_every_file_dpopt_writes_validates(outputs: dict[str, list[dict[str, Any]]]) -> None:
@@ -286,10 +301,16 @@ def test_every_file_dpopt_writes_validates(outputs: dict[str, list[dict[str, Any
         formats.add(data["format"])
         text = data.get("problem", {}).get("vectors_description")
         if text is not None:
-            description = {**schema["$defs"]["design_description"], "$defs": schema["$defs"]}
-            assert validate(json.loads(text), description) == [], path.name
+            desc = json.loads(text)
+            assert desc["tag"] == "dpopt-cli-design/3" and "sigma" not in desc
+            assert validate(desc, _def(schema, "design_description")) == [], path.name
+            # the previous tag (the key sigma) has its own definition, still read
+            v2 = {("sigma" if k == "denoiser_sigma" else k): v for k, v in desc.items()}
+            v2["tag"] = "dpopt-cli-design/2"
+            assert validate(v2, _def(schema, "design_description_v2")) == [], path.name
+            assert validate(v2, _def(schema, "design_description")), path.name
     assert formats == {"dpopt-covariance-certificate/1", "dpopt-renyi-mixture-certificate/1",
-                       "dpopt-diffusion-run/1"}
+                       "dpopt-diffusion-run/2"}
     broken = _no_constants(paths[0].read_text(encoding="utf-8"))
     del broken["claim"]
     assert validate(broken, schema)

@@ -165,12 +165,12 @@ def test_nonfinite_number_is_a_rejection_not_an_internal_error(files: dict[str, 
 
 
 def test_edited_description_fields_rejected(files: dict[str, Path]) -> None:
-    for field, value in (("sigma", 0.25), ("query", [0.2, 0.6]), ("domain",
+    for field, value in (("denoiser_sigma", 0.25), ("query", [0.2, 0.6]), ("domain",
                          "grid:lo=0,hi=1,n=5,d=2"), ("set", "uniform-query")):
         content, desc = load(files["eps1"])
         desc[field] = value
         if field == "set":
-            desc["query"], desc["sigma"] = None, None
+            desc["query"], desc["denoiser_sigma"] = None, None
         code, out, _ = run(["verify", str(rewrite(files["eps1"], content, desc))])
         assert code == 1, field
     content, desc = load(files["eps1"])
@@ -185,8 +185,10 @@ def test_earlier_description_format_still_verified(files: dict[str, Path],
     """Files of earlier releases (tag /1, no embedded points; first releases spelt the relation
     'adjacency': add-remove/replace) are still bound to their grid and budget."""
     content, desc = load(files["eps1"])
-    old = {k: v for k, v in desc.items() if k not in ("domain_points", "header", "relation")}
-    old["tag"] = "dpopt-cli-design/1"
+    assert desc["tag"] == "dpopt-cli-design/3" and "sigma" not in desc
+    old = {k: v for k, v in desc.items()
+           if k not in ("domain_points", "header", "relation", "denoiser_sigma")}
+    old["tag"], old["sigma"] = "dpopt-cli-design/1", desc["denoiser_sigma"]
     old[relation_key] = "add_remove" if relation_key == "relation" else "add-remove"
     code, out, err = run(["verify", str(rewrite(files["eps1"], content, old))])
     assert code == 0, out + err
@@ -196,6 +198,22 @@ def test_earlier_description_format_still_verified(files: dict[str, Path],
     old["domain"] = "grid:lo=0,hi=2,n=4,d=2"
     code, out, _ = run(["verify", str(rewrite(files["eps1"], content, old))])
     assert code == 1 and "do not match" in out
+
+
+def test_previous_description_tag_still_verified(files: dict[str, Path]) -> None:
+    """Files written with tag /2 spell the denoiser's noise level ``sigma``: still read, still
+    bound to it (an edited sigma fails), and reported as ``denoiser_sigma``."""
+    content, desc = load(files["eps1"])
+    v2 = {("sigma" if k == "denoiser_sigma" else k): v for k, v in desc.items()}
+    v2["tag"] = "dpopt-cli-design/2"
+    code, out, err = run(["verify", str(rewrite(files["eps1"], content, v2)), "--json"])
+    assert code == 0, out + err
+    assert json.loads(out)["design"]["denoiser_sigma"] == desc["denoiser_sigma"]
+    code, out, _ = run(["verify", str(rewrite(files["eps1"], content, {**v2, "sigma": 0.25}))])
+    assert code == 1
+    mixed = {**v2, "tag": "dpopt-cli-design/3"}  # the new tag with the old key: malformed
+    code, out, _ = run(["verify", str(rewrite(files["eps1"], content, mixed))])
+    assert code == 1 and "unexpected ['sigma']" in out
 
 
 def test_free_text_description_is_not_presented_as_bound(files: dict[str, Path]) -> None:
@@ -217,7 +235,7 @@ def test_unstored_vectors_bound_to_description(tmp_path: Path,
     assert content["problem"]["vectors"] is None
     assert run(["verify", str(path)])[0] == 0
     assert Design.load(path).certified
-    desc["sigma"] = 0.5 * (1 + 1e-12)
+    desc["denoiser_sigma"] = 0.5 * (1 + 1e-12)
     code, out, _ = run(["verify", str(rewrite(path, content, desc))])
     assert code == 1 and "do not match" in out
 

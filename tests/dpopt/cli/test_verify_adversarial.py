@@ -110,7 +110,7 @@ def _described_vectors(desc: dict[str, Any]) -> np.ndarray:
             if desc["set"] == "uniform-query":
                 out.append(x - y)
                 continue
-            g, sigma = np.asarray(desc["query"]), float(desc["sigma"])
+            g, sigma = np.asarray(desc["query"]), float(desc["denoiser_sigma"])
             # ideal denoiser on {x, y} minus the one on {y}: softmax weights of -|p - g|²/2σ²
             lw = -np.array([np.sum((x - g) ** 2), np.sum((y - g) ** 2)]) / (2 * sigma**2)
             w = np.exp(lw - lw.max())
@@ -232,9 +232,9 @@ def _description_edits(desc: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
                                 else "replacement")
     yield "relation-old-spelling", edit(relation="replace")
     if desc["set"] == "two-record":
-        yield "set-flip", edit(set="uniform-query", query=None, sigma=None)
+        yield "set-flip", edit(set="uniform-query", query=None, denoiser_sigma=None)
         for f in (0.1, 0.5, 1 - 1e-12, 1 + 1e-12, 2.0):
-            yield f"sigma*{f}", edit(sigma=desc["sigma"] * f)
+            yield f"sigma*{f}", edit(denoiser_sigma=desc["denoiser_sigma"] * f)
         for i in range(len(desc["query"])):
             for dq in (1e-9, -0.1, 0.3):
                 q = list(desc["query"])
@@ -242,7 +242,7 @@ def _description_edits(desc: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
                 yield f"query[{i}]+{dq}", edit(query=q)
         yield "query-short", edit(query=desc["query"][:1])
     else:
-        yield "set-flip", edit(set="two-record", query=[0.5, 0.5], sigma=0.5)
+        yield "set-flip", edit(set="two-record", query=[0.5, 0.5], denoiser_sigma=0.5)
     if desc["domain_points"] is None:
         for spec in ("grid:lo=0,hi=0.1,n=3,d=2", "grid:lo=0,hi=1,n=4,d=2",
                      "grid:lo=0,hi=1,n=2,d=2", "box:lo=0,hi=1,d=2", "grid:lo=0,hi=1,n=3,d=3",

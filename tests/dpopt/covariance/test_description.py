@@ -171,7 +171,8 @@ def test_description_json_round_trip_is_exact() -> None:
 
 @pytest.mark.parametrize("edit, field", [
     ({"tag": "other/1"}, "tag"), ({"set": "three-record"}, "set"), ({"extra": 1}, "fields"),
-    ({"sigma": "0.5"}, "sigma"), ({"command": "shell"}, "command"),
+    ({"denoiser_sigma": "0.5"}, "denoiser_sigma"), ({"command": "shell"}, "command"),
+    ({"tag": "dpopt-cli-design/2"}, "fields"),  # the previous tag spells it sigma
 ])
 def test_parse_description_rejects_malformed_fields(edit: dict[str, object], field: str) -> None:
     src = sens.add_remove_set(Grid([0.0], [1.0], (3,)), [0.5], 1.0)
@@ -223,7 +224,7 @@ def test_a_saved_description_binds_the_design(tmp_path: Path) -> None:
     path = tmp_path / "d.json"
     design_covariance(src, ZCDP(0.5)).save(path)
     content = json.loads(path.read_text())
-    for key, value in (("sigma", 0.25), ("budget_specs", ["zcdp:rho=5.0"])):
+    for key, value in (("denoiser_sigma", 0.25), ("budget_specs", ["zcdp:rho=5.0"])):
         raw = json.loads(content["problem"]["vectors_description"])
         raw[key] = value
         edited = json.loads(json.dumps(content))

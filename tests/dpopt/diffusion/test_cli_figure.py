@@ -35,7 +35,8 @@ def test_sample_command_writes_a_verifiable_record(tmp_path: Path,
     assert rc == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
-    assert summary["releases"] == 12 and summary["gdp_mu"] == pytest.approx(50.0)
+    assert summary["releases"] == 12
+    assert summary["privacy"]["gdp_mu"] == pytest.approx(50.0)
     assert "2 of 30 records" in captured.err  # records off the domain are reported on stderr
     assert verify_record(out).holds
     assert np.loadtxt(samples, delimiter=",").shape == (4, 2)

@@ -57,7 +57,7 @@ def test_random_releases_pass_an_independent_brute_force(run: object) -> None:
     picks = rng.choice(len(rec["releases"]), size=6, replace=False)
     for i in picks:
         r = rec["releases"][int(i)]
-        sup = brute_force_sup(GRID.points, np.array(r["query"]), r["sigma"],
+        sup = brute_force_sup(GRID.points, np.array(r["query"]), r["denoiser_sigma"],
                               np.array(r["covariance"]))
         assert sup <= r["q"] * (1.0 + 1e-9)
         assert sup >= 0.99 * r["q"]  # the design spends its share (it is optimal, not loose)
@@ -98,6 +98,26 @@ def test_verify_holds_and_catches_tampering(run: object, tmp_path: object) -> No
     bad = copy.deepcopy(rec)
     bad["split"]["per_step_bound"][0] *= 2
     assert not verify_record(bad).holds
+
+
+def test_previous_record_format_still_verified(run: object, tmp_path: object) -> None:
+    """Records of format /1 spelt a release's denoiser noise level ``sigma``: still verified
+    (and still bound to the schedule); the new format with the old key is not."""
+    rec = run.record  # type: ignore[attr-defined]
+    assert rec["format"] == "dpopt-diffusion-run/2"
+    assert all("denoiser_sigma" in r and "sigma" not in r for r in rec["releases"])
+    old = copy.deepcopy(rec)
+    old["format"] = "dpopt-diffusion-run/1"
+    for r in old["releases"]:
+        r["sigma"] = r.pop("denoiser_sigma")
+    path = tmp_path / "old.json"  # type: ignore[operator]
+    save_record(old, path)
+    assert verify_record(load_record(path)).holds
+    old["releases"][2]["sigma"] *= 1.01
+    assert any("sigma does not match" in r for r in verify_record(old).reasons)
+    mixed = copy.deepcopy(old)
+    mixed["format"] = "dpopt-diffusion-run/2"
+    assert any("denoiser_sigma does not match" in r for r in verify_record(mixed).reasons)
 
 
 def test_baselines_are_ordered_and_recomputed(run: object) -> None:
@@ -154,7 +174,7 @@ def test_noise_prediction_form_has_the_same_error() -> None:
     # the (1 - a)/a = sigma^2 factor, is the x0 design
     for a, b in zip(x0.record["releases"][:3], ep.record["releases"][:3], strict=True):
         assert a["query"] == b["query"]
-        cov_eps = np.array(b["covariance"]) * b["sigma"] ** 2
+        cov_eps = np.array(b["covariance"]) * b["denoiser_sigma"] ** 2
         np.testing.assert_allclose(cov_eps, a["covariance"], rtol=1e-5)
         assert b["errors"]["released"] == pytest.approx(a["errors"]["released"], rel=1e-5)
     assert verify_record(ep.record).holds
@@ -274,7 +294,7 @@ def test_box_route_every_pair_in_the_box() -> None:
     axis = np.linspace(0.0, 1.0, 15)
     grid = np.array([[a, b] for a in axis for b in axis])
     for r in out.record["releases"]:
-        g, sig, p = np.array(r["query"]), r["sigma"], np.linalg.inv(r["covariance"])
+        g, sig, p = np.array(r["query"]), r["denoiser_sigma"], np.linalg.inv(r["covariance"])
         xs = np.vstack([np.repeat(grid, len(grid), axis=0), rng.uniform(0, 1, (20000, 2))])
         ys = np.vstack([np.tile(grid, (len(grid), 1)), rng.uniform(0, 1, (20000, 2))])
         z = (np.sum((g - ys) ** 2, 1) - np.sum((g - xs) ** 2, 1)) / (2 * sig**2)
