@@ -255,6 +255,19 @@ def _trace_upper(weight: NDArray[np.float64], sigma: NDArray[np.float64]) -> flo
     return float(np.nextafter(total, math.inf))
 
 
+def _verdict(lower: float, upper: float, tol: float, notes: list[str]) -> tuple[float, bool]:
+    """The relative gap of ``[lower, upper]`` and whether it certifies to ``tol`` (never when
+    the bounds cross); the verdict heads ``notes``."""
+    gap = (upper - lower) / upper if upper > 0 else math.inf
+    certified = bool(gap <= tol)
+    if lower > upper * (1 + 1e-9):
+        certified = False
+        notes.append("lower bound exceeds upper bound: inconsistent data")
+    notes.insert(0, ("certified" if certified else "NOT certified") + f": gap {gap:.3g} (tol "
+                 f"{tol:g})")
+    return gap, certified
+
+
 def _validate_dual(dual: object, d: int, count: int) -> FactoredDual:
     if dual is None:  # primal-only check: the trivial lower bound 0
         return FactoredDual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
@@ -457,19 +470,13 @@ def check(
         if exact > lower:
             lower = exact
             notes.append("lower bound from the closed-form bounds (certificates.closed_form)")
-    gap = (upper - lower) / upper if upper > 0 else math.inf
+    gap, certified = _verdict(lower, upper, tol, notes)
     # the duality gap as a complementarity sum at the repaired Sigma
     comp = float(
         np.sum(lam * (np.einsum("ij,jk,ik->i", u, repaired, u)
                       - 2 * np.einsum("ij,ij->i", u, sup_vec) + q))
     ) + float(np.sum(h * repaired)) - eta * float(np.trace(h))
     complementarity = comp / upper if upper > 0 else math.nan
-    certified = bool(gap <= tol)
-    if lower > upper * (1 + 1e-9):
-        certified = False
-        notes.append("lower bound exceeds upper bound: inconsistent data")
-    notes.insert(0, ("certified" if certified else "NOT certified") + f": gap {gap:.3g} (tol "
-                 f"{tol:g})")
     return CovarianceCertificate(
         lower=float(lower), upper=float(upper), gap=float(gap),
         primal_residual=float(primal_residual), floor_residual=float(floor_residual),

@@ -28,6 +28,7 @@ correction (:class:`solvers.reductions.SpanReduction`, the reduction both solver
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from typing import Any, ClassVar
@@ -94,11 +95,7 @@ class CvxBackend:
 
     def available(self) -> bool:
         """Whether cvxpy can use this solver here."""
-        try:
-            import cvxpy as cp
-        except ImportError:  # pragma: no cover - cvxpy is a dependency
-            return False
-        return self.cvxpy_name in cp.installed_solvers()
+        return self.cvxpy_name in _installed_solvers()
 
     def map_status(self, status: str | None) -> str:
         """Map a cvxpy status into :data:`solvers._types.STATUSES` (unknown -> solver_error)."""
@@ -193,13 +190,31 @@ def _psd_solvers() -> list[str]:
     return out
 
 
+@functools.cache
+def _installed_solvers() -> frozenset[str]:
+    """cvxpy's installed solvers, asked once per process: cvxpy finds them by trying to import
+    every solver it knows (several ms per call, most of a small design's time when asked on
+    every call)."""
+    try:
+        import cvxpy as cp
+    except ImportError:  # pragma: no cover - cvxpy is a dependency
+        return frozenset()
+    return frozenset(cp.installed_solvers())
+
+
 def available_backends() -> list[str]:
     """Names of the installed backends that handle PSD cones (``clarabel`` first)."""
+    return list(_backend_names())
+
+
+@functools.cache
+def _backend_names() -> tuple[str, ...]:
+    """:func:`available_backends`, found once per process (from the installed solvers)."""
     names = [n for n, cls in BACKENDS.items() if cls().available()]
     for cv in _psd_solvers():
         if cv.lower() not in names:
             names.append(cv.lower())
-    return names
+    return tuple(names)
 
 
 def get_backend(name: str) -> CvxBackend:

@@ -34,6 +34,11 @@ _RANK_RTOL = 1e-26
 #: weights is solved by preconditioned conjugate gradients on Hessian-vector products (about
 #: 4 k p^2 flops each) instead of being formed.
 _DIRECT_FLOPS = 1.5e9
+#: In dimension 2, working sets of at most this many atoms try every pair's closed form first.
+_PAIRS_MAX = 96
+#: ... and, when no pair is optimal, the triples of the closest pairs with their most violated.
+_TRIPLE_PAIRS = 6
+_TRIPLE_THIRDS = 3
 FloatArray = NDArray[np.float64]
 
 
@@ -365,9 +370,117 @@ def _closed_form(atoms: FloatArray) -> FloatArray | None:
     k, p = atoms.shape
     if p == 2 and k == 2:
         return _two_atoms_in_the_plane(atoms)
+    if p == 2 and 2 < k <= _PAIRS_MAX:
+        pair, excess = _best_pair_in_the_plane(atoms)
+        if excess <= 1e-12 or k != 3:
+            return pair
+        return _all_atoms_active(atoms) if k == 3 else pair
     if p <= 3 and k == p * (p + 1) // 2:
         return _all_atoms_active(atoms)
     return None
+
+
+def _best_pair_in_the_plane(atoms: FloatArray) -> tuple[FloatArray | None, float]:
+    r"""The restricted optimum in dimension 2 when two atoms carry it: every pair's exact
+    optimum (:func:`_two_atoms_in_the_plane`, vectorised over the :math:`k(k-1)/2` pairs),
+    the one whose scores :math:`q_j = y_j^\top A^{-1/2}y_j` of ALL k atoms exceed its
+    :math:`T` least (at the optimum of the whole working set none does: the KKT conditions).
+    For a 2 x 2 matrix :math:`A^{1/2} = (A + \sqrt{\det A}\,I)/T` with
+    :math:`T = \sqrt{\operatorname{tr}A + 2\sqrt{\det A}}`, so
+    :math:`A^{-1/2} = \operatorname{adj}(A^{1/2})/\sqrt{\det A}`. Returns the weights and
+    their excess :math:`\max_j q_j/T - 1` (``(None, inf)`` when every pair is (nearly)
+    parallel); the caller checks the KKT conditions of the returned weights and runs Newton
+    from them if they do not hold (an optimum on three atoms)."""
+    k = atoms.shape[0]
+    i, j = np.triu_indices(k, 1)
+    y1, y2 = atoms[i], atoms[j]
+    a = np.einsum("ij,ij->i", y1, y1)
+    b = np.einsum("ij,ij->i", y2, y2)
+    c = y1[:, 0] * y2[:, 1] - y1[:, 1] * y2[:, 0]
+    h = 0.5 * (a - b)
+    r = np.hypot(h, c)
+    ok = np.abs(c) > 1e-6 * np.maximum(a, b)
+    if not np.any(ok):
+        return None, np.inf
+    i, j, y1, y2, h, c, r = i[ok], j[ok], y1[ok], y2[ok], h[ok], c[ok], r[ok]
+    small = c * c / (2.0 * r * (r + np.abs(h)))
+    m1 = np.where(h >= 0, 1.0 - small, small)
+    m2 = 1.0 - m1
+    # A = m1 y1 y1^T + m2 y2 y2^T; det A = m1 m2 c^2
+    a00 = m1 * y1[:, 0] ** 2 + m2 * y2[:, 0] ** 2
+    a11 = m1 * y1[:, 1] ** 2 + m2 * y2[:, 1] ** 2
+    a01 = m1 * y1[:, 0] * y1[:, 1] + m2 * y2[:, 0] * y2[:, 1]
+    root_det = np.sqrt(m1 * m2) * np.abs(c)
+    t = np.sqrt(a00 + a11 + 2.0 * root_det)
+    # A^{-1/2} = adj((A + sqrt(det) I) / T) / sqrt(det)
+    n00 = (a11 + root_det) / (t * root_det)
+    n11 = (a00 + root_det) / (t * root_det)
+    n01 = -a01 / (t * root_det)
+    x, y = atoms[:, 0], atoms[:, 1]
+    q = (n00[:, None] * x * x + 2.0 * n01[:, None] * x * y + n11[:, None] * y * y)
+    excess = np.max(q, axis=1) / t - 1.0
+    excess = np.where(np.isfinite(excess), excess, np.inf)
+    best = int(np.argmin(excess))
+    if not np.isfinite(excess[best]):
+        return None, np.inf
+    mu = np.zeros(k)
+    mu[i[best]], mu[j[best]] = m1[best], m2[best]
+    if excess[best] <= 1e-12 or k < 3:
+        return mu, float(excess[best])
+    # three atoms carry the optimum: the closest pairs with each of their most violated atoms
+    close = np.argsort(excess)[:_TRIPLE_PAIRS]
+    third = np.argsort(-q[close], axis=1)[:, :_TRIPLE_THIRDS]
+    triples = np.sort(np.stack([np.repeat(i[close], third.shape[1]),
+                                np.repeat(j[close], third.shape[1]), third.ravel()], axis=1),
+                      axis=1)
+    triples = np.unique(triples[(triples[:, 0] != triples[:, 1])
+                                & (triples[:, 1] != triples[:, 2])], axis=0)
+    found = _three_atoms_in_the_plane(atoms, triples)
+    if found is None:
+        return mu, float(excess[best])
+    return found, 0.0
+
+
+def _three_atoms_in_the_plane(atoms: FloatArray, triples: NDArray[np.intp]
+                              ) -> FloatArray | None:
+    r""":func:`_all_atoms_active` for many triples of atoms in the plane at once, the KKT test
+    over ALL atoms included: for each triple, :math:`N = A^{-1/2}/T` from the three equations
+    :math:`y_i^\top Ny_i = 1`, valid when :math:`N \succ 0`, the weights of
+    :math:`A = N^{-2}/\operatorname{tr}N^{-1}` are positive and every atom has
+    :math:`y_j^\top Ny_j \le 1 + 10^{-12}` (:math:`q_j \le T`). Returns the weights of a valid
+    triple (the largest T), ``None`` when none is."""
+    if not triples.size:
+        return None
+    y = atoms[triples]  # (m, 3, 2)
+    rows = np.stack([y[..., 0] ** 2, math.sqrt(2.0) * y[..., 0] * y[..., 1], y[..., 1] ** 2],
+                    axis=-1)  # svec(y y^T), (m, 3, 3)
+    det = np.linalg.det(rows)
+    ok = np.abs(det) > 1e-12 * np.max(np.abs(rows), axis=(1, 2)) ** 3
+    if not np.any(ok):
+        return None
+    rows, triples = rows[ok], triples[ok]
+    nvec = np.linalg.solve(rows, np.ones((rows.shape[0], 3, 1)))[..., 0]
+    n00, n01, n11 = nvec[:, 0], nvec[:, 1] / math.sqrt(2.0), nvec[:, 2]
+    ndet = n00 * n11 - n01 * n01
+    pos = (ndet > 1e-12 * (n00 + n11) ** 2) & (n00 + n11 > 0)
+    # N^{-1} = adj(N) / det N; A = N^{-2} / tr N^{-1}
+    i00, i01, i11 = n11 / ndet, -n01 / ndet, n00 / ndet
+    tr_inv = i00 + i11
+    a00 = (i00 * i00 + i01 * i01) / tr_inv
+    a01 = (i00 * i01 + i01 * i11) / tr_inv
+    a11 = (i01 * i01 + i11 * i11) / tr_inv
+    avec = np.stack([a00, math.sqrt(2.0) * a01, a11], axis=1)
+    mu = np.linalg.solve(rows.transpose(0, 2, 1), avec[:, :, None])[..., 0]
+    x, yy = atoms[:, 0], atoms[:, 1]
+    score = n00[:, None] * x * x + 2.0 * n01[:, None] * x * yy + n11[:, None] * yy * yy
+    valid = pos & np.all(mu > 0, axis=1) & np.all(score <= 1.0 + 1e-12, axis=1)
+    valid &= np.all(np.isfinite(mu), axis=1)
+    if not np.any(valid):
+        return None
+    pick = int(np.flatnonzero(valid)[np.argmax(tr_inv[valid])])
+    out = np.zeros(atoms.shape[0])
+    out[triples[pick]] = mu[pick] / float(mu[pick].sum())
+    return out
 
 
 def _all_atoms_active(atoms: FloatArray) -> FloatArray | None:

@@ -565,7 +565,9 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
             a0w = np.maximum(a0w, 1e-15 * a0w[-1])
         zs = whitened @ (a0v * a0w**-0.25)
         q0 = np.einsum("ij,ij->i", zs, zs)
-        first = min(count, max(run.atoms_added, d))
+        # twice the vectors a pass adds: one restricted solve fewer on small cold starts
+        # (measured over d = 3..20, J ~ 10^3: 19-28 % less CPU than one pass's worth)
+        first = min(count, max(2 * run.atoms_added, d))
         top = priced(q0, first, -np.inf)
         fresh = _not_in(top.top_idx, run.warm_idx)
         new = _dedupe(top.top_vecs[fresh], warm_vecs)

@@ -471,6 +471,7 @@ def run_design(
         "budget": budget.describe(),
         "budget_bound": design.bound,
         "solver": design.solution.stats.solver,
+        "path": design.path,
         "count": count,
         "dim": dim,
         "total_error": float(design.value),
@@ -552,6 +553,8 @@ def _print_design(ctx: Context, res: dict[str, Any], title: str) -> None:
         f"  certified interval:    optimum in [{lo:.10g}, {up:.10g}], relative gap "
         f"{res['gap']:.2e}  {state}" + (" (rigorous)" if res.get("rigorous") else "")
     )
+    if res.get("path"):
+        ctx.print(f"  answer from:           {res['path']}")
     cov = np.asarray(res["covariance"])
     rows = ["[" + ", ".join(f"{v: .6g}" for v in row) + "]" for row in cov]
     if cov.shape[0] <= 6:

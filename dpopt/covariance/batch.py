@@ -13,10 +13,17 @@ close have nearly the same optimal support. :func:`design_covariance_batch` solv
 call with one BLAS thread-limit context, the weight validated once, each distinct budget's bound
 computed once, and a warm start of each problem from its predecessor's support and dual weights
 (:class:`solvers.structured.WarmStart`), and certifies **every** answer
-independently with :func:`certificates.covariance.check`, exactly as
-:func:`~dpopt.covariance.design.design_covariance` does. An item whose certificate does not
-close is re-designed by :func:`~dpopt.covariance.design.design_covariance` (its generic
-fallbacks included), so the batch is never less accurate, and never less private, than a loop.
+independently with the certificate of :func:`certificates.covariance.check`, exactly as
+:func:`~dpopt.covariance.design.design_covariance` does. When the items are arrays (or small
+sources) of one shape and :math:`\eta = 0`, they are solved in waves: an item solved on its
+own hands its support to the following items, which are solved on it at once
+(:func:`solvers.stacked.solve_on_support`,
+every small linear system of the items in one stacked LAPACK call) and certified at once
+(:func:`certificates.stacked.check_stacked`, each item's proof complete on its own). An item
+whose certificate does not close is re-designed by
+:func:`~dpopt.covariance.design.design_covariance` (its generic fallbacks included), so the
+batch is never less accurate, and never less private, than a loop; ``design.path`` says which
+route answered.
 
 Example
 -------
@@ -33,13 +40,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from certificates.covariance import CovarianceCertificate, check
 from certificates.problem import CovarianceProgram, VectorSource, check_norm_range
+from certificates.stacked import check_stacked
 from certificates.validate import as_psd_matrix, as_scalar
 from dpopt.covariance.design import (
     Design,
@@ -54,16 +63,24 @@ from dpopt.errors import InfeasibleError, InvalidParameterError, InvalidTypeErro
 from dpopt.relation import NeighbouringRelation, RelationLike, add_remove_bound, as_relation
 from solvers._types import Solution
 from solvers.api import method_tolerance
+from solvers.stacked import solve_on_support
 from solvers.structured import WarmStart, blas_limits, solve_structured
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpopt.accounting.budgets import Budget
     from dpopt.covariance.sensitivity import PrunedSet
 
-__all__ = ["SMALL_VECTORS", "design_covariance_batch"]
+__all__ = ["SMALL_VECTORS", "STACK_NUMBERS", "design_covariance_batch"]
 
 #: A vector source of at most this many numbers (J d) is generated once into an array.
 SMALL_VECTORS = 2**18
+#: The most numbers (n J d) the items of a batch may hold together to be solved stacked.
+STACK_NUMBERS = 2**24
+#: Items tried at once on one support: the first window, and the most.
+_WINDOW_START = 4
+_WINDOW_MAX = 256
+#: ... and at most this many numbers (n J d) of vectors in one wave.
+_WINDOW_NUMBERS = 2**22
 
 
 def _items(sensitivities: Sequence[ArrayLike | VectorSource | PrunedSet] | ArrayLike,
@@ -197,43 +214,168 @@ def design_covariance_batch(
     # the shared data are validated once; the budgets' bounds once per distinct budget
     shared_weight = None if weight is None else as_psd_matrix("weight", weight,
                                                               dim=_dim_of(items[0], 0))
-    bounds: dict[int, float] = {}
-    designs: list[Design] = []
-    warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
+    bounds: dict[int, tuple[float, Budget]] = {}
+    for bud in per_item:
+        key = id(bud)  # the per-item list holds every budget, so ids stay distinct
+        if key not in bounds:
+            bounds[key] = _bound_of(bud)
+    job = _Batch(items, per_item, [bounds[id(b)] for b in per_item], shared_weight, eta, tol,
+                 rigorous, rel)
     with blas_limits(1):  # one thread-limit context for the whole batch
-        for i, (vec, bud) in enumerate(zip(items, per_item, strict=True)):
-            key = id(bud)  # the per-item list holds every budget, so ids stay distinct
-            if key not in bounds:
-                bounds[key] = _bound_of(bud)[0]
-            q = bounds[key]
-            design, sol = _design_one(i, vec, bud, q, shared_weight, eta, tol, rigorous, rel,
-                                      warm if warm_start else None)
+        stack = _stack(job) if warm_start and eta == 0.0 and len(items) > 2 else None
+        if stack is not None:
+            return _waves(job, *stack)
+        designs: list[Design] = []
+        warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
+        for i in range(len(items)):
+            design, sol = _design_one(job, i, warm if warm_start else None)
             designs.append(design)
             start = WarmStart.from_solution(sol) if sol is not None else None
             warm = (start, design.program.count) if start is not None else None
     return designs
 
 
-def _design_one(
-    index: int, vectors: ArrayLike | VectorSource, budget: Budget | Sequence[Budget], q: float,
-    weight: ArrayLike | None, eta: float, tol: float, rigorous: bool,
-    rel: NeighbouringRelation, warm: tuple[WarmStart, int] | None,
-) -> tuple[Design, Solution | None]:
+@dataclass(frozen=True)
+class _Batch:
+    """A batch's validated inputs: the items, their budgets with their bounds, and the shared
+    weight, floor, tolerance, mode and relation."""
+
+    items: list[ArrayLike | VectorSource]
+    budgets: list[Budget | Sequence[Budget]]
+    bounds: list[tuple[float, Budget]]  # (q, the budget as stated) per item
+    weight: NDArray[np.float64] | None
+    eta: float
+    tol: float
+    rigorous: bool
+    relation: NeighbouringRelation
+
+    @property
+    def solve_tol(self) -> float:
+        return method_tolerance("structured", self.tol)
+
+    def program(self, index: int, dense: ArrayLike | VectorSource) -> CovarianceProgram:
+        """Item ``index``'s program (its data validated, errors naming the item)."""
+        try:
+            return CovarianceProgram(dense, self.weight,
+                                     add_remove_bound(self.bounds[index][0], self.relation),
+                                     self.eta)
+        except InvalidParameterError as exc:  # name the item
+            raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
+                                        exc.requirement) from None
+
+
+def _stack(job: _Batch) -> tuple[list[CovarianceProgram], NDArray[np.float64]] | None:
+    """The items' programs and their vectors as one (n, J, d) array, when every item is an
+    array, or a source of at most ``SMALL_VECTORS`` numbers (generated here), of one shape
+    (d >= 2) and all of them together hold at most ``STACK_NUMBERS`` numbers; ``None``
+    otherwise (larger sources, sets of several sizes: the items then go one by one, as does
+    anything malformed, to be refused by name)."""
+    dense: list[NDArray[np.float64]] = []
+    total = 0
+    for item in job.items:
+        if not isinstance(item, np.ndarray) and isinstance(item, VectorSource):
+            if item.count * item.dim > SMALL_VECTORS or (
+                    total + item.count * item.dim > STACK_NUMBERS):
+                return None
+            item = _materialised(item)
+        try:
+            arr = np.asarray(item, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None
+        if arr.ndim != 2 or arr.shape[1] < 2 or (dense and arr.shape != dense[0].shape):
+            return None
+        total += arr.size
+        if total > STACK_NUMBERS:
+            return None
+        dense.append(arr)
+    problems = [job.program(i, x) for i, x in enumerate(dense)]
+    return problems, np.stack([np.asarray(p.vectors, dtype=np.float64) for p in problems])
+
+
+def _described(job: _Batch, index: int, problem: CovarianceProgram) -> CovarianceProgram:
+    """The program a design describes: on the caller's set (a source stays a source; a design
+    does not keep a generated copy of its vectors)."""
+    item = job.items[index]
+    if isinstance(item, np.ndarray) or not isinstance(item, VectorSource):
+        return problem
+    return CovarianceProgram(item, problem.weight, problem.bound, problem.noise_floor)
+
+
+def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.float64],
+           ) -> list[Design]:
+    """The batch in waves: an item solved on its own (warm-started from its predecessor) hands
+    its support to the next unsolved items, which are solved on it all at once
+    (:func:`solvers.stacked.solve_on_support`) and certified all at once
+    (:func:`certificates.stacked.check_stacked`: each item's proof complete); an item whose
+    optimum needs a vector outside that support is left for the next wave, which starts at it.
+    The window of items tried on one support doubles while every item closes on it and shrinks
+    to twice the items that did, so a trajectory whose support changes often costs little
+    stacked work that is thrown away."""
+    n = len(problems)
+    designs: list[Design | None] = [None] * n
+    sols: list[Solution | None] = [None] * n
+    bounds = np.array([p.bound for p in problems])
+    weight = np.asarray(problems[0].weight, dtype=np.float64)
+    window = _WINDOW_START
+    # the most items a wave may hold at once: their vectors are copied for the stacked solve
+    # and its certificate (about 32 MB at most, however large the sets)
+    most = max(2, min(_WINDOW_MAX, _WINDOW_NUMBERS // max(1, vectors[0].size)))
+    i = 0
+    while i < n:
+        if designs[i] is None:
+            prev = sols[i - 1] if i else None
+            start = WarmStart.from_solution(prev) if prev is not None else None
+            designs[i], sols[i] = _design_one(
+                job, i, (start, problems[i].count) if start is not None else None, problems[i])
+        here = sols[i]
+        support = WarmStart.from_solution(here) if here is not None else None
+        todo = [j for j in range(i + 1, min(n, i + 1 + min(window, most)))
+                if designs[j] is None]
+        if support is not None and todo:
+            res = solve_on_support(vectors[todo], weight, bounds[todo], support.indices,
+                                   support.weights, job.solve_tol)
+            got = [j for j, ok in zip(todo, res.solved.tolist(), strict=True) if ok]
+            found = [s for s in (res.solutions[todo.index(j)] for j in got) if s is not None]
+            certs = check_stacked([problems[j] for j in got], [s.covariance for s in found],
+                                  [s.dual for s in found if s.dual is not None], tol=job.tol,
+                                  rigorous=job.rigorous) if len(found) == len(got) else []
+            for j, sol, cert in zip(got, found, certs, strict=False):
+                if cert.certified and math.isfinite(cert.upper):
+                    path = f"structured, stacked (batch item {j}, on the support of item {i})"
+                    designs[j] = _assemble(problems[j], _described(job, j, problems[j]),
+                                           job.bounds[j][0],
+                                           job.relation, cert, sol, job.tol, path,
+                                           job.bounds[j][1])
+                    sols[j] = sol
+            lead = 0
+            while lead < len(todo) and designs[todo[lead]] is not None:
+                lead += 1
+            window = (min(_WINDOW_MAX, 2 * window) if lead == len(todo)
+                      else max(_WINDOW_START // 2, 2 * lead))
+        i += 1
+        while i < n and designs[i] is not None:
+            i += 1
+    return [d for d in designs if d is not None]
+
+
+def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
+                problem: CovarianceProgram | None = None) -> tuple[Design, Solution | None]:
     """One item: the structured solver (warm-started), the independent certificate check and
     the privacy re-check, exactly as ``design_covariance`` makes them; an item whose
-    certificate does not close goes through ``design_covariance`` itself (its fallbacks)."""
-    dense = _materialised(vectors)
-    try:
-        problem = CovarianceProgram(dense, weight, add_remove_bound(q, rel), eta)
-    except InvalidParameterError as exc:  # name the item
-        raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
-                                    exc.requirement) from None
+    certificate does not close goes through ``design_covariance`` itself (its fallbacks).
+    ``problem``: the item's program when already built (from its materialised vectors)."""
+    vectors = job.items[index]
+    budget = job.budgets[index]
+    q, stated = job.bounds[index]
+    weight, eta, tol, rigorous, rel = job.weight, job.eta, job.tol, job.rigorous, job.relation
+    dense = _materialised(vectors) if problem is None else problem.vectors
+    if problem is None:
+        problem = job.program(index, dense)
     # a set of another size starts cold: its indices would not name the same record pairs
     start = warm[0] if warm is not None and warm[1] == problem.count else None
-    solve_tol = method_tolerance("structured", tol)
     sol: Solution | None
     try:
-        sol = solve_structured(problem, tol=solve_tol, blas_threads=None, warm_start=start)
+        sol = solve_structured(problem, tol=job.solve_tol, blas_threads=None, warm_start=start)
         cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
     except SolverError:
         sol, cert = None, None
@@ -243,20 +385,28 @@ def _design_one(
         # the generic route with its fallbacks (and warnings), exactly as a loop would take it
         design = design_covariance(vectors, budget, weight=weight, noise_floor=eta, tol=tol,
                                    rigorous=rigorous, relation=rel)
-        return design, design.solution
+        why = ("failed" if sol is None or cert is None
+               else f"was not certified (gap {cert.gap:.2g})")
+        path = (f"{design.path or 'design_covariance'} (batch item {index}: the batch's "
+                f"structured answer {why}, so design_covariance designed it)")
+        return replace(design, path=path), design.solution
     # the design describes the caller's set (a source stays a source: a design does not keep
     # a generated copy of its vectors); solve and certificate read the same vectors in order
-    described = problem if dense is vectors else CovarianceProgram(
+    described = problem if dense is vectors or problem.vectors is vectors else CovarianceProgram(
         vectors, problem.weight, problem.bound, problem.noise_floor)
-    return _assemble(problem, described, q, rel, cert, sol, tol), sol
+    form = sol.stats.extra.get("closed_form")
+    path = ("structured" + (f", closed form ({form})" if form else "")
+            + f" (batch item {index}, "
+            + (f"warm start from item {index - 1})" if start is not None else "cold start)"))
+    return _assemble(problem, described, q, rel, cert, sol, tol, path, stated), sol
 
 
 def _assemble(problem: CovarianceProgram, described: CovarianceProgram, q: float,
               rel: NeighbouringRelation, cert: CovarianceCertificate, sol: Solution,
-              tol: float) -> Design:
+              tol: float, path: str, budget: Budget) -> Design:
     """The Design of a certified structured solution (what ``design_covariance`` returns);
     ``problem`` is what was solved and checked, ``described`` the same program on the caller's
-    vector set (the design's ``program``)."""
+    vector set (the design's ``program``); ``path`` says which solver path answered."""
     cov = cert.repaired_covariance
     privacy = privacy_from_sup(_certified_sup(problem, cert), cov, problem.max_norm(), rel)
     if not privacy.mahalanobis_bound <= q:  # the repair guarantees it; never release otherwise
@@ -264,9 +414,9 @@ def _assemble(problem: CovarianceProgram, described: CovarianceProgram, q: float
             f"re-check failed: the design's Mahalanobis sup {privacy.mahalanobis_bound!r} "
             f"exceeds the budget's bound {q!r} ({rel})")
     iso_value, _ = isotropic_baseline(problem)
-    message = f"certified optimal to tol={tol:g} by {sol.stats.solver}: {cert.message}"
+    message = f"certified optimal to tol={tol:g} by {path}: {cert.message}"
     return Design(
         covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
         isotropic_value=iso_value, bound=q, solution=sol, program=described, relation=rel,
-        status="optimal", message=message,
+        status="optimal", message=message, path=path, budget=budget,
     )

@@ -355,6 +355,8 @@ def design_box(
         covariance=cov_final, value=cert.upper, certificate=cert, privacy=privacy,
         isotropic_value=iso, bound=q, solution=solution, program=program, relation=rel,
         status=status, message=msg, coverage=coverage, budget=stated,
+        path=f"box exchange ({method}, {it} rounds); its last working set by "
+             f"{inner.path or solution.stats.solver}",
     )
 
 
@@ -425,5 +427,6 @@ def design_ellipsoid(
     privacy = privacy_from_sup(sup, cov, sensitivity.ellipsoid.diameter(), rel)
     coverage = EllipsoidCoverage(sensitivity=sensitivity, sup=sup, relation=rel)
     return replace(base, covariance=cov, value=cert.upper, certificate=cert, privacy=privacy,
-                   coverage=coverage,
+                   coverage=coverage, path=f"ellipsoid (closed-form sup); its working vectors by "
+                                           f"{base.path or base.solution.stats.solver}",
                    message=f"uniform query over an ellipsoid (closed form): {cert.message}")

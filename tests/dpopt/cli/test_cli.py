@@ -525,6 +525,19 @@ def test_demo_certified_and_private(demo_file: tuple[Path, dict]) -> None:
     assert worst >= 0.99 * res["budget_bound"]  # the constraint is active: no wasted noise
 
 
+def test_demo_says_which_path_answered(demo_file: tuple[Path, dict], tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The JSON and the printed summary name the solver path (structured, a closed form or a
+    fallback), the one the certificate file records."""
+    path, res = demo_file
+    assert res["path"].startswith("structured")
+    stored = json.loads(path.read_text())
+    assert stored["versions"]["produced_by"] == res["path"]
+    code, out, _ = run(["demo", "-o", str(tmp_path / "d.json")], capsys)
+    assert code == 0
+    assert f"answer from:           {res['path']}" in out
+
+
 def test_demo_refuses_overwrite_then_force(
     demo_file: tuple[Path, dict], capsys: pytest.CaptureFixture[str]
 ) -> None:

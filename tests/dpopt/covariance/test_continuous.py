@@ -29,6 +29,7 @@ def test_the_issue_reproduction_is_covered_by_the_box_design():
         dpopt.add_remove_set(dpopt.Box([0.0], [1.0]), query=g, sigma=sg), BUDGET, tol=1e-3)
     assert dpopt.privacy_of(box.covariance, t[None]).epsilon(1e-6) <= 1.0
     assert box.coverage is not None and box.certified and box.certificate.gap <= 1e-3
+    assert box.path.startswith("box exchange (") and "working set by structured" in box.path
     # every record in the box, by the independent search
     worst = _worst_pair_value(np.zeros(1), np.ones(1), g, sg, box.covariance)
     assert worst <= box.bound

@@ -65,6 +65,7 @@ def test_design_is_the_closed_form(weighted):
     assert des.certificate.lower <= closed * (1 + 1e-9)
     assert _sampled_sup(e, des.covariance) <= q
     assert des.coverage is not None and des.coverage.sup.upper <= q
+    assert des.path.startswith("ellipsoid (closed-form sup); its working vectors by structured")
     del rng
 
 

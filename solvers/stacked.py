@@ -1,0 +1,355 @@
+r"""Many small programs on one working set at once: the restricted dual of each, stacked.
+
+A trajectory of close problems (one domain, a drifting query; :func:`dpopt.design_covariance_batch`)
+mostly keeps its optimal support from one problem to the next. For ``n`` programs
+:math:`\min\operatorname{tr}(W\Sigma)` s.t. :math:`s^{(i)\top}_j\Sigma^{-1}s^{(i)}_j \le q_i`
+(:math:`\eta = 0`, one :math:`W`, the same number ``J`` of vectors, row ``j`` of every set the
+same record pair) :func:`solve_on_support` maximises each reduced dual
+
+.. math::
+
+    T_i(\mu) = \operatorname{tr}\Big(\sum_{j\in K}\mu_j\,y^{(i)}_jy^{(i)\top}_j\Big)^{1/2},
+    \qquad y^{(i)}_j = L^\top s^{(i)}_j,\ W = LL^\top,
+
+over the simplex on one shared working set :math:`K` (a neighbour's support), by the projected
+Newton method of :func:`solvers.restricted.inner_solve` with every ``d x d`` and ``k x k`` system
+of the ``n`` problems in one stacked LAPACK call (``numpy.linalg`` on ``(n, d, d)`` and
+``(n, k, k)`` arrays), then prices **all** ``J`` vectors of every problem with one batched
+product. A problem whose pricing closes its gap (:math:`\max_j q^{(i)}_j \le T_i(1 + 0.9\,tol)`,
+the reduced-dual optimality condition of the covariance program (the theory page): the
+working set then holds the optimal support) is solved: :math:`\Sigma_i = r_i\,L^{-\top}
+A_i^{1/2}L^{-1}` with :math:`r_i = \max_j q^{(i)}_j` and the factored dual
+:math:`\lambda_j = T_i^2\mu_j`, :math:`u_j = L A_i^{-1/2}y_j/T_i` (from the polar factor of the
+stacked rows :math:`\sqrt{\mu_j}y_j`, as :mod:`solvers.structured` builds it). The others are
+reported unsolved; the caller solves them one at a time.
+
+Nothing here is trusted: every answer is certified independently by the caller
+(:func:`certificates.stacked.check_stacked`), exactly as a single structured solution is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from certificates.problem import FactoredDual
+from solvers._types import Solution, SolverStats
+from solvers.restricted import _pair_weights, _triu
+
+__all__ = ["StackedResult", "solve_on_support"]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+#: The stacked eigen-decompositions are trusted while a_min > _RESOLVED a_max (as the single
+#: restricted solver's eigh); a problem whose spectrum spreads further goes to the single path.
+_RESOLVED = 1e-6
+#: Projected-Newton iterations on the shared working set before a problem is given up.
+_MAX_ITER = 40
+#: Rounds of column generation on the stack (a problem still open after them goes alone).
+_ROUNDS = 6
+#: Numbers per block of the stacked pricing (its temporaries stay in cache).
+_BLOCK_NUMBERS = 8192
+#: Relative safety on the pricing maximum (the certificate re-verifies and repairs anyway).
+_SAFETY = 1e-12
+_NAME = "dpopt-structured (stacked)"
+
+
+@dataclass(frozen=True)
+class StackedResult:
+    """What :func:`solve_on_support` found.
+
+    Attributes
+    ----------
+    solved : ndarray of bool, shape (n,)
+        Problems whose pricing over all of their vectors closed the gap on the shared set.
+    solutions : list of Solution or None
+        One per problem: the covariance, its factored dual and the solver's own (untrusted)
+        bounds in ``stats.extra`` (``lower``, ``upper``, ``gap``); ``None`` when unsolved. The
+        covariance is scaled to the largest constraint value the pricing found, with a margin
+        of 1e-12, but not verified by a pass of its own as ``solve_structured``'s is: certify
+        it (:func:`certificates.stacked.check_stacked` scales it to proven feasibility).
+    iterations : int
+        Stacked projected-Newton iterations.
+    """
+
+    solved: BoolArray
+    solutions: list[Solution | None]
+    iterations: int
+
+
+def _spectra(atoms: FloatArray, mu: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Eigen-decompositions of :math:`A_i = \\sum_j \\mu_{ij} y_{ij}y_{ij}^\\top`, stacked."""
+    amat = np.matmul(atoms.transpose(0, 2, 1) * mu[:, None, :], atoms)
+    a, v = np.linalg.eigh(0.5 * (amat + amat.transpose(0, 2, 1)))
+    return a, v
+
+
+def _scores(atoms: FloatArray, a: FloatArray, v: FloatArray) -> FloatArray:
+    """:math:`q_{ij} = y_{ij}^\\top A_i^{-1/2} y_{ij}` (a > 0)."""
+    zs = np.matmul(atoms, v) * (a ** -0.25)[:, None, :]
+    return np.asarray(np.einsum("nkp,nkp->nk", zs, zs))
+
+
+def _gather(vectors: FloatArray, members: NDArray[np.intp], whiten: FloatArray) -> FloatArray:
+    """Whitened working-set atoms of every problem; index -1 pads with a zero atom (it adds
+    nothing to A, scores 0 and keeps weight 0)."""
+    rows = np.arange(vectors.shape[0])[:, None]
+    atoms = np.matmul(vectors[rows, np.maximum(members, 0)], whiten)
+    atoms[members < 0] = 0.0
+    return np.asarray(atoms)
+
+
+def _price(vectors: FloatArray, whiten: FloatArray, a: FloatArray, v: FloatArray) -> FloatArray:
+    r""":math:`q_{ij} = |A_i^{-1/4}V_i^\top L_i^\top s_{ij}|^2` for every vector of every
+    problem, in blocks of problems."""
+    n, count, d = vectors.shape
+    factor = np.matmul(whiten, v * (a ** -0.25)[:, None, :])
+    step = max(1, _BLOCK_NUMBERS // (count * d))
+    out = np.empty((n, count))
+    for lo in range(0, n, step):
+        zs = np.matmul(vectors[lo:lo + step], factor[lo:lo + step])
+        out[lo:lo + step] = np.einsum("njd,njd->nj", zs, zs)
+    return out
+
+
+def _newton(atoms: FloatArray, mu: FloatArray, tol: float
+            ) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray, int]:
+    """Projected Newton (:func:`solvers.restricted._projected_newton`) on every problem at
+    once; returns ``(mu, a, V, ok, iterations)`` with ``ok`` the problems that reached the
+    restricted KKT gap ``tol`` with a resolved spectrum."""
+    n, k, p = atoms.shape
+    i0, i1, _ = _triu(p)
+    pair_w = _pair_weights(p)
+    a, v = _spectra(atoms, mu)
+    alive = a[:, 0] > _RESOLVED * a[:, -1]
+    done = np.zeros(n, dtype=bool)
+    it = 0
+    eye = np.eye(k)
+    while it < _MAX_ITER:
+        run = np.flatnonzero(alive & ~done)
+        if not run.size:
+            break
+        y, m, ar, vr = atoms[run], mu[run], a[run], v[run]
+        t = np.sum(np.sqrt(ar), axis=1)
+        grad = _scores(y, ar, vr) / t[:, None] - 1.0
+        kkt = grad.max(axis=1)
+        conv = kkt <= tol
+        done[run[conv]] = True
+        keep = ~conv
+        if not np.any(keep):
+            break
+        it += 1
+        run, y, m, ar, vr, t, grad = (run[keep], y[keep], m[keep], ar[keep], vr[keep], t[keep],
+                                      grad[keep])
+        scale = t * t
+        ms = scale[:, None] * m
+        positive = ms > 0
+        residual = np.max(np.where(positive, np.abs(grad), np.maximum(grad, 0.0)), axis=1)
+        eps = np.minimum(1e-4, residual) * scale / k
+        fixed = (ms <= eps[:, None]) & (grad <= 0)
+        z = np.matmul(y, vr)
+        rt = np.sqrt(scale[:, None] * ar)
+        w = pair_w * np.sqrt(2.0 / (rt[:, i0] * rt[:, i1] * (rt[:, i0] + rt[:, i1])))
+        rows = z[:, :, i0] * z[:, :, i1] * w[:, None, :]
+        hess = np.matmul(rows, rows.transpose(0, 2, 1))
+        tau = 1e-12 * np.maximum(np.max(np.diagonal(hess, axis1=1, axis2=2), axis=1),
+                                 1e-300) + 1e-300
+        couple = fixed[:, :, None] | fixed[:, None, :]
+        hess = np.where(couple, 0.0, hess) + eye * (tau[:, None, None] + fixed[:, :, None])
+        rhs = np.where(fixed, 0.0, grad)
+        try:
+            step = np.linalg.solve(hess, rhs[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:
+            alive[run] = False
+            break
+        step = np.where(fixed, -ms, step)
+        cond_floor = np.maximum(1e-25, 1e-6 * ar[:, 0] / ar[:, -1])
+        longest = np.max(np.abs(step), axis=1)
+        alpha = np.where(longest > 0, np.minimum(1.0, scale / np.maximum(longest, 1e-300)), 1.0)
+        pending = np.ones(run.size, dtype=bool)
+        new_mu, new_a, new_v = np.empty_like(m), np.empty_like(ar), np.empty_like(vr)
+        totals = np.ones(run.size)
+        for _ in range(60):
+            sel = np.flatnonzero(pending)
+            if not sel.size:
+                break
+            trial = np.maximum(ms[sel] + alpha[sel, None] * step[sel], 0.0)
+            predicted = np.sum(grad[sel] * (trial - ms[sel]), axis=1)
+            total = trial.sum(axis=1)
+            ta, tv = _spectra(y[sel], trial)
+            t_new = np.sum(np.sqrt(np.clip(ta, 0.0, None)), axis=1)
+            cond = ta[:, 0] / np.maximum(ta[:, -1], 1e-300)
+            f0 = scale[sel]
+            f_new = 2.0 * t_new - total
+            tiny = (predicted >= 0) & (predicted <= 1e-11 * np.abs(f0))
+            armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * np.abs(f0)
+            ok = (cond > cond_floor[sel]) & (total > 0) & (tiny | armijo)
+            good = sel[ok]
+            new_mu[good], new_a[good], new_v[good] = trial[ok], ta[ok], tv[ok]
+            totals[good] = total[ok]
+            pending[good] = False
+            alpha[sel[~ok]] *= 0.5
+        alive[run[pending]] = False  # no acceptable step: the single path decides
+        moved = ~pending
+        upd = run[moved]
+        tot = totals[moved]
+        mu[upd] = new_mu[moved] / tot[:, None]
+        a[upd] = new_a[moved] / tot[:, None]
+        v[upd] = new_v[moved]
+        alive[upd] &= a[upd, 0] > _RESOLVED * a[upd, -1]
+    return mu, a, v, alive & done, it
+
+
+def solve_on_support(
+    vectors: FloatArray,
+    weight: FloatArray,
+    bounds: FloatArray,
+    support: NDArray[np.intp],
+    weights: FloatArray,
+    tol: float,
+) -> StackedResult:
+    """Solve every program of a stack on the working set ``support`` (see the module docstring).
+
+    Parameters
+    ----------
+    vectors : ndarray, shape (n, J, d)
+        The programs' vectors (finite; checked by the caller's ``CovarianceProgram``).
+    weight : ndarray, shape (d, d)
+        W, shared (symmetric positive definite).
+    bounds : ndarray, shape (n,)
+        The programs' add/remove bounds q_i > 0.
+    support : ndarray of int, shape (k,)
+        The shared working set (rows of every set), k >= d, pairwise distinct.
+    weights : ndarray, shape (k,)
+        Starting weights on it (a neighbour's dual multipliers; any positive scale).
+    tol : float
+        The solver's target relative gap (the caller certifies each answer to its own ``tol``).
+
+    Returns
+    -------
+    StackedResult
+    """
+    n, count, d = vectors.shape
+    k = support.size
+    unsolved = StackedResult(np.zeros(n, dtype=bool), [None] * n, 0)
+    if k < d or n == 0:
+        return unsolved
+    # normalised units of each program (solvers.scaling): vectors / c_i, W / omega, q = 1
+    omega = float(np.linalg.eigvalsh(0.5 * (weight + weight.T))[-1])
+    try:
+        chol = np.linalg.cholesky(0.5 * (weight + weight.T) / omega)
+    except np.linalg.LinAlgError:
+        return unsolved
+    mean_sq = np.einsum("njd,njd->n", vectors, vectors) / count
+    usable = (mean_sq > 1e-200) & (mean_sq < 1e200) & np.isfinite(mean_sq)
+    c = np.sqrt(np.where(usable, mean_sq, 1.0))
+    whiten = chol[None, :, :] / c[:, None, None]  # y = s @ whiten_i
+    atoms = np.matmul(vectors[:, support, :], whiten)
+    if not np.all(np.isfinite(atoms)):
+        return unsolved
+    w0 = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
+    if not w0.sum() > 0:
+        return unsolved
+    mu = np.tile(w0 / w0.sum(), (n, 1))
+    members = np.tile(np.asarray(support, dtype=np.intp), (n, 1))  # -1: a padding zero atom
+    inner = max(1e-13, 0.1 * tol)
+    add = max(2 * d, 16)
+    solved = np.zeros(n, dtype=bool)
+    r, t = np.zeros(n), np.ones(n)
+    final_a, final_v = np.ones((n, d)), np.tile(np.eye(d), (n, 1, 1))
+    final_mu: list[FloatArray] = [mu[i] for i in range(n)]
+    final_members: list[NDArray[np.intp]] = [members[i] for i in range(n)]
+    live = np.flatnonzero(usable)
+    iterations = 0
+    for _ in range(_ROUNDS):
+        if not live.size:
+            break
+        mu_l, a, v, ok, its = _newton(atoms[live], mu[live], inner)
+        iterations += its
+        # pricing: every vector of every program, q_ij = |A_i^{-1/4} V_i^T y_ij|^2
+        q = _price(vectors[live], whiten[live], a, v)
+        tl = np.sum(np.sqrt(a), axis=1)
+        rl = q.max(axis=1)
+        closed = ok & (rl / tl - 1.0 <= 0.9 * tol)
+        for pos in np.flatnonzero(closed).tolist():
+            i = int(live[pos])
+            solved[i], r[i], t[i] = True, rl[pos], tl[pos]
+            final_mu[i], final_a[i], final_v[i] = mu_l[pos].copy(), a[pos], v[pos]
+            final_members[i] = members[i].copy()
+        # the others take their most violated vectors (column generation, as one solve does)
+        grow = np.flatnonzero(ok & ~closed)
+        if not grow.size:
+            break
+        threshold = (tl[grow] * (1.0 + 0.5 * inner))[:, None]
+        scores = np.where(q[grow] > threshold, q[grow], -np.inf)
+        for row, i in enumerate(live[grow].tolist()):
+            scores[row, members[i][members[i] >= 0]] = -np.inf  # already in the working set
+        top = np.argsort(-scores, axis=1)[:, :add]
+        fresh = np.take_along_axis(scores, top, axis=1) > -np.inf
+        if not np.any(fresh.any(axis=1)):
+            break
+        keep = fresh.any(axis=1)
+        top = np.where(fresh, top, -1)[keep]
+        idx = live[grow][keep]
+        members = np.concatenate([members, np.full((n, top.shape[1]), -1, dtype=np.intp)],
+                                 axis=1)
+        members[idx, -top.shape[1]:] = top
+        mu = np.concatenate([mu, np.zeros((n, top.shape[1]))], axis=1)
+        mu[live[grow]] = np.concatenate(
+            [mu_l[grow], np.zeros((grow.size, top.shape[1]))], axis=1)
+        atoms = _gather(vectors, members, whiten)
+        live = idx
+    idx = np.flatnonzero(solved)
+    solutions: list[Solution | None] = [None] * n
+    if not idx.size:
+        return StackedResult(solved, solutions, iterations)
+    a, v, r, t = final_a[idx], final_v[idx], r[idx], t[idx]
+    # Sigma_i = (c_i^2 / q_i) r_i L^-T A^{1/2} L^-1 in the caller's units (normalised W / omega
+    # does not change Sigma); the value and the bound scale by omega c^2 / q
+    linv = np.linalg.inv(chol)
+    root = np.matmul(v * np.sqrt(a)[:, None, :], v.transpose(0, 2, 1))
+    sig_n = np.matmul(np.matmul(linv.T, root), linv)
+    cs = c[idx] ** 2 / bounds[idx]
+    sigma = (cs * r * (1.0 + _SAFETY))[:, None, None] * sig_n
+    sigma = 0.5 * (sigma + sigma.transpose(0, 2, 1))
+    # the factored dual: u_j = L A^{-1/2} y_j / T from the polar factor of rows sqrt(mu_j) y_j
+    # (one stacked SVD; rows padded with zeros, whose polar rows are zero)
+    width = max(int(final_members[i].size) for i in idx.tolist())
+    padded = np.full((idx.size, width), -1, dtype=np.intp)
+    weights_on = np.zeros((idx.size, width))
+    for pos, i in enumerate(idx.tolist()):
+        mem, mu_i = final_members[i], final_mu[i]
+        on = (mu_i > 0) & (mem >= 0)
+        padded[pos, :mem.size] = np.where(on, mem, -1)
+        weights_on[pos, :mem.size] = np.where(on, mu_i, 0.0)
+    rows_all = _gather(vectors[idx], padded, whiten[idx]) * np.sqrt(weights_on)[:, :, None]
+    left, _, right = np.linalg.svd(rows_all, full_matrices=False)
+    polar_all = np.matmul(left, right)
+    for pos, i in enumerate(idx.tolist()):
+        on = padded[pos] >= 0
+        mem = padded[pos][on]
+        mu_i = weights_on[pos][on]
+        root_mu = np.sqrt(mu_i)
+        polar = polar_all[pos][on]
+        ti = float(t[pos])
+        ratio = float(c[i]) / float(bounds[i])  # Normalisation.dual: u = u' q / c, ...
+        u_n = (polar / root_mu[:, None]) @ chol.T / ti
+        lam_n = ti * ti * mu_i
+        dual = FactoredDual(support=np.asarray(mem, dtype=np.intp),
+                            multipliers=lam_n * (omega * ratio * ratio), directions=u_n / ratio,
+                            floor_factor=np.zeros((d, 0)))
+        scale_v = omega * float(cs[pos])
+        lower = ti * ti * scale_v
+        upper = float(r[pos]) * ti * scale_v
+        stats = SolverStats(
+            solver=_NAME, iterations=iterations, passes=1,
+            extra={"lower": lower, "upper": upper, "gap": upper / lower - 1.0, "tol": tol,
+                   "support": int(mem.size),
+                   "working_set": int(np.sum(final_members[i] >= 0)),
+                   "stacked": n},
+        )
+        solutions[i] = Solution(covariance=sigma[pos], value=upper, dual=dual, status="optimal",
+                                stats=stats, message="")
+    return StackedResult(solved, solutions, iterations)
