@@ -90,6 +90,8 @@ from certificates.validate import as_float_array, as_scalar
 
 __all__ = [
     "FORMAT",
+    "FORMATS",
+    "FORMAT_V1",
     "NOISES",
     "DivergenceBounds",
     "MixtureCertificate",
@@ -101,8 +103,12 @@ __all__ = [
     "write_mixture_certificate",
 ]
 
-#: Format tag of the certificate files.
-FORMAT = "dpopt-renyi-mixture-certificate/1"
+#: Format tag of the certificate files written now (an infinite alpha or upper is ``null``).
+FORMAT = "dpopt-renyi-mixture-certificate/2"
+#: The previous tag, still read: it spelt an infinite alpha or upper as the string ``"inf"``.
+FORMAT_V1 = "dpopt-renyi-mixture-certificate/1"
+#: Every tag the reader accepts.
+FORMATS = (FORMAT, FORMAT_V1)
 #: Noise families with proven bounds.
 NOISES = ("laplace", "gaussian")
 
@@ -1043,9 +1049,9 @@ def _canonical(content: dict[str, Any]) -> str:
     ).hexdigest()
 
 
-def _num(v: float) -> float | str:
-    """JSON-safe float (infinity as the string 'inf')."""
-    return "inf" if math.isinf(v) and v > 0 else float(v)
+def _num(v: float) -> float | None:
+    """JSON-safe float: ``null`` for +infinity (format ``/2``; JSON has no infinity)."""
+    return None if math.isinf(v) and v > 0 else float(v)
 
 
 def _versions() -> dict[str, str]:
@@ -1117,11 +1123,25 @@ _TOP = ("format", "noise", "alpha", "epsilon", "scale", "refuted_scale", "gap", 
 _CLAIM = ("upper", "lower_below", "certified", "tight")
 
 
-def _order(field: str, v: Any) -> float:
-    """alpha: a number > 1, or the string ``"inf"``."""
-    if v == "inf" and type(v) is str:
-        return float("inf")
-    return sj.number(field, v, 1.0, low_open=True)
+def _infinite_or(field: str, v: Any, tag: str, low: float | None = None) -> float:
+    """A number (``> low`` when given) or infinity, spelt as the tag does: ``null`` in format
+    ``/2``, the string ``"inf"`` in format ``/1``. The other spelling is refused, naming
+    ``field``: a file mixing the two was not written by dpopt."""
+    if tag == FORMAT_V1:
+        if type(v) is str and v == "inf":
+            return float("inf")
+        if v is None:
+            sj.fail(field, f"null, but format {FORMAT_V1!r} spells infinity as the string "
+                           "'inf' (null is format /2's spelling)")
+    else:
+        if v is None:
+            return float("inf")
+        if type(v) is str and v == "inf":
+            sj.fail(field, f"the string 'inf', but format {FORMAT!r} spells infinity as null "
+                           "(the string is format /1's spelling)")
+    if low is None:
+        return sj.number(field, v)
+    return sj.number(field, v, low, low_open=True)
 
 
 def _law_fields(field: str, v: Any) -> tuple[Arr, Arr]:
@@ -1140,11 +1160,12 @@ def _law_fields(field: str, v: Any) -> tuple[Arr, Arr]:
 def _parse_mixture(content: Any) -> dict[str, Any]:
     """Strict structural parse of a decoded mixture certificate (raises FieldError)."""
     top = sj.obj("file", content, _TOP)
-    if top["format"] != FORMAT:
-        sj.fail("format", f"must be {FORMAT!r}")
+    tag = top["format"]
+    if type(tag) is not str or tag not in FORMATS:
+        sj.fail("format", f"must be {FORMAT!r} (or the previous {FORMAT_V1!r})")
     sha = sj.hex64("sha256", top["sha256"])
     noise = sj.string("noise", top["noise"], choices=NOISES)
-    alpha = _order("alpha", top["alpha"])
+    alpha = _infinite_or("alpha", top["alpha"], tag, low=1.0)
     if math.isinf(alpha) and noise != "laplace":
         sj.fail("alpha", "inf needs Laplace noise (a Gaussian is never pure)")
     eps = sj.number("epsilon", top["epsilon"], 0.0, low_open=True)
@@ -1167,8 +1188,7 @@ def _parse_mixture(content: Any) -> dict[str, Any]:
         y, q = _law_fields(f"pairs[{k}].q", e["q"])
         pairs.append((label, x, p, y, q))
     cl = sj.obj("claim", top["claim"], _CLAIM)
-    up = cl["upper"]
-    upper = float("inf") if (type(up) is str and up == "inf") else sj.number("claim.upper", up)
+    upper = _infinite_or("claim.upper", cl["upper"], tag)
     lb = cl["lower_below"]
     lower_below = None if lb is None else sj.number("claim.lower_below", lb)
     certified = sj.boolean("claim.certified", cl["certified"])
@@ -1186,7 +1206,8 @@ def _parse_mixture(content: Any) -> dict[str, Any]:
         sj.fail("sha256", "does not match the content (the file is corrupted or was edited "
                           "without updating its digest)")
     return {
-        "noise": noise, "alpha": alpha, "epsilon": eps, "scale": scale, "refuted_scale": refuted,
+        "format": tag, "noise": noise, "alpha": alpha, "epsilon": eps, "scale": scale,
+        "refuted_scale": refuted,
         "gap": gap, "pairs": pairs, "upper": upper, "lower_below": lower_below,
         "certified": certified, "tight": tight,
     }
@@ -1199,7 +1220,12 @@ def read_mixture_certificate(path: str | os.PathLike[str]) -> dict[str, Any]:
     (:mod:`certificates.strict_json`): ``NaN``/``Infinity``, overflowing literals, strings where
     numbers belong (``"scale": "1.0"``), booleans where numbers belong, missing or unexpected
     fields, laws whose probabilities do not sum to 1. Returns the parsed values (``alpha`` and
-    ``claim.upper`` may be ``inf``; ``pairs`` as ``(label, x, p, y, q)`` arrays).
+    ``claim.upper`` may be ``inf``; ``pairs`` as ``(label, x, p, y, q)`` arrays; ``format``
+    the file's tag).
+
+    Files of format ``/2`` (written now) spell an infinite ``alpha`` or ``claim.upper`` as
+    ``null``; files of the previous format ``/1`` spelt it as the string ``"inf"`` and are still
+    read. A file that uses the other format's spelling is refused, naming the field.
 
     Raises
     ------

@@ -1,7 +1,7 @@
 r"""One verifier for every certificate file dpopt writes: the kind registry behind ``dpopt verify``.
 
 Every certificate file dpopt writes is a JSON object whose ``"format"`` field names its kind
-(``"dpopt-covariance-certificate/1"``, ``"dpopt-renyi-mixture-certificate/1"``, ...).
+(``"dpopt-covariance-certificate/1"``, ``"dpopt-renyi-mixture-certificate/2"``, ...).
 :func:`verify` reads that field with the strict reader shared by all kinds
 (:mod:`certificates.strict_json`: exact JSON types, no NaN/Infinity, no overflowing literal, no
 duplicate key), looks the kind up in a small registry (format tag -> verifier) and runs the
@@ -17,10 +17,11 @@ Registered kinds
     its factored dual. Checked by :func:`dpopt.covariance.design_file.verify_design_file` (the
     sensitivity vectors regenerated from the description, the budget's bound recomputed, the
     covariance and the interval re-checked).
-``dpopt-renyi-mixture-certificate/1`` — *tight Pufferfish calibration*
+``dpopt-renyi-mixture-certificate/2`` (and ``/1``) — *tight Pufferfish calibration*
     Written by ``dpopt calibrate pufferfish ... --tight --certificate FILE`` and
     :meth:`dpopt.pufferfish.TightCalibration.write_certificate`: the laws of every secret pair,
-    α, ε and the released and refuted scales. Checked by
+    α, ε and the released and refuted scales (``/1``, still read, spelt an infinite α or
+    upper bound as the string ``"inf"``; ``/2`` writes ``null``). Checked by
     :func:`certificates.renyi_mixture.verify_mixture_file` (every Rényi divergence bound
     re-proved from the stored laws).
 
@@ -154,7 +155,9 @@ class CertificateKind:
 BUILTIN_KINDS: Mapping[str, tuple[str, str]] = {
     "dpopt-covariance-certificate/1": (
         "covariance design", "dpopt.verification:verify_covariance_design"),
-    "dpopt-renyi-mixture-certificate/1": (
+    "dpopt-renyi-mixture-certificate/2": (
+        "tight Pufferfish calibration", "dpopt.verification:verify_tight_pufferfish"),
+    "dpopt-renyi-mixture-certificate/1": (  # the previous format (infinity as the string "inf")
         "tight Pufferfish calibration", "dpopt.verification:verify_tight_pufferfish"),
     "dpopt-diffusion-run/2": (
         "private sampling run", "dpopt.diffusion.record:verify_run_file"),
@@ -386,7 +389,7 @@ def verify_covariance_design(path: Path, content: dict[str, Any],
 
 def verify_tight_pufferfish(path: Path, content: dict[str, Any],
                             options: VerifyOptions) -> Verification:
-    """Verifier of ``dpopt-renyi-mixture-certificate/1`` files (tight Pufferfish)."""
+    """Verifier of ``dpopt-renyi-mixture-certificate/2`` (and ``/1``) files (tight Pufferfish)."""
     from certificates.renyi_mixture import verify_mixture_file
 
     cert = verify_mixture_file(path)

@@ -409,9 +409,9 @@ def suite_trivial(small: bool) -> Counts:
 #: audit until it is listed here (and, if it writes a certificate, registered with dpopt verify).
 WRITERS: dict[str, str] = {
     "certificates/io.py": "certificate:dpopt-covariance-certificate/1",
-    "certificates/renyi_mixture.py": "certificate:dpopt-renyi-mixture-certificate/1",
-    "dpopt/diffusion/record.py": "certificate:dpopt-diffusion-run/1",
-    "dpopt/cli/sample.py": "certificate:dpopt-diffusion-run/1 (-o); data: --samples-out CSV",
+    "certificates/renyi_mixture.py": "certificate:dpopt-renyi-mixture-certificate/2",
+    "dpopt/diffusion/record.py": "certificate:dpopt-diffusion-run/2",
+    "dpopt/cli/sample.py": "certificate:dpopt-diffusion-run/2 (-o); data: --samples-out CSV",
     "dpopt/cli/common.py": "helper: write_text_safely (used by the writers above)",
     "dpopt/cli/design.py": "plot: --plot image of a design",
     "dpopt/figures/denoiser.py": "figure: CSV table and PNG",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import mpmath as mp
@@ -308,3 +309,120 @@ def test_normal_cdf_difference_bounds_where_the_ends_round(m: float, h: float) -
         lb = mp.log(mp.ncdf(mm + hh))
         ref = lb + mp.log(1 - mp.exp(mp.log(mp.ncdf(mm - hh)) - lb))
     assert float(low[0]) <= ref <= float(high[0])
+
+
+# ------------------------------------------------ file format /2: infinity is null, /1 still read
+def _to_v1(content: dict) -> dict:
+    """The same certificate as the previous format wrote it (infinity as the string "inf")."""
+    old = json.loads(json.dumps(content))
+    old["format"] = "dpopt-renyi-mixture-certificate/1"
+    if old["alpha"] is None:
+        old["alpha"] = "inf"
+    if old["claim"]["upper"] is None:
+        old["claim"]["upper"] = "inf"
+    old["sha256"] = _canonical(old)
+    return old
+
+
+def _strict(text: str) -> dict:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"non-finite number {name} in a file")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _validate_file(content: dict) -> list[str]:
+    import jsonschema
+
+    from dpopt.cli import files_schema
+
+    validator = jsonschema.Draft202012Validator(files_schema())
+    return [e.message for e in validator.iter_errors(content)]
+
+
+def _infinite_strings(obj: object) -> list[object]:
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _infinite_strings(v)]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _infinite_strings(v)]
+    return [obj] if isinstance(obj, str) and obj.lower() in ("inf", "infinity", "nan") else []
+
+
+def test_pure_certificate_writes_null_and_round_trips(tmp_path: Path) -> None:
+    from certificates.renyi_mixture import FORMAT, read_mixture_certificate
+
+    # alpha = inf (pure), and an upper that is infinite: at scale 0 the laws' own D_inf is
+    # infinite because an atom of P is not one of Q
+    for scale, refuted in ((1.0, 0.5), (0.0, None)):
+        cert = check_calibration(PAIRS, noise="laplace", alpha=math.inf, epsilon=1.0,
+                                 scale=scale, refuted_scale=refuted)
+        path = tmp_path / f"pure{scale}.json"
+        write_mixture_certificate(path, PAIRS, cert)
+        content = _strict(path.read_text())
+        assert content["format"] == FORMAT == "dpopt-renyi-mixture-certificate/2"
+        assert content["alpha"] is None
+        assert _infinite_strings(content) == []
+        assert (content["claim"]["upper"] is None) == math.isinf(cert.upper)
+        assert _validate_file(content) == []
+        back = read_mixture_certificate(path)
+        assert math.isinf(back["alpha"]) and back["upper"] == cert.upper
+        again = verify_mixture_file(path)
+        assert again.certified == cert.certified == (scale > 0) and math.isinf(again.alpha)
+        # the same file as format /1 wrote it: still read, verified and schema-valid
+        old = _to_v1(content)
+        assert old["alpha"] == "inf"
+        old_path = tmp_path / f"old{scale}.json"
+        old_path.write_text(json.dumps(old))
+        assert _validate_file(old) == []
+        assert read_mixture_certificate(old_path)["format"] == "dpopt-renyi-mixture-certificate/1"
+        assert verify_mixture_file(old_path).upper == again.upper
+    assert math.isinf(check_calibration(PAIRS, noise="laplace", alpha=math.inf, epsilon=1.0,
+                                        scale=0.0).upper)  # the second case really is infinite
+
+
+def test_old_and_dpopt_verify_read_both_formats(tmp_path: Path) -> None:
+    from dpopt.verification import verify
+
+    cert = check_calibration(PAIRS, noise="laplace", alpha=math.inf, epsilon=1.0, scale=1.0,
+                             refuted_scale=0.5)
+    path = tmp_path / "new.json"
+    write_mixture_certificate(path, PAIRS, cert)
+    old_path = tmp_path / "old.json"
+    old_path.write_text(json.dumps(_to_v1(json.loads(path.read_text()))))
+    for p, tag in ((path, "/2"), (old_path, "/1")):
+        result = verify(p)
+        assert result.kind == "tight Pufferfish calibration"
+        assert result.format.endswith(tag) and result.summary["alpha"] is None
+        assert result.summary["certified"] is True
+
+
+@pytest.mark.parametrize(
+    ("tag", "field", "value", "needle"),
+    [("/2", "alpha", "inf", "alpha: the string 'inf'"),
+     ("/1", "alpha", None, "alpha: null"),
+     ("/2", "upper", "inf", "claim.upper: the string 'inf'"),
+     ("/1", "upper", None, "claim.upper: null"),
+     ("/3", "alpha", None, "format: must be")],
+)
+def test_a_file_mixing_the_two_spellings_is_refused(tmp_path: Path, tag: str, field: str,
+                                                    value: object, needle: str) -> None:
+    from dpopt.verification import verify
+
+    cert = check_calibration(PAIRS, noise="laplace", alpha=math.inf, epsilon=1.0, scale=0.0)
+    path = tmp_path / "c.json"
+    write_mixture_certificate(path, PAIRS, cert)
+    content = json.loads(path.read_text())
+    content = _to_v1(content) if tag == "/1" else content
+    content["format"] = "dpopt-renyi-mixture-certificate" + tag
+    if field == "alpha":
+        content["alpha"] = value
+    else:
+        content["claim"]["upper"] = value
+    content["sha256"] = _canonical(content)  # a consistent digest: the field check must catch it
+    bad = tmp_path / "mixed.json"
+    bad.write_text(json.dumps(content))
+    with pytest.raises(CertificateError, match=re.escape(needle)):
+        verify_mixture_file(bad)
+    if tag != "/3":
+        with pytest.raises(CertificateError, match=re.escape(needle)):
+            verify(bad)

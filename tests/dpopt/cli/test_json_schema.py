@@ -311,7 +311,7 @@ def test_every_file_dpopt_writes_validates(outputs: dict[str, list[dict[str, Any
             v2["tag"] = "dpopt-cli-design/2"
             assert validate(v2, _def(schema, "design_description_v2")) == [], path.name
             assert validate(v2, _def(schema, "design_description")), path.name
-    assert formats == {"dpopt-covariance-certificate/1", "dpopt-renyi-mixture-certificate/1",
+    assert formats == {"dpopt-covariance-certificate/1", "dpopt-renyi-mixture-certificate/2",
                        "dpopt-diffusion-run/2"}
     broken = _no_constants(paths[0].read_text(encoding="utf-8"))
     del broken["claim"]
