@@ -59,7 +59,8 @@ def _claim_is_true(content: dict[str, Any]) -> bool:
                      sort_keys=True)
     if key in _TRUTH:
         return _TRUTH[key]
-    alpha = math.inf if content["alpha"] == "inf" else float(content["alpha"])
+    # alpha = infinity is null in format /2 and the string "inf" in format /1
+    alpha = math.inf if content["alpha"] in (None, "inf") else float(content["alpha"])
     eps = float(content["epsilon"])
     ok = True
     for pr in content["pairs"]:
