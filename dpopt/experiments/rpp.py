@@ -23,7 +23,7 @@ For every scenario, :math:`\varepsilon` in :data:`EPSILONS` and :math:`\alpha` i
   :math:`M^{Lap}_\alpha(|z|/b)` (the tightest);
 - ``b_lr``: with the likelihood-ratio cost :math:`e^{(\alpha-1)|z|/b}`;
 - ``b_paper``: with the α-Wasserstein paper's "paper" cost :math:`e^{\alpha|z|/b}` (loosest);
-- ``sigma``: Gaussian standard deviation from the exact cost
+- ``noise_std``: Gaussian standard deviation :math:`\sigma` from the exact cost
   :math:`e^{\alpha(\alpha-1)z^2/(2\sigma^2)}` (NaN at
   :math:`\alpha = \infty`: a Gaussian is never pure-DP);
 - baselines from :math:`W_\infty`: ``b_winf = W_inf/eps`` (Song et al.),
@@ -36,12 +36,21 @@ For every scenario, :math:`\varepsilon` in :data:`EPSILONS` and :math:`\alpha` i
   :math:`0.99\times` it, proven not private).
 
 At :math:`\alpha = \infty` every Laplace cost reduces to :math:`b = W_\infty/\varepsilon`.
+
+Tables on disk
+--------------
+:func:`write_table` writes a table as CSV with finite numbers or empty cells only: an empty
+cell is a null (a Gaussian scale at :math:`\alpha = \infty`, a tight scale not computed), and
+an empty ``alpha`` is :math:`\alpha = \infty`. :func:`read_sweep_table` reads such a file back
+(and the files of earlier releases, which wrote ``inf`` and named ``noise_std`` ``sigma``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,11 +82,18 @@ __all__ = [
     "RPPScenarioSpec",
     "build_scenario",
     "noise_power_claims",
+    "read_sweep_table",
     "rpp_sweep",
     "scenario_laws",
     "summary_ratios",
     "tightness",
+    "with_current_columns",
+    "write_table",
 ]
+
+#: Columns of the sweep tables of earlier releases, by their current name (``sigma`` was the
+#: Gaussian noise standard deviation, a name the rest of dpopt uses for other quantities).
+RENAMED_COLUMNS: dict[str, str] = {"sigma": "noise_std"}
 
 #: The ε grid of the experiments (log-spaced from 0.1 to 5).
 EPSILONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0)
@@ -225,14 +241,14 @@ def _sweep_row(
     if np.isinf(alpha):
         pure = calibrate_laplace(scenario, alpha, eps).scale
         row |= {"b_exact": pure, "b_lr": pure, "b_paper": pure, "b_winf_rpp": b_winf,
-                "sigma": np.nan, "sigma_winf": np.nan}  # fmt: skip
+                "noise_std": np.nan, "sigma_winf": np.nan}  # fmt: skip
     else:
         row |= {
             "b_exact": calibrate_laplace(scenario, alpha, eps, form="exact").scale,
             "b_lr": calibrate_laplace(scenario, alpha, eps, form="ratio").scale,
             "b_paper": calibrate_laplace(scenario, alpha, eps, form="paper").scale,
             "b_winf_rpp": rpp_winf_laplace(scenario, alpha, eps).scale,
-            "sigma": calibrate_gaussian(scenario, alpha, eps).scale,
+            "noise_std": calibrate_gaussian(scenario, alpha, eps).scale,
             "sigma_winf": rpp_winf_gaussian(scenario, alpha, eps).scale,
         }
     if tight == "all" or (tight == "curves" and (alpha == alpha_curve or eps == eps_curve)):
@@ -277,7 +293,7 @@ def rpp_sweep(
     -------
     pandas.DataFrame
         One row per (ε, α) with columns ``scenario, epsilon, alpha, w_inf, w_1, w_2, b_exact,
-        b_lr, b_paper, b_winf, b_winf_rpp, sigma, sigma_winf, power_laplace, power_gauss``
+        b_lr, b_paper, b_winf, b_winf_rpp, noise_std, sigma_winf, power_laplace, power_gauss``
         (Gaussian columns are NaN at α = ∞), plus ``b_tight, b_tight_refuted, sigma_tight,
         sigma_tight_refuted`` unless ``tight="none"`` (the tight scale is proven private, the
         refuted one, within 1 % below it, proven not private: the bracket of the true least
@@ -302,7 +318,7 @@ def rpp_sweep(
                        desc=spec.key, progress=progress)
     table = pd.DataFrame(rows)
     table["power_laplace"] = 2.0 * table["b_exact"] ** 2
-    table["power_gauss"] = table["sigma"] ** 2
+    table["power_gauss"] = table["noise_std"] ** 2
     return table
 
 
@@ -331,7 +347,8 @@ def summary_ratios(
     With tight columns in the tables: ``tight_vs_alpha_w_laplace`` = b_tight / b_exact and
     ``tight_vs_alpha_w_gauss`` = σ_tight / σ (below 1: the tight calibration needs less noise).
     """
-    frame = tables if isinstance(tables, pd.DataFrame) else pd.concat(list(tables))
+    frame = with_current_columns(
+        tables if isinstance(tables, pd.DataFrame) else pd.concat(list(tables)))
     sel = frame[np.isclose(frame["epsilon"], epsilon) & np.isclose(frame["alpha"], alpha)]
     if sel.empty:
         raise InvalidParameterError("(epsilon, alpha)", (epsilon, alpha), "not in the tables")
@@ -343,13 +360,13 @@ def summary_ratios(
             "laplace_vs_winf_rpp": (sel["b_exact"] / sel["b_winf_rpp"]).to_numpy(),
             "laplace_vs_winf": (sel["b_exact"] / sel["b_winf"]).to_numpy(),
             "paper_vs_winf": (sel["b_paper"] / sel["b_winf"]).to_numpy(),
-            "gauss_var_vs_winf": (sel["sigma"] ** 2 / sel["sigma_winf"] ** 2).to_numpy(),
+            "gauss_var_vs_winf": (sel["noise_std"] ** 2 / sel["sigma_winf"] ** 2).to_numpy(),
             "gauss_vs_laplace_power": (sel["power_gauss"] / sel["power_laplace"]).to_numpy(),
         }
     )
     if "b_tight" in sel.columns:
         out["tight_vs_alpha_w_laplace"] = (sel["b_tight"] / sel["b_exact"]).to_numpy()
-        out["tight_vs_alpha_w_gauss"] = (sel["sigma_tight"] / sel["sigma"]).to_numpy()
+        out["tight_vs_alpha_w_gauss"] = (sel["sigma_tight"] / sel["noise_std"]).to_numpy()
     return out
 
 
@@ -417,12 +434,13 @@ def noise_power_claims(tables: pd.DataFrame | Sequence[pd.DataFrame]) -> pd.Data
 
     Shares are fractions in [0, 1].
     """
-    frames = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
+    frames = [with_current_columns(t)
+              for t in ([tables] if isinstance(tables, pd.DataFrame) else list(tables))]
     rows = []
     for table in frames:
         for key, sub in table.groupby("scenario", sort=False):
             fin = sub[np.isfinite(sub["alpha"].to_numpy(dtype=float))]
-            sigma2 = fin["sigma"].to_numpy(dtype=float) ** 2
+            sigma2 = fin["noise_std"].to_numpy(dtype=float) ** 2
             row: dict[str, Any] = {"scenario": key, "points": len(fin)}
             for name, col in (("paper", "b_paper"), ("exact", "b_exact")):
                 ratio = sigma2 / (2.0 * fin[col].to_numpy(dtype=float) ** 2)
@@ -440,3 +458,43 @@ def noise_power_claims(tables: pd.DataFrame | Sequence[pd.DataFrame]) -> pd.Data
                         "median_ratio_tight": np.nan}
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------- tables on disk
+def with_current_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with the columns of earlier releases renamed (``sigma`` -> ``noise_std``,
+    :data:`RENAMED_COLUMNS`); a table already in the current names is returned as is."""
+    old = {k: v for k, v in RENAMED_COLUMNS.items() if k in table.columns and v not in table}
+    return table.rename(columns=old) if old else table
+
+
+def write_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    r"""Write ``table`` as CSV with finite numbers or empty cells (nulls) only.
+
+    JSON and CSV files dpopt writes hold no infinity or NaN: here every non-finite number is an
+    empty cell, which for the ``alpha`` column means :math:`\alpha = \infty` (pure Pufferfish)
+    and elsewhere a value that does not exist (a Gaussian scale at :math:`\alpha = \infty`).
+    Read the file back with :func:`read_sweep_table`. Returns the path.
+    """
+    out = table.copy()
+    for col in out.columns:
+        if pd.api.types.is_numeric_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
+            values = out[col].to_numpy(dtype=float)
+            if not np.isfinite(values).all():
+                out[col] = np.where(np.isfinite(values), values, np.nan)
+    target = Path(path)
+    out.to_csv(target, index=False, na_rep="")
+    return target
+
+
+def read_sweep_table(path: str | os.PathLike[str]) -> pd.DataFrame:
+    r"""Read a sweep table written by :func:`write_table` (or by an earlier release).
+
+    An empty ``alpha`` cell is :math:`\alpha = \infty`; files of earlier releases, which wrote
+    the string ``inf`` and named the Gaussian noise standard deviation ``sigma``, read the same
+    (:func:`with_current_columns`).
+    """
+    table = with_current_columns(pd.read_csv(path))
+    if "alpha" in table.columns:
+        table["alpha"] = table["alpha"].astype(float).fillna(float("inf"))
+    return table

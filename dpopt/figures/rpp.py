@@ -37,9 +37,12 @@ from dpopt.experiments.rpp import (
     SCENARIOS,
     RPPScenarioSpec,
     noise_power_claims,
+    read_sweep_table,
     rpp_sweep,
     summary_ratios,
     tightness,
+    with_current_columns,
+    write_table,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - Dask is optional; matplotlib is imported when drawing
@@ -117,6 +120,7 @@ def rpp_scenario_figure(spec: RPPScenarioSpec, table: pd.DataFrame) -> Figure:
     """
     from matplotlib.figure import Figure
 
+    table = with_current_columns(table)  # a table of an earlier release names noise_std sigma
     fig = Figure(figsize=(11, 8.5), layout="constrained")
     axes = fig.subplots(2, 2)
     alpha_a = _nearest(table["alpha"], 2.0)
@@ -168,7 +172,7 @@ def rpp_scenario_figure(spec: RPPScenarioSpec, table: pd.DataFrame) -> Figure:
     shown = [a for a in (alpha_a, _nearest(finite_alphas, 10.0)) if a in finite_alphas]
     for alpha in dict.fromkeys(shown):
         sub = _at(table, alpha=alpha).sort_values("epsilon")
-        (line,) = ax.plot(sub["epsilon"], sub["sigma"], "-o", ms=4, label=f"α-W, α = {alpha:g}")
+        (line,) = ax.plot(sub["epsilon"], sub["noise_std"], "-o", ms=4, label=f"α-W, α = {alpha:g}")
         ax.plot(sub["epsilon"], sub["sigma_winf"], "--", color=line.get_color(),
                 label=f"W∞ baseline, α = {alpha:g}")
         if "sigma_tight" in sub.columns:
@@ -237,8 +241,7 @@ def rpp_figures(
             continue
         table = rpp_sweep(spec, epsilons=epsilons, alphas=alphas, progress=progress,
                           tight="all", client=client)
-        csv = out / f"{spec.key}.csv"
-        table.to_csv(csv, index=False)
+        csv = write_table(table, out / f"{spec.key}.csv")
         written += [csv, plot_rpp_scenario(spec, table, out / f"{spec.key}.png")]
     return written
 
@@ -246,11 +249,11 @@ def rpp_figures(
 def _group(dataset: str, out_dir: str | Path, client: Any,
            progress: bool | None) -> list[Path]:
     paths = rpp_figures(dataset, out_dir, client=client, progress=progress)
-    tables = [pd.read_csv(p) for p in paths if p.suffix == ".csv"]
+    tables = [read_sweep_table(p) for p in paths if p.suffix == ".csv"]
     summary = Path(out_dir) / "rpp" / f"summary-{dataset}.csv"
-    summary_ratios(tables, epsilon=1.0, alpha=2.0).to_csv(summary, index=False)
+    write_table(summary_ratios(tables, epsilon=1.0, alpha=2.0), summary)
     claims = Path(out_dir) / "rpp" / f"noise-power-{dataset}.csv"
-    noise_power_claims(tables).to_csv(claims, index=False)
+    write_table(noise_power_claims(tables), claims)
     return [*paths, summary, claims]
 
 
@@ -302,8 +305,7 @@ def rpp_tightness(
     )
     out = Path(out_dir) / "rpp"
     out.mkdir(parents=True, exist_ok=True)
-    csv = out / "tightness.csv"
-    table.to_csv(csv, index=False)
+    csv = write_table(table, out / "tightness.csv")
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     for ax, mech in zip(fig.subplots(1, 2), ("laplace", "gaussian"), strict=True):
         sub = table[table["mechanism"] == mech]

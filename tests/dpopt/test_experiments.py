@@ -25,6 +25,7 @@ from dpopt.experiments.rpp import (
     EPSILONS,
     SCENARIOS,
     build_scenario,
+    noise_power_claims,
     rpp_sweep,
     scenario_laws,
     summary_ratios,
@@ -79,7 +80,8 @@ def _reference(key: str, eps: float, alpha: float) -> dict[str, float]:
     out["b_exact"] = _solve_scale(lambda t: _log_m_laplace(alpha, t), shifts, masses, level)
     out["b_lr"] = _solve_scale(lambda t: (alpha - 1) * t, shifts, masses, level)
     out["b_paper"] = _solve_scale(lambda t: alpha * t, shifts, masses, level)
-    out["sigma"] = _solve_scale(lambda t: alpha * (alpha - 1) * t * t / 2, shifts, masses, level)
+    out["noise_std"] = _solve_scale(lambda t: alpha * (alpha - 1) * t * t / 2, shifts, masses,
+                                    level)
     out["sigma_winf"] = float(np.sqrt(alpha * w_inf**2 / (2 * eps)))
     out["b_winf_rpp"] = w_inf / brentq(
         lambda t: float(_log_m_laplace(alpha, np.array([t]))[0]) - level, 1e-9, 1e6, xtol=1e-15
@@ -161,7 +163,7 @@ def test_w_inf_by_two_pointer_merge(key: str, w_inf: float) -> None:
 
 # ---------------------------------------------------------------- the sweep
 def test_sweep_matches_independent_reference(tables: dict[str, pd.DataFrame]) -> None:
-    cols = ("w_inf", "w_1", "b_winf", "b_exact", "b_lr", "b_paper", "sigma", "sigma_winf",
+    cols = ("w_inf", "w_1", "b_winf", "b_exact", "b_lr", "b_paper", "noise_std", "sigma_winf",
             "b_winf_rpp")  # fmt: skip
     worst = 0.0
     for key, table in tables.items():
@@ -176,7 +178,7 @@ def test_sweep_matches_independent_reference(tables: dict[str, pd.DataFrame]) ->
                 rel = abs(got - ref[col]) / ref[col]
                 worst = max(worst, rel)
                 assert rel < 1e-7, (key, row, col, ref[col])
-                if col.startswith(("b_", "sigma")) and col not in ("b_winf",):
+                if col.startswith(("b_", "sigma", "noise_std")) and col not in ("b_winf",):
                     assert got >= ref[col] * (1 - 1e-12), "under-noised"
     assert worst < 1e-7
 
@@ -189,10 +191,10 @@ def test_sweep_orderings(tables: dict[str, pd.DataFrame]) -> None:
         assert (fin["b_lr"] <= fin["b_paper"] * tol).all()
         assert (fin["b_exact"] <= fin["b_winf_rpp"] * tol).all()
         assert (fin["b_winf_rpp"] <= fin["b_winf"] * tol).all()
-        assert (fin["sigma"] <= fin["sigma_winf"] * tol).all()
+        assert (fin["noise_std"] <= fin["sigma_winf"] * tol).all()
         pure = table[np.isinf(table["alpha"])]
         np.testing.assert_allclose(pure["b_exact"], pure["w_inf"] / pure["epsilon"], rtol=1e-12)
-        assert pure["sigma"].isna().all()
+        assert pure["noise_std"].isna().all()
         np.testing.assert_allclose(table["power_laplace"], 2 * table["b_exact"] ** 2)
 
 
@@ -213,7 +215,7 @@ def test_calibrated_scales_pass_true_divergence_audit(tables: dict[str, pd.DataF
     for eps, alpha in [(1.0, 2.0), (0.5, 10.0)]:
         row = table[(table["epsilon"] == eps) & (table["alpha"] == alpha)].iloc[0]
         d_lap = _true_divergence(x, p, y, q, row["b_exact"], alpha, "laplace")
-        d_gau = _true_divergence(x, p, y, q, row["sigma"], alpha, "gaussian")
+        d_gau = _true_divergence(x, p, y, q, row["noise_std"], alpha, "gaussian")
         assert 0 < d_lap <= eps and 0 < d_gau <= eps
     # the OT condition is sufficient, not tight; on this scenario it is very
     # loose at large alpha: one cholesterol outlier (564 mg/dl) sets the W_inf = 155 shift.
@@ -245,7 +247,7 @@ def test_summary_ratios(tables: dict[str, pd.DataFrame]) -> None:
         ref = _reference(str(row["scenario"]), 1.0, 2.0)
         lap, gau = float(row["laplace_vs_winf_rpp"]), float(row["gauss_var_vs_winf"])
         assert lap == pytest.approx(ref["b_exact"] / ref["b_winf_rpp"])
-        assert gau == pytest.approx(ref["sigma"] ** 2 / ref["sigma_winf"] ** 2)
+        assert gau == pytest.approx(ref["noise_std"] ** 2 / ref["sigma_winf"] ** 2)
         assert 0 < lap < 1 and 0 < gau < 1
     with pytest.raises(InvalidParameterError):
         summary_ratios(tables["heart-disease-chol"], epsilon=0.123)
@@ -316,18 +318,17 @@ def test_tightness_certified_least_scale_by_independent_quadrature() -> None:
 def test_noise_power_claims_count_the_cells_directly() -> None:
     """The shares and medians of ``noise_power_claims`` against a plain loop over the rows, on
     a small sweep with tight scales everywhere (their 1 % brackets checked on the way)."""
-    from dpopt.experiments.rpp import noise_power_claims
 
     table = rpp_sweep(SCENARIOS["student-mat-sex-G3"], epsilons=(0.2, 1.0, 3.0),
                       alphas=(1.5, 10.0, INF), tight="all")
     fin = [r for _, r in table.iterrows() if np.isfinite(r["alpha"])]
     for r in fin:  # proven private at the tight scale, not private at the refuted one
         assert r["b_tight_refuted"] < r["b_tight"] <= r["b_exact"] * (1 + 1e-12)
-        assert r["sigma_tight_refuted"] < r["sigma_tight"] <= r["sigma"] * (1 + 1e-12)
+        assert r["sigma_tight_refuted"] < r["sigma_tight"] <= r["noise_std"] * (1 + 1e-12)
         assert r["b_tight_refuted"] >= 0.99 * r["b_tight"] * (1 - 1e-12)
     got = noise_power_claims(table).iloc[0]
     assert got["points"] == len(fin) == 6 and got["tight_points"] == 6
-    for name, lap, gauss in (("paper", "b_paper", "sigma"), ("exact", "b_exact", "sigma"),
+    for name, lap, gauss in (("paper", "b_paper", "noise_std"), ("exact", "b_exact", "noise_std"),
                              ("tight", "b_tight", "sigma_tight")):
         ratios = sorted(r[gauss] ** 2 / (2 * r[lap] ** 2) for r in fin)
         below = sum(1 for x in ratios if x < 1) / len(ratios)
@@ -336,3 +337,49 @@ def test_noise_power_claims_count_the_cells_directly() -> None:
     assert np.isnan(noise_power_claims(rpp_sweep(
         SCENARIOS["student-mat-sex-G3"], epsilons=(1.0,), alphas=(2.0,))).iloc[0][
         "gauss_below_tight"])
+
+
+# ------------------------------------------------ tables on disk: finite or empty, one name
+def test_sweep_tables_on_disk_are_finite_and_read_back(tmp_path: Path) -> None:
+    import csv
+    import math
+
+    from dpopt.experiments.rpp import read_sweep_table, write_table
+
+    table = rpp_sweep(SCENARIOS["student-mat-sex-G3"], epsilons=[1.0], alphas=[2.0, INF])
+    assert "noise_std" in table.columns and "sigma" not in table.columns
+    # the Gaussian column is the calibrated Gaussian standard deviation
+    sc = build_scenario(SCENARIOS["student-mat-sex-G3"])
+    assert table["noise_std"].iloc[0] == calibrate_gaussian(sc, 2.0, 1.0).scale
+    path = write_table(table, tmp_path / "t.csv")
+    with path.open(encoding="utf-8") as fh:
+        cells = [c for row in csv.reader(fh) for c in row]
+    for cell in cells:  # every cell is a finite number, a name, or empty (null)
+        try:
+            assert math.isfinite(float(cell)), cell
+        except ValueError:
+            assert cell == "" or (cell[0].isalpha() and cell.lower() not in ("inf", "nan")), cell
+    assert "" in cells  # alpha = inf and the Gaussian scales there are empty cells
+    back = read_sweep_table(path)
+    pd.testing.assert_frame_equal(back, table, check_dtype=False)
+
+    # a table as earlier releases wrote it: "inf" for alpha = inf, the column named sigma
+    old = tmp_path / "old.csv"
+    table.rename(columns={"noise_std": "sigma"}).to_csv(old, index=False)
+    assert "inf" in old.read_text(encoding="utf-8")
+    pd.testing.assert_frame_equal(read_sweep_table(old), table, check_dtype=False)
+    # the readers of tables take either name and agree
+    legacy = table.rename(columns={"noise_std": "sigma"})
+    pd.testing.assert_frame_equal(summary_ratios(legacy), summary_ratios(table))
+    pd.testing.assert_frame_equal(noise_power_claims(legacy), noise_power_claims(table))
+
+
+def test_the_figure_draws_a_table_of_an_earlier_release() -> None:
+    pytest.importorskip("matplotlib")
+    from dpopt.figures.rpp import rpp_scenario_figure
+
+    spec = SCENARIOS["student-mat-sex-G3"]
+    table = rpp_sweep(spec, epsilons=[0.5, 1.0], alphas=[2.0, INF])
+    fig = rpp_scenario_figure(spec, table.rename(columns={"noise_std": "sigma"}))
+    (line,) = [ln for ln in fig.axes[2].get_lines() if ln.get_label() == "α-W, α = 2"]
+    np.testing.assert_array_equal(line.get_ydata(), table[table["alpha"] == 2.0]["noise_std"])

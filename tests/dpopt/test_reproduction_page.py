@@ -83,7 +83,7 @@ def test_the_main_table(sweeps: dict[str, pd.DataFrame]) -> None:
 def test_claims_one_to_three(sweeps: dict[str, pd.DataFrame]) -> None:
     fin = pd.concat([_finite(t) for t in sweeps.values()])
     lap = fin["b_exact"] / fin["b_winf_rpp"]
-    gauss = fin["sigma"] ** 2 / fin["sigma_winf"] ** 2
+    gauss = fin["noise_std"] ** 2 / fin["sigma_winf"] ** 2
     claim1 = sentence("Over the whole grid, b_exact")
     lo1, hi1, lo2, hi2 = numbers(claim1)[-4:]
     assert agrees(lo1, lap.min()) and agrees(hi1, lap.max()), (claim1, lap.min(), lap.max())
