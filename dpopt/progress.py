@@ -85,7 +85,7 @@ def human_seconds(seconds: float) -> str:
 
 
 class Progress:
-    """A status line on a terminal with the work done, the time per step and the time left.
+    r"""A status line on a terminal with the work done, the time per step and the time left.
 
     Parameters
     ----------
@@ -112,6 +112,16 @@ class Progress:
     delay : float, default 0
         Seconds before the first draw (a search that usually answers in under a second shows
         nothing then).
+    max_spread : float, optional
+        Show a time left only while its range :math:`[l, h]` spans at most this factor
+        (:math:`h \le` ``max_spread`` :math:`\cdot l`); otherwise the line shows the time so
+        far. With ``max_spread=4`` the time shown, :math:`\sqrt{lh}`, is within a factor 2 of
+        every time in the range, so of the time in fact left whenever the counts (``expected``,
+        ``tail``) hold it. ``None`` (default): no such limit.
+    eta_after : float, default 0
+        Seconds the display must have been open (all phases together) before a time left is
+        shown; until then the line shows the time so far. On a short run the time per step is
+        measured on a few chunks, and the first pass still carries part of the start-up.
 
     Notes
     -----
@@ -127,7 +137,8 @@ class Progress:
                  tail: tuple[float, float] | None = None, unit: str = "step",
                  stream: TextIO | None = None, enabled: bool | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 min_interval: float = 0.25, delay: float = 0.0) -> None:
+                 min_interval: float = 0.25, delay: float = 0.0,
+                 max_spread: float | None = None, eta_after: float = 0.0) -> None:
         self.desc = desc
         self.unit = unit
         self.stream = sys.stderr if stream is None else stream
@@ -142,12 +153,17 @@ class Progress:
         self.min_interval = float(min_interval)
         #: nothing is drawn before the phase has run this many seconds (quick calls stay quiet)
         self.delay = float(delay)
+        #: no time left is shown while its range spans more than this factor (None: no limit)
+        self.max_spread = None if max_spread is None else float(max_spread)
+        #: no time left is shown before the display has been open this many seconds
+        self.eta_after = float(eta_after)
         #: (phase, steps done, seconds) of every finished phase, and of the current one at exit
         self.history: list[tuple[str, float, float]] = []
         self._width = 0
         self._drawn_at = -math.inf
         self._token: contextvars.Token[Progress | None] | None = None
         self._set_phase(desc, total, expected, tail)
+        self._opened = self._started
 
     def _set_phase(self, desc: str, total: float | None, expected: tuple[float, float] | None,
                    tail: tuple[float, float] | None) -> None:
@@ -162,7 +178,7 @@ class Progress:
 
     # -- the context: make this the display that tick() reaches ------------------------------
     def __enter__(self) -> Progress:
-        self._started = self.clock()
+        self._started = self._opened = self.clock()
         self._token = _ACTIVE.set(self)
         self._draw(force=True)
         return self
@@ -253,14 +269,23 @@ class Progress:
     def estimate(self) -> float | None:
         r"""The time left shown (seconds; None before a step): the geometric middle
         :math:`\sqrt{lh}` of :meth:`eta`'s range :math:`[l, h]`, which is within a factor 2 of
-        every time in the range as long as :math:`h \le 4l` (true of a design's counts at
-        every point of its run) and of the time in fact left in every measured run (module
-        notes)."""
+        every time in the range as long as :math:`h \le 4l`, and of the time in fact left in
+        every measured run (module notes). None also while the range spans more than
+        ``max_spread`` (the time left is not supported by the counts then: at the end of a
+        design's solve, 0 to 2 more passes and a certificate pass of 1 to 3 passes), and before
+        the display has been open ``eta_after`` seconds."""
+        if self.clock() - self._opened < self.eta_after:
+            return None  # too little of the run measured
         first = self._first
         if first is None or not self.clock() > first[0] or not self.done > first[1]:
             return None  # one report only: its wait holds the start-up, no rate yet
         eta = self.eta()
-        return None if eta is None else math.sqrt(eta[0] * eta[1])
+        if eta is None:
+            return None
+        low, high = eta
+        if self.max_spread is not None and not high <= self.max_spread * low:
+            return None
+        return math.sqrt(low * high)
 
     # -- drawing -----------------------------------------------------------------------------
     def line(self) -> str:

@@ -406,14 +406,16 @@ class Context:
 
     def steps(self, desc: str, *, unit: str, total: float | None = None,
               expected: tuple[float, float] | None = None,
-              tail: tuple[float, float] | None = None) -> Progress:
+              tail: tuple[float, float] | None = None,
+              max_spread: float | None = None, eta_after: float = 0.0) -> Progress:
         """A :class:`dpopt.progress.Progress` line on stderr (a terminal only, not with
         ``--quiet``) with the steps done and the time left from the measured step times; use it
         as a context manager, library code inside reports with :func:`dpopt.progress.tick`."""
         from dpopt.progress import Progress
 
         return Progress(desc, unit=unit, total=total, expected=expected, tail=tail,
-                        stream=self.err, enabled=self.interactive)
+                        stream=self.err, enabled=self.interactive, max_spread=max_spread,
+                        eta_after=eta_after)
 
     @contextmanager
     def stage(self, desc: str) -> Iterator[None]:

@@ -26,6 +26,8 @@ from dpopt.cli.common import (
 )
 from dpopt.cli.options import (
     CHECK_PASS_COST,
+    ETA_AFTER,
+    ETA_MAX_SPREAD,
     PASSES_EXPECTED,
     add_dask_option,
     add_renamed_option,
@@ -452,7 +454,8 @@ def run_design(
     # the box set runs an exchange, not a fixed number of passes: its line shows the time only
     with ctx.steps(stage, unit="pass",
                    expected=None if count == 0 else PASSES_EXPECTED,
-                   tail=None if count == 0 else CHECK_PASS_COST):
+                   tail=None if count == 0 else CHECK_PASS_COST,
+                   max_spread=ETA_MAX_SPREAD, eta_after=ETA_AFTER):
         design = design_covariance(
             vectors,
             budget,

@@ -25,6 +25,8 @@ __all__ = [
     "CHECK_PASS_COST",
     "CONFIRM_ABOVE",
     "DASK_HELP",
+    "ETA_AFTER",
+    "ETA_MAX_SPREAD",
     "PASSES_EXPECTED",
     "PASSES_TYPICAL",
     "add_dask_option",
@@ -45,8 +47,18 @@ CONFIRM_ABOVE = 10**9
 PASSES_EXPECTED = (4, 6)
 #: the certificate's pass over the vectors after the solve, in solver passes (re-measured in CPU
 #: seconds on the counted passes, Newton steps included: 1.9 to 2.7 for 1e7 to 1e8 vectors in
-#: d = 2, 4 and 3e6 in d = 10; it works in smaller chunks, in higher precision)
-CHECK_PASS_COST = (1.5, 3.0)
+#: d = 2, 4 and 3e6 in d = 10; 1.1 to 1.3 on short runs, 1e6 to 3e6 vectors in d = 2, whose
+#: passes carry more fixed work; it works in smaller chunks, in higher precision)
+CHECK_PASS_COST = (1.0, 3.0)
+#: the design line shows a time left only while its range spans at most this factor, so that
+#: the time shown (the range's geometric middle) is within sqrt(3) = 1.73x of every time in the
+#: range, leaving room for the error of the measured time per pass within x2 (in a 4-pass solve:
+#: shown for the first three passes and the certificate, not during the 4th pass and later)
+ETA_MAX_SPREAD = 3.0
+#: ... and only once it has run this many seconds: on shorter designs (1e6 vectors: about a
+#: second) the rate is measured on a few chunks, the first pass still slowed by the start-up, and
+#: the time shown was up to 2.8x the time left
+ETA_AFTER = 2.0
 #: kept for old imports: the range of solver passes
 PASSES_TYPICAL = PASSES_EXPECTED
 
