@@ -39,6 +39,12 @@ computation runs at least the rest of the current step is counted, and one more 
 steps ran than ``high``. Nothing is estimated before the second report: the wait for the
 first one holds the start-up.
 
+A time left is shown only where it is supported, if the display asks for it: not before the
+display has been open ``eta_after`` seconds (a short run's rate is measured on a few chunks,
+its first pass still carrying start-up), and not while the range spans more than
+``max_spread`` (its geometric middle could then be more than a factor 2 from the time left);
+the line shows the time so far instead. The design line uses 2 s and a factor 3.
+
 How good it is was measured on designs over 10⁶ to 10⁸ vectors (d = 2, 4, 10) and on the
 sampler (CPU seconds, so that the load of a shared machine does not enter): with the design's
 counts (:data:`dpopt.cli.options.PASSES_EXPECTED` solver passes, the certificate's pass costing
