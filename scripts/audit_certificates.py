@@ -414,7 +414,7 @@ WRITERS: dict[str, str] = {
     "dpopt/cli/sample.py": "certificate:dpopt-diffusion-run/2 (-o); data: --samples-out CSV",
     "dpopt/cli/common.py": "helper: write_text_safely (used by the writers above)",
     "dpopt/cli/design.py": "plot: --plot image of a design",
-    "dpopt/experiments/rpp.py": "data: write_table (sweep tables as CSV, finite or empty)",
+    "dpopt/experiments/tables.py": "data: write_table (the figures' CSV tables, finite or empty)",
     "dpopt/figures/denoiser.py": "figure: CSV table and PNG",
     "dpopt/figures/rpp.py": "figure: CSV tables and PNG",
     "dpopt/figures/fig1.py": "figure: PNG",

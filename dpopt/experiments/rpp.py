@@ -50,7 +50,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,6 +59,7 @@ from numpy.typing import NDArray
 from certificates.validate import as_float_array
 from dpopt.datasets import load_adult, load_heart_disease, load_student
 from dpopt.errors import InvalidParameterError
+from dpopt.experiments.tables import write_table
 from dpopt.pufferfish import (
     Scenario,
     audit,
@@ -466,25 +466,6 @@ def with_current_columns(table: pd.DataFrame) -> pd.DataFrame:
     :data:`RENAMED_COLUMNS`); a table already in the current names is returned as is."""
     old = {k: v for k, v in RENAMED_COLUMNS.items() if k in table.columns and v not in table}
     return table.rename(columns=old) if old else table
-
-
-def write_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    r"""Write ``table`` as CSV with finite numbers or empty cells (nulls) only.
-
-    JSON and CSV files dpopt writes hold no infinity or NaN: here every non-finite number is an
-    empty cell, which for the ``alpha`` column means :math:`\alpha = \infty` (pure Pufferfish)
-    and elsewhere a value that does not exist (a Gaussian scale at :math:`\alpha = \infty`).
-    Read the file back with :func:`read_sweep_table`. Returns the path.
-    """
-    out = table.copy()
-    for col in out.columns:
-        if pd.api.types.is_numeric_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
-            values = out[col].to_numpy(dtype=float)
-            if not np.isfinite(values).all():
-                out[col] = np.where(np.isfinite(values), values, np.nan)
-    target = Path(path)
-    out.to_csv(target, index=False, na_rep="")
-    return target
 
 
 def read_sweep_table(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from certificates.validate import as_float_array, as_scalar
+from dpopt.experiments.tables import write_table
 
 if TYPE_CHECKING:  # pragma: no cover - Dask is optional
     from distributed import Client
@@ -134,7 +135,7 @@ def denoiser_covariance_figure(
     out = Path(out_dir) / "denoiser"
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "denoiser-covariance.csv"
-    table.to_csv(csv, index=False)
+    write_table(table, csv)
 
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)

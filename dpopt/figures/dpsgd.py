@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dpopt.experiments.tables import write_table
+
 __all__ = ["dpsgd_epsilon_table", "dpsgd_figure", "run_gain_table"]
 
 #: The schedule of panel (a): N = 60000, B = 256 (p = 256/60000), σ = 1.1, up to 60 epochs.
@@ -92,8 +94,8 @@ def dpsgd_figure(out_dir: str | Path = "results", *, steps: Sequence[int] = STEP
     out = Path(out_dir) / "dpsgd"
     out.mkdir(parents=True, exist_ok=True)
     csv1, csv2 = out / "dpsgd-epsilon.csv", out / "run-design-gain.csv"
-    acc.to_csv(csv1, index=False)
-    gain.to_csv(csv2, index=False)
+    write_table(acc, csv1)
+    write_table(gain, csv2)
 
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)

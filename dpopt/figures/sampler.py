@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from dpopt.experiments.tables import write_table
+
 if TYPE_CHECKING:
     from dpopt.diffusion.sampler import PrivateSamples
 
@@ -255,7 +257,7 @@ def sampler_figure(out_dir: str | Path, *, progress: bool | None = None,
               for name in datasets]
     table = pd.concat(tables, ignore_index=True)
     p = out / "sampler-quality.csv"
-    table.to_csv(p, index=False)
+    write_table(table, p)
     written.append(p)
     written.append(plot_quality(table, out / "sampler-quality.png"))
     # ---- summed error ratios at equal q_t, per dataset (one run each)
@@ -270,6 +272,6 @@ def sampler_figure(out_dir: str | Path, *, progress: bool | None = None,
                            if k != "optimal"},
                        "releases_per_cpu_second": run.releases / run.seconds})
     p = out / "sampler-errors.csv"
-    pd.DataFrame(rows_e).to_csv(p, index=False)
+    write_table(pd.DataFrame(rows_e), p)
     written.append(p)
     return written
