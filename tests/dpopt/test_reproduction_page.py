@@ -137,9 +137,6 @@ def test_claim_four_paper_and_exact_columns(sweeps: dict[str, pd.DataFrame]) -> 
     assert wins[wins["alpha"] == 10.0]["epsilon"].max() <= 0.2
 
 
-# zero-width pieces of certificates.renyi_mixture's Gaussian bounds give 0/0 and log(0 * ...)
-# warnings at some points of the full grid (reported to its owner; the calibrations certify)
-@pytest.mark.filterwarnings("ignore::RuntimeWarning:certificates.renyi_mixture")
 @pytest.mark.slow  # the tight scale at every point of every sweep: about 40 CPU seconds
 def test_claim_four_tight_columns() -> None:
     tables = [rpp_sweep(spec, progress=False, tight="all") for spec in SCENARIOS.values()]

@@ -134,14 +134,14 @@ def _table(tmp: Path) -> list[tuple[str, list[str], str]]:
     for v in ("-1", "nan", "inf", "abc"):
         rows.append((f"compose {v}", ["account", "compose", "1", v], v))
     sub = ["account", "subsample", "--rate", "0.1", "--noise-multiplier", "1.1", "--steps",
-           "10"]
+           "10", "--sampling", "poisson"]
     for flag, values in (("--rate", ("0", "2", "nan", "-0.1", "x")),
                          ("--noise-multiplier", ("0", "-1", "nan", "inf")),
                          ("--steps", ("0", "-1", "2.5", "abc"))):
         for v in values:
             rows.append((f"subsample {flag} {v}", swap(sub, flag, v), flag.strip("-")))
     dpsgd = ["account", "dpsgd", "--dataset-size", "1000", "--batch-size", "100", "--steps",
-             "5", "--epsilon", "3", "--delta", "1e-5"]
+             "5", "--epsilon", "3", "--delta", "1e-5", "--sampling", "poisson"]
     for flag, values in (("--dataset-size", ("0", "-5", "abc")),
                          ("--batch-size", ("0", "2000")),
                          ("--steps", ("0", "x")), ("--epsilon", ("0", "-1", "nan", "inf")),
@@ -149,7 +149,10 @@ def _table(tmp: Path) -> list[tuple[str, list[str], str]]:
         for v in values:
             rows.append((f"dpsgd {flag} {v}", swap(dpsgd, flag, v), flag.strip("-")))
     sched = ["account", "schedule", "--epsilon", "3", "--delta", "1e-5", "--steps", "5",
-             "--rate", "0.1"]
+             "--rate", "0.1", "--sampling", "poisson"]
+    for base, label in ((sub, "subsample"), (sched, "schedule")):
+        rows.append((f"{label} without --sampling", base[:-2], "sampling"))
+    rows.append(("dpsgd --sampling shuffle", swap(dpsgd, "--sampling", "shuffle"), "sampling"))
     for flag, values in (("--epsilon", ("0", "nan")), ("--delta", ("1", "-1")),
                          ("--steps", ("0", "abc")), ("--rate", ("1.5", "0", "nan"))):
         for v in values:
