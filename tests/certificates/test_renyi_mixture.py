@@ -21,6 +21,7 @@ from certificates.renyi_mixture import (
     verify_mixture_file,
     write_mixture_certificate,
 )
+from tests.mixture_files import MIXED_SPELLINGS, PAIRS, mixed_spelling_file, to_v1
 
 
 def laplace_point_mass(alpha: float, t: float) -> float:
@@ -227,8 +228,6 @@ def test_bad_laws() -> None:
 
 
 # --------------------------------------------------------------------------- certificate files
-PAIRS = [("R1", np.array([0.0, 1, 2]), np.array([0.5, 0.3, 0.2]),
-          np.array([0.0, 1, 2, 3]), np.array([0.2, 0.3, 0.3, 0.2]))]
 
 
 def test_check_calibration_r1() -> None:
@@ -312,18 +311,6 @@ def test_normal_cdf_difference_bounds_where_the_ends_round(m: float, h: float) -
 
 
 # ------------------------------------------------ file format /2: infinity is null, /1 still read
-def _to_v1(content: dict) -> dict:
-    """The same certificate as the previous format wrote it (infinity as the string "inf")."""
-    old = json.loads(json.dumps(content))
-    old["format"] = "dpopt-renyi-mixture-certificate/1"
-    if old["alpha"] is None:
-        old["alpha"] = "inf"
-    if old["claim"]["upper"] is None:
-        old["claim"]["upper"] = "inf"
-    old["sha256"] = _canonical(old)
-    return old
-
-
 def _strict(text: str) -> dict:
     def refuse(name: str) -> None:
         raise AssertionError(f"non-finite number {name} in a file")
@@ -359,7 +346,7 @@ def test_pure_certificate_writes_null_and_round_trips(tmp_path: Path) -> None:
         again = verify_mixture_file(path)
         assert again.certified == cert.certified == (scale > 0) and math.isinf(again.alpha)
         # the same file as format /1 wrote it: still read, verified and schema-valid
-        old = _to_v1(content)
+        old = to_v1(content)
         assert old["alpha"] == "inf"
         old_path = tmp_path / f"old{scale}.json"
         old_path.write_text(json.dumps(old))
@@ -369,28 +356,10 @@ def test_pure_certificate_writes_null_and_round_trips(tmp_path: Path) -> None:
                                         scale=0.0).upper)  # the second case really is infinite
 
 
-@pytest.mark.parametrize(
-    ("tag", "field", "value", "needle"),
-    [("/2", "alpha", "inf", "alpha: the string 'inf'"),
-     ("/1", "alpha", None, "alpha: null"),
-     ("/2", "upper", "inf", "claim.upper: the string 'inf'"),
-     ("/1", "upper", None, "claim.upper: null"),
-     ("/3", "alpha", None, "format: must be")],
-)
+@pytest.mark.parametrize(("tag", "field", "value", "needle"),
+                         [*MIXED_SPELLINGS, ("/3", "alpha", None, "format: must be")])
 def test_a_file_mixing_the_two_spellings_is_refused(tmp_path: Path, tag: str, field: str,
                                                     value: object, needle: str) -> None:
-    cert = check_calibration(PAIRS, noise="laplace", alpha=math.inf, epsilon=1.0, scale=0.0)
-    path = tmp_path / "c.json"
-    write_mixture_certificate(path, PAIRS, cert)
-    content = json.loads(path.read_text())
-    content = _to_v1(content) if tag == "/1" else content
-    content["format"] = "dpopt-renyi-mixture-certificate" + tag
-    if field == "alpha":
-        content["alpha"] = value
-    else:
-        content["claim"]["upper"] = value
-    content["sha256"] = _canonical(content)  # a consistent digest: the field check must catch it
-    bad = tmp_path / "mixed.json"
-    bad.write_text(json.dumps(content))
+    bad = mixed_spelling_file(tmp_path, tag, field, value)
     with pytest.raises(CertificateError, match=re.escape(needle)):
         verify_mixture_file(bad)

@@ -11,28 +11,13 @@ import re
 from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 
 from certificates.errors import CertificateError
-from certificates.renyi_mixture import _canonical, check_calibration, write_mixture_certificate
+from certificates.renyi_mixture import check_calibration, write_mixture_certificate
 from dpopt.cli import files_schema
 from dpopt.verification import verify
-
-PAIRS = [("R1", np.array([0.0, 1, 2]), np.array([0.5, 0.3, 0.2]),
-          np.array([0.0, 1, 2, 3]), np.array([0.2, 0.3, 0.3, 0.2]))]
-
-
-def _to_v1(content: dict) -> dict:
-    """The same certificate as the previous format wrote it (infinity as the string "inf")."""
-    old = json.loads(json.dumps(content))
-    old["format"] = "dpopt-renyi-mixture-certificate/1"
-    if old["alpha"] is None:
-        old["alpha"] = "inf"
-    if old["claim"]["upper"] is None:
-        old["claim"]["upper"] = "inf"
-    old["sha256"] = _canonical(old)
-    return old
+from tests.mixture_files import MIXED_SPELLINGS, PAIRS, mixed_spelling_file, to_v1
 
 
 def _schema_errors(content: dict) -> list[str]:
@@ -50,7 +35,7 @@ def test_both_formats_validate_against_the_files_schema(tmp_path: Path, scale: f
     content = json.loads(path.read_text())
     assert content["alpha"] is None
     assert _schema_errors(content) == []
-    old = _to_v1(content)
+    old = to_v1(content)
     assert old["alpha"] == "inf"
     assert _schema_errors(old) == []
 
@@ -61,7 +46,7 @@ def test_old_and_dpopt_verify_read_both_formats(tmp_path: Path) -> None:
     path = tmp_path / "new.json"
     write_mixture_certificate(path, PAIRS, cert)
     old_path = tmp_path / "old.json"
-    old_path.write_text(json.dumps(_to_v1(json.loads(path.read_text()))))
+    old_path.write_text(json.dumps(to_v1(json.loads(path.read_text()))))
     for p, tag in ((path, "/2"), (old_path, "/1")):
         result = verify(p)
         assert result.kind == "tight Pufferfish calibration"
@@ -69,25 +54,8 @@ def test_old_and_dpopt_verify_read_both_formats(tmp_path: Path) -> None:
         assert result.summary["certified"] is True
 
 
-@pytest.mark.parametrize(("tag", "field", "value", "needle"),
-                         [("/2", "alpha", "inf", "alpha: the string 'inf'"),
-                          ("/1", "alpha", None, "alpha: null"),
-                          ("/2", "upper", "inf", "claim.upper: the string 'inf'"),
-                          ("/1", "upper", None, "claim.upper: null")])
+@pytest.mark.parametrize(("tag", "field", "value", "needle"), MIXED_SPELLINGS)
 def test_dpopt_verify_refuses_a_file_mixing_the_spellings(tmp_path: Path, tag: str, field: str,
                                                           value: object, needle: str) -> None:
-    cert = check_calibration(PAIRS, noise="laplace", alpha=math.inf, epsilon=1.0, scale=0.0)
-    path = tmp_path / "c.json"
-    write_mixture_certificate(path, PAIRS, cert)
-    content = json.loads(path.read_text())
-    content = _to_v1(content) if tag == "/1" else content
-    content["format"] = "dpopt-renyi-mixture-certificate" + tag
-    if field == "alpha":
-        content["alpha"] = value
-    else:
-        content["claim"]["upper"] = value
-    content["sha256"] = _canonical(content)  # a consistent digest: the field check must catch it
-    bad = tmp_path / "mixed.json"
-    bad.write_text(json.dumps(content))
     with pytest.raises(CertificateError, match=re.escape(needle)):
-        verify(bad)
+        verify(mixed_spelling_file(tmp_path, tag, field, value))
