@@ -51,7 +51,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from certificates.errors import SolverError
-from solvers.restricted import _DIRECT_FLOPS, _cho, _cho_solve, _smat, _svec, _syrk, _triu
+from solvers.restricted import (
+    _DIRECT_FLOPS,
+    _cho,
+    _cho_solve,
+    _smat,
+    _svec,
+    _syrk,
+    _triu,
+    jacobi_cg,
+)
 
 __all__ = ["FloorBlock", "floor_block_solve"]
 
@@ -456,24 +465,4 @@ def _newton_cg(z: FloatArray, gf: FloatArray, a: FloatArray, g: FloatArray,
         diag = diag_v
     tau = np.maximum(lam * diag, 1e-12 * max(float(diag.max()), 1e-300) + 1e-300)
     diag = diag + tau
-    x = np.zeros_like(g)
-    r = g.copy()
-    y = r / diag
-    dvec = y.copy()
-    ry = float(r @ y)
-    stop = rtol * float(np.linalg.norm(g))
-    for _ in range(max(50, min(500, g.size))):
-        hd = hess(dvec) + tau * dvec
-        dhd = float(dvec @ hd)
-        if not dhd > 0:
-            break
-        length = ry / dhd
-        x += length * dvec
-        r -= length * hd
-        if float(np.linalg.norm(r)) <= stop:
-            break
-        y = r / diag
-        ry_new = float(r @ y)
-        dvec = y + (ry_new / ry) * dvec
-        ry = ry_new
-    return x
+    return jacobi_cg(lambda v: hess(v) + tau * v, g, diag, rtol)

@@ -14,6 +14,7 @@ zero. Used by :mod:`solvers.structured`, which grows the working set from full p
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -564,13 +565,22 @@ def newton_cg_kernel(z: FloatArray, gam: FloatArray, grad: FloatArray,
         dmat = (z.T * v) @ z
         return np.asarray(np.einsum("ij,ij->i", z @ (gam * dmat), z) + tau * v)
 
-    x = np.zeros_like(grad)
-    r = grad.copy()
+    return jacobi_cg(hess, grad, diag, rtol)
+
+
+def jacobi_cg(hess: Callable[[FloatArray], FloatArray], rhs: FloatArray, diag: FloatArray,
+              rtol: float) -> FloatArray:
+    """Jacobi-preconditioned conjugate gradients for ``hess(x) = rhs`` (``hess`` a positive
+    definite operator, ``diag`` its preconditioning diagonal), stopped at relative residual
+    ``rtol``, on non-positive curvature, or after ``max(50, min(500, n))`` iterations; every
+    iterate of a positive definite system is an ascent direction, so an early stop is safe."""
+    x = np.zeros_like(rhs)
+    r = rhs.copy()
     y = r / diag
     d = y.copy()
     ry = float(r @ y)
-    stop = rtol * float(np.linalg.norm(grad))
-    for _ in range(max(50, min(500, grad.size))):
+    stop = rtol * float(np.linalg.norm(rhs))
+    for _ in range(max(50, min(500, rhs.size))):
         hd = hess(d)
         curv = float(d @ hd)
         if not curv > 0:

@@ -120,16 +120,17 @@ def pld_points(groups: Sequence[tuple[float, float, int]], discretization: float
     return total
 
 
-def pld_feasible(groups: Sequence[tuple[float, float, int]], discretization: float) -> bool:
-    """Whether every group's PLD fits in :data:`PLD_MAX_POINTS` grid points (the privacy loss of
-    a Gaussian with noise multiplier σ spans about (1 + 20σ)/σ² before truncation)."""
+def pld_feasible(groups: Sequence[tuple[float, float, int]], discretization: float,
+                 max_points: float = PLD_MAX_POINTS) -> bool:
+    """Whether every group's PLD fits in ``max_points`` grid points (the privacy loss of a
+    Gaussian with noise multiplier σ spans about (1 + 20σ)/σ² before truncation)."""
     if sum(count for _, _, count in groups) > PLD_MAX_STEPS:
         return False
     for q, p, count in groups:
         sigma = 1.0 / math.sqrt(q)
         if p == 1.0:
             sigma /= math.sqrt(count)
-        if (1.0 + 20.0 * sigma) / (sigma * sigma) / discretization > PLD_MAX_POINTS:
+        if (1.0 + 20.0 * sigma) / (sigma * sigma) / discretization > max_points:
             return False
     return True
 
@@ -207,18 +208,6 @@ def optimistic_discretization(total_steps: int, scale: float) -> float:
     return min(max(0.06 * scale / max(total_steps, 1), 1e-6), 0.1)
 
 
-def _optimistic_feasible(groups: Sequence[tuple[float, float, int]], disc: float) -> bool:
-    if sum(count for _, _, count in groups) > PLD_MAX_STEPS:
-        return False
-    for q, p, count in groups:
-        sigma = 1.0 / math.sqrt(q)
-        if p == 1.0:
-            sigma /= math.sqrt(count)
-        if (1.0 + 20.0 * sigma) / (sigma * sigma) / disc > OPTIMISTIC_MAX_POINTS:
-            return False
-    return True
-
-
 @lru_cache(maxsize=8)
 def _optimistic_pld(groups: tuple[tuple[float, float, int], ...], discretization: float) -> Any:
     """Optimistic PLD of the remove pair ((1-p)N(0,s²) + pN(1,s²), N(0,s²)), s = 1/√q rounded
@@ -250,7 +239,7 @@ def optimistic_epsilon(groups: Sequence[tuple[float, float, int]], delta: float,
                        discretization: float) -> float | None:
     """Proven lower bound on ε(δ) from the optimistic PLD (``None`` when too large to build or
     δ below :data:`PLD_MIN_DELTA`)."""
-    if delta < PLD_MIN_DELTA or not _optimistic_feasible(groups, discretization):
+    if delta < PLD_MIN_DELTA or not pld_feasible(groups, discretization, OPTIMISTIC_MAX_POINTS):
         return None
     try:
         pld = _optimistic_pld(tuple(groups), discretization)
@@ -268,7 +257,7 @@ def optimistic_epsilon(groups: Sequence[tuple[float, float, int]], delta: float,
 def optimistic_delta(groups: Sequence[tuple[float, float, int]], epsilon: float,
                      discretization: float) -> float | None:
     """Proven lower bound on δ(ε) from the optimistic PLD (``None`` when too large to build)."""
-    if not _optimistic_feasible(groups, discretization):
+    if not pld_feasible(groups, discretization, OPTIMISTIC_MAX_POINTS):
         return None
     try:
         pld = _optimistic_pld(tuple(groups), discretization)
