@@ -1,8 +1,8 @@
 r"""Proven lower bounds on the privacy loss of subsampled Gaussian runs (private).
 
 A lower bound on the true ε(δ) (or δ(ε)) of a mechanism needs one pair of neighbouring datasets
-and one test. dpopt uses the pair that every sampling scheme realises (see
-:mod:`dpopt.accounting._prv`): in units of the relation's sensitivity, each of the T steps of a
+and one test. dpopt uses the pair that every sampling scheme realises: in units of the
+relation's sensitivity, each of the T steps of a
 group with bound q and rate p releases, for the two neighbours,
 
 .. math::
@@ -29,8 +29,11 @@ search) is kept. It is close to tight when the noise is large (the per-step like
 then nearly linear in x, so S is nearly sufficient), which is where mesh-based accountants need
 the most cells (long runs at small ε).
 
-The second route, dp-accounting's optimistic PLD of the same pair (better when the noise is small,
-i.e. at large ε), lives in :mod:`dpopt.accounting._dp_accounting`.
+The second route, the exact likelihood-ratio test of the binned output of the same pair
+(composed by FFT with every rounding on the low side; tight where the sum test is not), lives in
+:mod:`dpopt.accounting._binned`, which also holds the ±C pair of fixed-size batches; the third,
+dp-accounting's optimistic PLD (used when the binned composition would not fit), in
+:mod:`dpopt.accounting._dp_accounting`.
 """
 
 from __future__ import annotations
