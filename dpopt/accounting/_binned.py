@@ -67,6 +67,8 @@ _XGRID = 200_001
 #: Rounds of moving the edges up, and by how much of a bin's deficit.
 _ROUNDS = 12
 _PUSH = 1.2
+#: Most steps of one composition (the powers' round-off grows like the number of steps).
+MAX_STEPS = 10_000_000
 #: Relative shave of the final bounds (the δ sum's own round-off is far below it).
 _REL = 1e-9
 
@@ -318,6 +320,18 @@ def _fft_error(length: int, parts: Sequence[tuple[int, ArrayF, int]]) -> float:
 
 
 def _compose(groups: Sequence[tuple[BinnedPair, int]], h: float) -> _Composed | None:
+    """The composition, or ``None`` when it does not fit (too many points or steps, or a
+    degenerate pair): a missing lower end is valid, a wrong one is not."""
+    if sum(int(t) for _, t in groups) > MAX_STEPS or not math.isfinite(h) or h <= 0.0:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            return _compose_fft(groups, h)
+    except (ArithmeticError, ValueError, MemoryError):
+        return None
+
+
+def _compose_fft(groups: Sequence[tuple[BinnedPair, int]], h: float) -> _Composed | None:
     parts = []
     offset = 0.0
     for pair, t in groups:
@@ -325,6 +339,8 @@ def _compose(groups: Sequence[tuple[BinnedPair, int]], h: float) -> _Composed | 
         parts.append((k0, m, int(t)))
         offset = math.nextafter(offset + math.nextafter(int(t) * c, -math.inf), -math.inf)
     a, b = _window(parts, _ETA)
+    if b < a or b - a + 1 > MAX_POINTS:
+        return None
     length = fft.next_fast_len(b - a + 1, real=True)
     if length > MAX_POINTS:
         return None
@@ -388,7 +404,11 @@ def _curve(c: _Composed) -> tuple[ArrayF, ArrayF, ArrayF, ArrayF]:
 def binned_delta_lower(groups: Sequence[tuple[BinnedPair, int]], epsilon: float,
                        points: float = POINTS) -> float | None:
     """Proven lower bound on δ(ε) of the composition (``None`` when it does not fit)."""
-    h = _step_for(groups, points)
+    try:
+        with np.errstate(all="ignore"):
+            h = _step_for(groups, points)
+    except (ArithmeticError, ValueError):
+        return None
     c = _compose(groups, h)
     if c is None:
         return None
@@ -401,7 +421,11 @@ def binned_epsilon_lower(groups: Sequence[tuple[BinnedPair, int]], delta: float,
     (``None`` when it does not fit or no positive ε is shown). The curve's suffix sums locate
     the root; the answer is an ε at which :func:`_delta_at` (with every allowance) is above δ,
     stepped down until it is."""
-    h = _step_for(groups, points)
+    try:
+        with np.errstate(all="ignore"):
+            h = _step_for(groups, points)
+    except (ArithmeticError, ValueError):
+        return None
     c = _compose(groups, h)
     if c is None or not _delta_at(c, 0.0) > delta:
         return None

@@ -193,6 +193,17 @@ def rdp_without_replacement(p: float, sigma: float, orders: Sequence[float]
 # independent losses) keeps the order, so the δ(ε) it reports is at most the true one of the pair
 # it was built for. The rounding costs up to one grid step per composed step (a bias of order
 # T × discretisation), so the grid is sized by the ε in question.
+#
+# Where the library says so (dp-accounting 0.6, ``dp_accounting/pld/pld_pmf.py``):
+# ``_truncate_tails`` with ``pessimistic_estimate=False`` adds the right truncated mass to the
+# last kept element and discards the left one (both lower δ); ``DensePLDPmf.self_compose`` adds
+# ``tail_mass_truncation`` (1e-15 by default) to the infinity mass in both modes, and its FFT
+# window (``common.compute_self_convolve_bounds``, a Chernoff bound) leaves at most that mass
+# outside, aliased into the window — together at most 2e-15 on δ, inside the 1e-14 absolute
+# slack below. The FFT's own round-off has no a-priori bound there (the relative slack 1e-6
+# covers what is seen in practice), which is why :mod:`dpopt.accounting._binned`, whose FFT error
+# is bounded and subtracted, is the route for subsampled Gaussians and this one is kept for event
+# trees (Laplace) and for runs whose binned composition would not fit.
 
 #: Most grid points (both directions) of one optimistic PLD (about a second of CPU to compose).
 OPTIMISTIC_MAX_POINTS = 1.5e6

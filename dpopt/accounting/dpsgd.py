@@ -141,7 +141,7 @@ class DpsgdCalibration:
         Proven lower end: every σ below it misses the target under exact accounting (0 when no
         lower bound applied).
     lower_accountant : str
-        What proved the lower end (``"gdp-exact"``, ``"sum-test"``, ``"prv"``,
+        What proved the lower end (``"gdp-exact"``, ``"sum-test"``, ``"binned"``,
         ``"pld-optimistic"`` or ``"none"``).
     epsilon_lower : float
         Proven lower bound on the true ε of the certified σ (``certified_epsilon`` is the upper).
