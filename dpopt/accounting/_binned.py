@@ -57,6 +57,10 @@ _ULPS = 16.0
 _ETA = 1e-18
 #: Points of the composition window by default (about 0.1-0.3 s of CPU for one lower end).
 POINTS = 2 ** 17
+#: The grids tried in turn by :func:`dpopt.accounting.composition.lower_epsilon`, the finer one
+#: only when the coarser fell short and took under RETRY_BELOW seconds of CPU.
+POINTS_TRIED = (2 ** 17, 2 ** 19)
+RETRY_BELOW = 0.08
 #: Most FFT points of one composition (about 0.1 s of CPU).
 MAX_POINTS = 2 ** 21
 #: Bins cover P's components within this many standard deviations; the mass beyond lies in the
@@ -401,15 +405,20 @@ def _curve(c: _Composed) -> tuple[ArrayF, ArrayF, ArrayF, ArrayF]:
     return losses, tail, a, tail - a
 
 
-def binned_delta_lower(groups: Sequence[tuple[BinnedPair, int]], epsilon: float,
-                       points: float = POINTS) -> float | None:
-    """Proven lower bound on δ(ε) of the composition (``None`` when it does not fit)."""
+def _composed_for(groups: Sequence[tuple[BinnedPair, int]], points: float) -> _Composed | None:
+    """The composition on a grid of about ``points`` points (``None`` when it does not fit)."""
     try:
         with np.errstate(all="ignore"):
             h = _step_for(groups, points)
     except (ArithmeticError, ValueError):
         return None
-    c = _compose(groups, h)
+    return _compose(groups, h)
+
+
+def binned_delta_lower(groups: Sequence[tuple[BinnedPair, int]], epsilon: float,
+                       points: float = POINTS) -> float | None:
+    """Proven lower bound on δ(ε) of the composition (``None`` when it does not fit)."""
+    c = _composed_for(groups, points)
     if c is None:
         return None
     return min(_delta_at(c, epsilon), 1.0)
@@ -421,12 +430,7 @@ def binned_epsilon_lower(groups: Sequence[tuple[BinnedPair, int]], delta: float,
     (``None`` when it does not fit or no positive ε is shown). The curve's suffix sums locate
     the root; the answer is an ε at which :func:`_delta_at` (with every allowance) is above δ,
     stepped down until it is."""
-    try:
-        with np.errstate(all="ignore"):
-            h = _step_for(groups, points)
-    except (ArithmeticError, ValueError):
-        return None
-    c = _compose(groups, h)
+    c = _composed_for(groups, points)
     if c is None or not _delta_at(c, 0.0) > delta:
         return None
     losses, tail, a, curve = _curve(c)
