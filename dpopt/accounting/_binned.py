@@ -18,16 +18,21 @@ optimistic ("privacy buckets") rounding of Meiser & Mohammadi, "Tight on Budget?
 for r-Fold Approximate Differential Privacy", applied to a pair of discrete laws, so nothing in
 it depends on how the bins were chosen.
 
-**Why these bins.** The bins are the level sets of the privacy loss L(x) = log dP/dQ (x) between
-the levels :math:`(k - 1/2) h + \theta`: each bin's loss :math:`\ell_b` is an average of L over
-the bin, so it sits within :math:`O(h^2)` of the grid point kh at its centre, and the shift
-θ ≥ 0 puts it at or just above kh. The rounding then costs :math:`O(h^2)` per step instead of
-the up to h (h/2 on average) of rounding the loss itself down to its grid, which is what makes
-long runs affordable: the bias of T steps is :math:`O(T h^2)`, not :math:`O(T h)`.
+**Why these bins.** The bins are the level sets of the privacy loss L(x) = log dP/dQ (x)
+between the levels :math:`(k - 1/2) h + c`: each bin's loss :math:`\ell_b` is an average of L
+over the bin, so it sits within :math:`O(h^2)` of the grid point :math:`kh + c` at its centre.
+The offset c puts a grid point at the loss of the lowest bin (for the remove pair the floor
+:math:`\log(1-p)` of the loss, where much of P's mass sits when p is small), and while a bin of
+material mass is below its grid point the edges around it move up (which raises the loss of
+both bins beside an edge). Rounding each bin down to its grid point then costs :math:`O(h^2)`
+per step instead of the up to h (h/2 on average) of rounding the loss itself down, which is
+what makes long runs affordable: the bias of T steps is about :math:`T h^2`, not
+:math:`T h`. A grid kh + c composes to the grid Kh + Tc, so the offset costs nothing.
 
 **The composition** is one FFT power :math:`\mathrm{irfft}(\prod_g \mathrm{rfft}(m_g)^{T_g})`
 on a window of the sum's support chosen by a Chernoff bound, mass outside it at most η (it is
-aliased into the window by the circular convolution, so δ is lowered by η), and the
+aliased into the window by the circular convolution, so 2η is taken off δ: η twice, for the
+bound's own round-off), and the
 floating-point error of the FFTs is bounded a priori (Higham, "Accuracy and Stability of
 Numerical Algorithms", Thm. 24.2, with a safety factor of 10) and subtracted, with the error of
 the powers (:func:`_fft_error`).
@@ -159,8 +164,10 @@ def _log_mix_mass(edges: ArrayF, w: Sequence[float], m: Sequence[float], s: floa
         with np.errstate(all="ignore"):
             width = np.maximum(z[1:] - z[:-1], 1e-300)
             e = e + ez * (az[:-1] + az[1:] + 2.0 + 1.0 / width)
-        logs.append(math.log(wi) + v)
-        errs.append(e + 2.0 * _U)
+        lw = math.log(wi)
+        logs.append(lw + v)
+        # log(w) within an ulp of its value, w itself within half an ulp
+        errs.append(e + 2.0 * _U * (2.0 + abs(lw)))
     out = logs[0]
     for more in logs[1:]:
         out = np.logaddexp(out, more)
@@ -194,6 +201,7 @@ def _bins(pair: BinnedPair, xs: ArrayF, ls: ArrayF, levels: ArrayF
     lq, eq = _log_mix_mass(edges, pair.q_weights, pair.q_means, pair.s)
     with np.errstate(all="ignore"):
         loss = (lp - ep) - (lq + eq)
+        loss = loss - 4.0 * _U * (np.abs(lp) + np.abs(lq) + 1.0)  # the subtractions' rounding
     loss = np.where(np.isfinite(lq) & (lq > -np.inf), loss, np.inf)
     loss = np.where(np.isfinite(lp) & np.isfinite(ep), loss, np.nan)
     return loss, lp, ep
@@ -246,9 +254,12 @@ def _pair_pmf(pair: BinnedPair, h: float) -> tuple[int, ArrayF, float]:
         top = float(np.max(loss[finite])) if np.any(finite) else 0.0
         loss = np.where(finite, loss, top)
     k = np.floor((loss - c) / h)
-    # k h + c must not exceed the loss in floating point
-    k = np.where(k * h + c > loss, k - 1.0, k)
-    k = np.where(k * h + c > loss, k - 1.0, k)
+    # the exact k h + c must not exceed the loss: compare with a few ulps of room
+    def over(k: ArrayF) -> ArrayF:
+        return np.asarray(k * h + c + 4.0 * _U * (np.abs(k * h) + abs(c)) > loss)
+
+    k = np.where(over(k), k - 1.0, k)
+    k = np.where(over(k), k - 1.0, k)
     mass = np.exp(lp - ep) * (1.0 - 4.0 * _U)
     ki = k.astype(np.int64)
     k0 = int(ki.min())
@@ -368,7 +379,7 @@ def _delta_at(c: _Composed, epsilon: float) -> float:
         return 0.0
     w = -np.expm1(epsilon - losses[sel])
     raw = float(np.dot(c.probs[sel], w))
-    slack = float(np.linalg.norm(w)) * c.err2 + c.eta
+    slack = float(np.linalg.norm(w)) * c.err2 + 2.0 * c.eta  # η twice: the Chernoff bound rounds
     return max(raw * (1.0 - _REL) - slack, 0.0)
 
 
@@ -435,7 +446,7 @@ def binned_epsilon_lower(groups: Sequence[tuple[BinnedPair, int]], delta: float,
         return None
     losses, tail, a, curve = _curve(c)
     # the allowance at its largest (‖w‖₂ at most the square root of the cells above ε)
-    slack = math.sqrt(c.probs.size) * c.err2 + c.eta
+    slack = math.sqrt(c.probs.size) * c.err2 + 2.0 * c.eta
     target = delta * (1.0 + 1e-6) + slack
     above = np.nonzero(curve > target)[0]
     if above.size == 0:

@@ -347,11 +347,14 @@ def _binned_groups(run: tuple[GaussianSteps, ...]) -> list[tuple[Any, int]]:
     from dpopt.accounting._binned import BinnedPair
 
     out = []
+    def up(x: float) -> float:  # two ulps up: past the rounding of the sqrt and the division
+        return math.nextafter(math.nextafter(x, math.inf), math.inf)
+
     for q, p, t in _groups(run):
-        s = math.nextafter(1.0 / math.sqrt(q), math.inf)
+        s = up(1.0 / math.sqrt(q))
         if p >= 1.0:
             # T full-batch Gaussian steps are one Gaussian with s/√T: one step of more noise
-            out.append((BinnedPair.remove(1.0, math.nextafter(s / math.sqrt(t), math.inf)), 1))
+            out.append((BinnedPair.remove(1.0, up(s / math.sqrt(t))), 1))
         else:
             out.append((BinnedPair.remove(p, s), int(t)))
     return out
