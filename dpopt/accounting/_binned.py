@@ -438,19 +438,21 @@ def binned_delta_lower(groups: Sequence[tuple[BinnedPair, int]], epsilon: float,
 def binned_epsilon_lower(groups: Sequence[tuple[BinnedPair, int]], delta: float,
                          points: float = POINTS) -> float | None:
     """Proven lower bound on ε(δ) of the composition: an ε whose proven lower δ exceeds δ
-    (``None`` when it does not fit or no positive ε is shown). The curve's suffix sums locate
-    the root; the answer is an ε at which :func:`_delta_at` (with every allowance) is above δ,
-    stepped down until it is."""
+    (``None`` when it does not fit; 0 when it fits but shows no positive ε). The curve's suffix
+    sums locate the root; the answer is an ε at which :func:`_delta_at` (with every allowance)
+    is above δ, stepped down until it is."""
     c = _composed_for(groups, points)
-    if c is None or not _delta_at(c, 0.0) > delta:
+    if c is None:
         return None
+    if not _delta_at(c, 0.0) > delta:
+        return 0.0
     losses, tail, a, curve = _curve(c)
     # the allowance at its largest (‖w‖₂ at most the square root of the cells above ε)
     slack = math.sqrt(c.probs.size) * c.err2 + 2.0 * c.eta
     target = delta * (1.0 + 1e-6) + slack
     above = np.nonzero(curve > target)[0]
     if above.size == 0:
-        return None
+        return 0.0
     j = int(above[-1])
     eps = float(losses[j])
     if a[j] > 0.0 and tail[j] > target:
@@ -458,9 +460,9 @@ def binned_epsilon_lower(groups: Sequence[tuple[BinnedPair, int]], delta: float,
     step = 0.5 * c.h
     for _ in range(40):
         if not eps > 0.0:
-            return None
+            return 0.0
         if _delta_at(c, eps) > delta:
             return eps * (1.0 - _REL)
         eps -= step
         step *= 2.0
-    return None
+    return 0.0

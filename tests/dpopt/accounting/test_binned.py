@@ -160,7 +160,7 @@ def test_binned_lower_ends_are_below_the_pessimistic_pld(sigma: float, rate: flo
     pair = binned.BinnedPair.remove(rate, sigma)
     low = binned.binned_epsilon_lower([(pair, steps)], delta)
     upper = _pessimistic_epsilon(rate, sigma, steps, delta)
-    assert low is None or 0.0 < low <= upper
+    assert low is None or 0.0 <= low <= upper
     d_low = binned.binned_delta_lower([(pair, steps)], 1.0)
     assert d_low is not None and 0.0 <= d_low <= 1.0 and not math.isnan(d_low)
 

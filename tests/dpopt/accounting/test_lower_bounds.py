@@ -122,8 +122,8 @@ def test_lower_ends_are_below_independent_upper_bounds(sigma: float, rate: float
 
 
 def test_every_cell_of_the_sweep_has_a_lower_end() -> None:
-    # the three regimes where the PRV accountant does not answer: long runs at small ε (sum
-    # test), very large ε at small noise (optimistic PLD), and fixed-size batches
+    # the two ends of the sweep: long runs at small ε (the sum test) and very large ε at small
+    # noise (the binned test; the optimistic PLD where the binned composition does not fit)
     cells = [(105.96, 100000, 0.1), (0.26694, 1000, 100.0)]
     for sigma, steps, eps in cells:
         run = GaussianSteps.from_noise_multiplier(sigma, steps, 0.01, "poisson")
