@@ -71,40 +71,44 @@ def _stackable(problems: Sequence[CovarianceProgram]) -> bool:
         for p in problems)
 
 
-#: Programs per block of the stacked pass: about this many numbers (the pass's temporaries stay
-#: in cache; one block of all n programs is several times slower per number).
-_BLOCK_NUMBERS = 8192
+#: Numbers (J d per program) per block of the stacked pass over the vectors: its temporaries
+#: stay in cache (one block of all n programs is several times slower per number).
+_BLOCK_NUMBERS = 65536
 
 
-def _feasibility(vectors: FloatArray, sigma: FloatArray) -> _Pass:
+def _feasibility(vectors: FloatArray, sigma: FloatArray,
+                 ev: FloatArray | None = None) -> _Pass:
     """The verification pass of n programs: ``(bound, estimate, argmax, lambda_low, ok)`` with
-    ``ok`` False where Sigma_i is not (numerically) positive definite (blocks of programs)."""
+    ``ok`` False where Sigma_i is not (numerically) positive definite. The ``d x d`` algebra
+    (``eigvalsh``, Cholesky, inverse) runs once on the whole stack; the pass over the vectors
+    in blocks of programs. ``ev``: the eigenvalues of ``sigma`` when already computed."""
     n, count, d = vectors.shape
-    step = max(1, _BLOCK_NUMBERS // (count * d))
-    if n > step:
-        parts = [_feasibility_block(vectors[i:i + step], sigma[i:i + step])
-                 for i in range(0, n, step)]
-        bound, est, arg, lam_low, ok = (np.concatenate(x) for x in zip(*parts, strict=True))
-        return bound, est, arg, lam_low, ok
-    return _feasibility_block(vectors, sigma)
-
-
-def _feasibility_block(vectors: FloatArray, sigma: FloatArray) -> _Pass:
-    n, _, d = vectors.shape
-    ev = np.linalg.eigvalsh(sigma)
-    lam_low = ev[:, 0] - 4 * d * _U * ev[:, -1]
+    spectrum = np.asarray(np.linalg.eigvalsh(sigma) if ev is None else ev, dtype=np.float64)
+    lam_low = spectrum[:, 0] - 4 * d * _U * spectrum[:, -1]
     ok = lam_low > 0
     safe = np.where(ok[:, None, None], sigma, np.eye(d))
+    chol = np.empty_like(safe)
     try:
-        chol = np.linalg.cholesky(safe)
-    except np.linalg.LinAlgError:
-        ok = np.zeros(n, dtype=bool)
-        return (np.full(n, math.inf), np.full(n, math.inf), np.full(n, -1, dtype=np.intp),
-                lam_low, ok)
-    # x = Sigma^{-1} s by the two triangular solves of the Cholesky factor (rows)
+        chol[:] = np.linalg.cholesky(safe)
+    except np.linalg.LinAlgError:  # one program at a time: a failure spoils only its own pass
+        for i in range(n):
+            try:
+                chol[i] = np.linalg.cholesky(safe[i])
+            except np.linalg.LinAlgError:
+                ok[i], chol[i] = False, np.eye(d)
+    # x = Sigma^{-1} s from the inverse of the Cholesky factor: any approximate solve will do,
+    # ratio_bounds bounds s^T Sigma^{-1} s from the residual of whatever x it is given
     linv = np.linalg.inv(chol)
-    x = np.matmul(np.matmul(vectors, linv.transpose(0, 2, 1)), linv)
-    upper, xs = ratio_bounds(vectors, x, safe, np.where(ok, lam_low, 1.0)[:, None])
+    prec = np.matmul(linv.transpose(0, 2, 1), linv)
+    low = np.where(ok, lam_low, 1.0)[:, None]
+    upper = np.empty((n, count))
+    xs = np.empty((n, count))
+    step = max(1, _BLOCK_NUMBERS // max(1, count * d))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        b = vectors[lo:hi]
+        upper[lo:hi], xs[lo:hi] = ratio_bounds(b, np.matmul(b, prec[lo:hi]), safe[lo:hi],
+                                               low[lo:hi])
     finite = np.all(np.isfinite(upper), axis=1)
     bound = np.where(finite, upper.max(axis=1), math.inf)
     arg = np.argmax(xs, axis=1)
@@ -188,7 +192,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
     ev = np.linalg.eigvalsh(sigma)
     regular = valid & (ev[:, -1] > 0) & (ev[:, 0] > 1e-13 * ev[:, -1])
     bound, est, arg, lam_low, ok = _feasibility(vectors, np.where(
-        regular[:, None, None], sigma, np.eye(d)))
+        regular[:, None, None], sigma, np.eye(d)), np.where(regular[:, None], ev, 1.0))
     ok &= regular
     primal_residual = est / q - 1.0
     floor_ok = (eta == 0) | (lam_low > eta)
