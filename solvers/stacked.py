@@ -220,10 +220,13 @@ def solve_on_support(
         W, shared (symmetric positive definite).
     bounds : ndarray, shape (n,)
         The programs' add/remove bounds q_i > 0.
-    support : ndarray of int, shape (k,)
-        The shared working set (rows of every set), k >= d, pairwise distinct.
-    weights : ndarray, shape (k,)
-        Starting weights on it (a neighbour's dual multipliers; any positive scale).
+    support : ndarray of int, shape (k,) or (n, k)
+        The working set: one shared by every program, or one per program (row ``i``: rows of
+        set ``i``, padded with -1 to the common width ``k``); its entries pairwise distinct. A
+        program whose working set holds fewer than d rows is left unsolved.
+    weights : ndarray, shape (k,) or (n, k)
+        Starting weights on it (a neighbour's dual multipliers; any positive scale; ignored
+        at padding entries).
     tol : float
         The solver's target relative gap (the caller certifies each answer to its own ``tol``).
 
@@ -232,9 +235,18 @@ def solve_on_support(
     StackedResult
     """
     n, count, d = vectors.shape
-    k = support.size
     unsolved = StackedResult(np.zeros(n, dtype=bool), [None] * n, 0)
-    if k < d or n == 0:
+    members = np.asarray(support, dtype=np.intp)
+    w0 = np.asarray(weights, dtype=np.float64)
+    if members.ndim == 1:  # one working set for every program
+        members, w0 = np.tile(members, (n, 1)), np.tile(w0, (n, 1))
+    if n == 0 or members.shape != (n, members.shape[-1]) or w0.shape != members.shape:
+        return unsolved
+    members = np.where((members >= 0) & (members < count), members, -1)
+    w0 = np.where((members >= 0) & np.isfinite(w0), np.clip(w0, 0.0, None), 0.0)
+    w_sum = w0.sum(axis=1)
+    startable = (np.sum(members >= 0, axis=1) >= d) & (w_sum > 0)
+    if not np.any(startable):
         return unsolved
     # normalised units of each program (solvers.scaling): vectors / c_i, W / omega, q = 1
     omega = float(np.linalg.eigvalsh(0.5 * (weight + weight.T))[-1])
@@ -243,17 +255,12 @@ def solve_on_support(
     except np.linalg.LinAlgError:
         return unsolved
     mean_sq = np.einsum("njd,njd->n", vectors, vectors) / count
-    usable = (mean_sq > 1e-200) & (mean_sq < 1e200) & np.isfinite(mean_sq)
+    usable = (mean_sq > 1e-200) & (mean_sq < 1e200) & np.isfinite(mean_sq) & startable
     c = np.sqrt(np.where(usable, mean_sq, 1.0))
     whiten = chol[None, :, :] / c[:, None, None]  # y = s @ whiten_i
-    atoms = np.matmul(vectors[:, support, :], whiten)
-    if not np.all(np.isfinite(atoms)):
-        return unsolved
-    w0 = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
-    if not w0.sum() > 0:
-        return unsolved
-    mu = np.tile(w0 / w0.sum(), (n, 1))
-    members = np.tile(np.asarray(support, dtype=np.intp), (n, 1))  # -1: a padding zero atom
+    atoms = _gather(vectors, members, whiten)  # -1: a padding zero atom
+    usable &= np.all(np.isfinite(atoms), axis=(1, 2))
+    mu = w0 / np.where(w_sum > 0, w_sum, 1.0)[:, None]
     inner = max(1e-13, 0.1 * tol)
     add = max(2 * d, 16)
     solved = np.zeros(n, dtype=bool)
@@ -263,44 +270,67 @@ def solve_on_support(
     final_members: list[NDArray[np.intp]] = [members[i] for i in range(n)]
     live = np.flatnonzero(usable)
     iterations = 0
-    for _ in range(_ROUNDS):
+    for rnd in range(_ROUNDS + 1):
         if not live.size:
             break
-        mu_l, a, v, ok, its = _newton(atoms[live], mu[live], inner)
-        iterations += its
+        if rnd == 0:  # price at the start: its violators join before the first Newton step
+            mu_l = mu[live]
+            a, v = _spectra(atoms[live], mu_l)
+            ok = a[:, 0] > _RESOLVED * a[:, -1]
+        else:
+            mu_l, a, v, ok, its = _newton(atoms[live], mu[live], inner)
+            iterations += its
         # pricing: every vector of every program, q_ij = |A_i^{-1/4} V_i^T y_ij|^2
         q = _price(vectors[live], whiten[live], a, v)
         tl = np.sum(np.sqrt(a), axis=1)
         rl = q.max(axis=1)
-        closed = ok & (rl / tl - 1.0 <= 0.9 * tol)
+        closed = ok & (rl / tl - 1.0 <= 0.9 * tol) & (rnd > 0)
         for pos in np.flatnonzero(closed).tolist():
             i = int(live[pos])
             solved[i], r[i], t[i] = True, rl[pos], tl[pos]
             final_mu[i], final_a[i], final_v[i] = mu_l[pos].copy(), a[pos], v[pos]
             final_members[i] = members[i].copy()
-        # the others take their most violated vectors (column generation, as one solve does)
+        # the others take their most violated vectors (column generation, as one solve does);
+        # a working set keeps its vectors of positive weight (one dropped at weight 0 comes
+        # back through the pricing if it is needed), so it stays near the support's size
         grow = np.flatnonzero(ok & ~closed)
         if not grow.size:
+            if rnd == 0:
+                continue
             break
+        rows_g = live[grow]
+        mem_g = members[rows_g]
         threshold = (tl[grow] * (1.0 + 0.5 * inner))[:, None]
-        scores = np.where(q[grow] > threshold, q[grow], -np.inf)
-        for row, i in enumerate(live[grow].tolist()):
-            scores[row, members[i][members[i] >= 0]] = -np.inf  # already in the working set
-        top = np.argsort(-scores, axis=1)[:, :add]
+        scores = np.full((grow.size, count + 1), -np.inf)  # column `count`: the padding's
+        scores[:, :count] = np.where(q[grow] > threshold, q[grow], -np.inf)
+        np.put_along_axis(scores, np.where(mem_g >= 0, mem_g, count), -np.inf, axis=1)
+        m = min(add, count)
+        top = np.argpartition(-scores[:, :count], m - 1, axis=1)[:, :m]
         fresh = np.take_along_axis(scores, top, axis=1) > -np.inf
-        if not np.any(fresh.any(axis=1)):
+        cont = fresh.any(axis=1) if rnd else np.ones(grow.size, dtype=bool)
+        if not np.any(cont):
             break
-        keep = fresh.any(axis=1)
-        top = np.where(fresh, top, -1)[keep]
-        idx = live[grow][keep]
-        members = np.concatenate([members, np.full((n, top.shape[1]), -1, dtype=np.intp)],
-                                 axis=1)
-        members[idx, -top.shape[1]:] = top
-        mu = np.concatenate([mu, np.zeros((n, top.shape[1]))], axis=1)
-        mu[live[grow]] = np.concatenate(
-            [mu_l[grow], np.zeros((grow.size, top.shape[1]))], axis=1)
+        held = (mem_g >= 0) if rnd == 0 else (mem_g >= 0) & (mu_l[grow] > 0)
+        mask = np.concatenate([held, fresh], axis=1)[cont]
+        order = np.argsort(~mask, axis=1, kind="stable")
+        width = max(int(mask.sum(axis=1).max()), members.shape[1] if rnd == 0 else 1)
+        packed_m = np.take_along_axis(np.concatenate([mem_g, top], axis=1)[cont], order, axis=1)
+        packed_w = np.take_along_axis(np.concatenate(
+            [mu_l[grow], np.zeros(top.shape)], axis=1)[cont], order, axis=1)
+        valid = np.take_along_axis(mask, order, axis=1)
+        new_members = np.full((n, width), -1, dtype=np.intp)
+        new_mu = np.zeros((n, width))
+        if rnd == 0:  # every program goes on to its Newton steps, grown or not
+            new_members[:, :members.shape[1]], new_mu[:, :members.shape[1]] = members, mu
+        go = rows_g[cont]
+        cols = min(width, packed_m.shape[1])
+        new_members[go] = -1
+        new_mu[go] = 0.0
+        new_members[go, :cols] = np.where(valid, packed_m, -1)[:, :cols]
+        new_mu[go, :cols] = np.where(valid, packed_w, 0.0)[:, :cols]
+        members, mu = new_members, new_mu
         atoms = _gather(vectors, members, whiten)
-        live = idx
+        live = live if rnd == 0 else go  # after the start's pricing every program goes on
     idx = np.flatnonzero(solved)
     solutions: list[Solution | None] = [None] * n
     if not idx.size:

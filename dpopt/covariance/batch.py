@@ -303,14 +303,15 @@ def _described(job: _Batch, index: int, problem: CovarianceProgram) -> Covarianc
 
 def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.float64],
            ) -> list[Design]:
-    """The batch in waves: an item solved on its own (warm-started from its predecessor) hands
-    its support to the next unsolved items, which are solved on it all at once
-    (:func:`solvers.stacked.solve_on_support`) and certified all at once
-    (:func:`certificates.stacked.check_stacked`: each item's proof complete); an item whose
-    optimum needs a vector outside that support is left for the next wave, which starts at it.
-    The window of items tried on one support doubles while every item closes on it and shrinks
-    to twice the items that did, so a trajectory whose support changes often costs little
-    stacked work that is thrown away."""
+    """The batch in waves: item 0 is solved on its own; then the next unsolved items (a window)
+    are solved all at once (:func:`solvers.stacked.solve_on_support`), each item started on
+    the support and the dual weights of its nearest solved predecessor, and certified all at
+    once (:func:`certificates.stacked.check_stacked`: each item's proof complete). An item the
+    stack leaves open is tried again in a later wave from a nearer predecessor; one that
+    fails from its immediate predecessor is solved on its own (warm-started from it), so
+    every wave makes progress. The window doubles while every item of a wave closes and
+    shrinks to twice the leading items that did, so a trajectory whose support changes often
+    costs little stacked work that is thrown away."""
     n = len(problems)
     designs: list[Design | None] = [None] * n
     sols: list[Solution | None] = [None] * n
@@ -320,42 +321,79 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
     # the most items a wave may hold at once: their vectors are copied for the stacked solve
     # and its certificate (about 32 MB at most, however large the sets)
     most = max(2, min(_WINDOW_MAX, _WINDOW_NUMBERS // max(1, vectors[0].size)))
-    i = 0
-    while i < n:
-        if designs[i] is None:
-            prev = sols[i - 1] if i else None
-            start = WarmStart.from_solution(prev) if prev is not None else None
-            designs[i], sols[i] = _design_one(
-                job, i, (start, problems[i].count) if start is not None else None, problems[i])
-        here = sols[i]
-        support = WarmStart.from_solution(here) if here is not None else None
-        todo = [j for j in range(i + 1, min(n, i + 1 + min(window, most)))
-                if designs[j] is None]
-        if support is not None and todo:
-            res = solve_on_support(vectors[todo], weight, bounds[todo], support.indices,
-                                   support.weights, job.solve_tol)
-            got = [j for j, ok in zip(todo, res.solved.tolist(), strict=True) if ok]
-            found = [s for s in (res.solutions[todo.index(j)] for j in got) if s is not None]
-            certs = check_stacked([problems[j] for j in got], [s.covariance for s in found],
-                                  [s.dual for s in found if s.dual is not None], tol=job.tol,
-                                  rigorous=job.rigorous) if len(found) == len(got) else []
-            for j, sol, cert in zip(got, found, certs, strict=False):
-                if cert.certified and math.isfinite(cert.upper):
-                    path = f"structured, stacked (batch item {j}, on the support of item {i})"
-                    designs[j] = _assemble(problems[j], _described(job, j, problems[j]),
-                                           job.bounds[j][0],
-                                           job.relation, cert, sol, job.tol, path,
-                                           job.bounds[j][1])
-                    sols[j] = sol
-            lead = 0
-            while lead < len(todo) and designs[todo[lead]] is not None:
-                lead += 1
-            window = (min(_WINDOW_MAX, 2 * window) if lead == len(todo)
-                      else max(_WINDOW_START // 2, 2 * lead))
-        i += 1
-        while i < n and designs[i] is not None:
-            i += 1
+    designs[0], sols[0] = _design_one(job, 0, None, problems[0])
+    while True:
+        pending = [j for j in range(1, n) if designs[j] is None]
+        if not pending:
+            break
+        wave = pending[:min(window, most)]
+        # each item's start: its nearest solved predecessor (every item before pending[0] is)
+        starts: list[tuple[int, WarmStart | None]] = []
+        last = wave[0] - 1
+        for j in wave:
+            while last + 1 < j and designs[last + 1] is not None:
+                last += 1
+            here = sols[last]
+            starts.append((last, WarmStart.from_solution(here) if here is not None else None))
+        on = [pos for pos, (_, st) in enumerate(starts) if st is not None]
+        closed = _stacked_wave(job, problems, vectors, bounds, weight,
+                               [wave[pos] for pos in on], [starts[pos] for pos in on],
+                               designs, sols)
+        # an item left open from its immediate predecessor (or with no support to start
+        # from) is solved on its own; the others wait for a nearer start
+        for j, (origin, start) in zip(wave, starts, strict=True):
+            if designs[j] is None and (origin == j - 1 or start is None):
+                if designs[j - 1] is None:
+                    continue
+                prev = sols[j - 1]
+                warm = WarmStart.from_solution(prev) if prev is not None else None
+                designs[j], sols[j] = _design_one(
+                    job, j, (warm, problems[j].count) if warm is not None else None,
+                    problems[j])
+        lead = 0
+        while lead < len(wave) and wave[lead] in closed:
+            lead += 1
+        window = (min(_WINDOW_MAX, 2 * window) if lead == len(wave)
+                  else max(_WINDOW_START // 2, 2 * lead))
     return [d for d in designs if d is not None]
+
+
+def _stacked_wave(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.float64],
+                  bounds: NDArray[np.float64], weight: NDArray[np.float64], todo: list[int],
+                  starts: list[tuple[int, WarmStart | None]], designs: list[Design | None],
+                  sols: list[Solution | None]) -> set[int]:
+    """Items ``todo`` solved at once, each from its start (``(origin, support)``), certified
+    at once; the certified ones are entered in ``designs`` / ``sols``. Returns them."""
+    if not todo:
+        return set()
+    width = max(st.indices.size for _, st in starts if st is not None)
+    support = np.full((len(todo), width), -1, dtype=np.intp)
+    weights = np.zeros((len(todo), width))
+    for row, (_, st) in enumerate(starts):
+        if st is not None:
+            support[row, :st.indices.size] = st.indices
+            weights[row, :st.indices.size] = st.weights
+    res = solve_on_support(vectors[todo], weight, bounds[todo], support, weights,
+                           job.solve_tol)
+    got = [pos for pos, ok in enumerate(res.solved.tolist()) if ok]
+    found = [res.solutions[pos] for pos in got]
+    good = [(pos, s) for pos, s in zip(got, found, strict=True)
+            if s is not None and s.dual is not None]
+    certs = check_stacked([problems[todo[pos]] for pos, _ in good],
+                          [s.covariance for _, s in good],
+                          [s.dual for _, s in good if s.dual is not None], tol=job.tol,
+                          rigorous=job.rigorous)
+    closed: set[int] = set()
+    for (pos, sol), cert in zip(good, certs, strict=True):
+        j, origin = todo[pos], starts[pos][0]
+        if cert.certified and math.isfinite(cert.upper):
+            path = f"structured, stacked (batch item {j}, on the support of item {origin})"
+            designs[j] = _assemble(problems[j], _described(job, j, problems[j]),
+                                   job.bounds[j][0], job.relation, cert, sol, job.tol, path,
+                                   job.bounds[j][1])
+            sols[j] = sol
+            closed.add(j)
+    return closed
 
 
 def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
