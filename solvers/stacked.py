@@ -151,8 +151,10 @@ def _newton(atoms: FloatArray, mu: FloatArray, tol: float
         fixed = (ms <= eps[:, None]) & (grad <= 0)
         z = np.matmul(y, vr)
         rt = np.sqrt(scale[:, None] * ar)
-        w = pair_w * np.sqrt(2.0 / (rt[:, i0] * rt[:, i1] * (rt[:, i0] + rt[:, i1])))
-        rows = z[:, :, i0] * z[:, :, i1] * w[:, None, :]
+        r0, r1 = np.take(rt, i0, axis=1), np.take(rt, i1, axis=1)
+        w = pair_w * np.sqrt(2.0 / (r0 * r1 * (r0 + r1)))
+        # np.take: several times faster than fancy indexing on the last axis of a stack
+        rows = np.take(z, i0, axis=2) * np.take(z, i1, axis=2) * w[:, None, :]
         hess = np.matmul(rows, rows.transpose(0, 2, 1))
         tau = 1e-12 * np.maximum(np.max(np.diagonal(hess, axis1=1, axis2=2), axis=1),
                                  1e-300) + 1e-300
