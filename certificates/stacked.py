@@ -47,7 +47,7 @@ from certificates.covariance import (
 )
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual
-from certificates.rigorous import ratio_bounds
+from certificates.rigorous import _gamma, ratio_bounds
 from certificates.validate import as_scalar
 
 __all__ = ["check_stacked"]
@@ -107,13 +107,55 @@ def _feasibility(vectors: FloatArray, sigma: FloatArray,
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         b = vectors[lo:hi]
-        upper[lo:hi], xs[lo:hi] = ratio_bounds(b, np.matmul(b, prec[lo:hi]), safe[lo:hi],
-                                               low[lo:hi])
+        upper[lo:hi], xs[lo:hi] = _norm_ratio_bounds(b, np.matmul(b, prec[lo:hi]),
+                                                     safe[lo:hi], low[lo:hi])
     finite = np.all(np.isfinite(upper), axis=1)
     bound = np.where(finite, upper.max(axis=1), math.inf)
     arg = np.argmax(xs, axis=1)
     est = np.take_along_axis(xs, arg[:, None], axis=1)[:, 0]
+    # where the norm bounds' slack is not negligible (an ill-conditioned Sigma), the
+    # elementwise bounds of ratio_bounds, as check computes them
+    loose = np.flatnonzero(finite & (bound > est * (1.0 + _LOOSE)))
+    for i in loose.tolist():
+        b = vectors[i]
+        up_i, xs_i = ratio_bounds(b, b @ prec[i], safe[i], float(low[i, 0]))
+        finite[i] = bool(np.all(np.isfinite(up_i)))
+        bound[i] = float(up_i.max()) if finite[i] else math.inf
+        arg[i] = int(np.argmax(xs_i))
+        est[i] = float(xs_i[arg[i]])
     return bound, est, arg, lam_low, ok & finite
+
+
+#: The relative slack of the norm bounds above which a program's pass is redone elementwise.
+_LOOSE = 1e-10
+
+
+def _norm_ratio_bounds(b: FloatArray, x: FloatArray, sigma: FloatArray, lam_low: FloatArray,
+                       ) -> tuple[FloatArray, FloatArray]:
+    r"""Error-bounded :math:`s^\top\Sigma^{-1}s` of every row of ``b`` (shape (n, J, d)) from
+    approximate solves ``x``, as :func:`certificates.rigorous.ratio_bounds` (the same identity
+    :math:`s^\top\Sigma^{-1}s = \hat x^\top s + \hat x^\top e + e^\top\Sigma^{-1}e \le
+    \hat x^\top s + \|\hat x\|\|e\| + \|e\|^2/\lambda_{\min}`, the same rounding model) with
+    the rounding of the residual and of the dot product bounded through norms instead of
+    elementwise: :math:`|\mathrm{fl}(s - \Sigma\hat x) - (s - \Sigma\hat x)| \le
+    \gamma_{d+1}(|s| + |\Sigma||\hat x|)` has norm at most :math:`\gamma_{d+1}(\|s\| +
+    \|\Sigma\|_F\|\hat x\|)` and :math:`|\mathrm{fl}(\hat x^\top s) - \hat x^\top s| \le
+    \gamma_d\|\hat x\|\|s\|` (Cauchy-Schwarz). Half the passes over the vectors; looser by
+    about :math:`\gamma_d\kappa(\Sigma)` relative, which the caller checks."""
+    d = sigma.shape[-1]
+    g_res = _gamma(d + 1)
+    g_dot = _gamma(d)
+    inflate = 1.0 + _gamma(2 * d + 16)
+    res = b - np.matmul(x, sigma)
+    r_norm = np.sqrt(np.einsum("...j,...j->...", res, res)) * inflate
+    b_norm = np.sqrt(np.einsum("...j,...j->...", b, b)) * inflate
+    x_norm = np.sqrt(np.einsum("...j,...j->...", x, x)) * inflate
+    s_fro = np.sqrt(np.einsum("...ij,...ij->...", sigma, sigma))[..., None] * inflate
+    e_norm = (r_norm + g_res * (b_norm + s_fro * x_norm)) * inflate
+    xs = np.einsum("...j,...j->...", x, b)
+    upper = (xs + g_dot * x_norm * b_norm * inflate + x_norm * e_norm
+             + e_norm * e_norm / lam_low) * inflate + 1e-300
+    return upper, xs
 
 
 def check_stacked(

@@ -49,6 +49,10 @@ _RESOLVED = 1e-6
 _MAX_ITER = 40
 #: Rounds of column generation on the stack (a problem still open after them goes alone).
 _ROUNDS = 6
+#: At the start, the vectors whose score is within this relative margin of the optimality
+#: level T join the working set too (the start is a neighbour's optimum: its nearly active
+#: vectors are the ones a drifting query makes active).
+_START_MARGIN = 0.05
 #: Numbers per block of the stacked pricing (its temporaries stay in cache).
 _BLOCK_NUMBERS = 8192
 #: Relative safety on the pricing maximum (the certificate re-verifies and repairs anyway).
@@ -302,7 +306,10 @@ def solve_on_support(
             break
         rows_g = live[grow]
         mem_g = members[rows_g]
-        threshold = (tl[grow] * (1.0 + 0.5 * inner))[:, None]
+        # at the start (a neighbour's optimum) the nearly active vectors join as well: a
+        # drifting query makes them active next, and one Newton round then mostly suffices
+        margin = _START_MARGIN if rnd == 0 else -0.5 * inner
+        threshold = (tl[grow] * (1.0 - margin))[:, None]
         scores = np.full((grow.size, count + 1), -np.inf)  # column `count`: the padding's
         scores[:, :count] = np.where(q[grow] > threshold, q[grow], -np.inf)
         np.put_along_axis(scores, np.where(mem_g >= 0, mem_g, count), -np.inf, axis=1)
