@@ -118,15 +118,17 @@ def _price(vectors: FloatArray, whiten: FloatArray, a: FloatArray, v: FloatArray
     return out
 
 
-def _newton(atoms: FloatArray, mu: FloatArray, tol: float
+def _newton(atoms: FloatArray, mu: FloatArray, tol: float,
+            spectra: tuple[FloatArray, FloatArray] | None = None,
             ) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray, int]:
     """Projected Newton (:func:`solvers.restricted._projected_newton`) on every problem at
     once; returns ``(mu, a, V, ok, iterations)`` with ``ok`` the problems that reached the
-    restricted KKT gap ``tol`` with a resolved spectrum."""
+    restricted KKT gap ``tol`` with a resolved spectrum. ``spectra``: the eigen-decompositions
+    of the starting matrices when already computed."""
     n, k, p = atoms.shape
     i0, i1, _ = _triu(p)
     pair_w = _pair_weights(p)
-    a, v = _spectra(atoms, mu)
+    a, v = _spectra(atoms, mu) if spectra is None else (spectra[0].copy(), spectra[1].copy())
     alive = a[:, 0] > _RESOLVED * a[:, -1]
     done = np.zeros(n, dtype=bool)
     it = 0
@@ -283,8 +285,10 @@ def solve_on_support(
             mu_l = mu[live]
             a, v = _spectra(atoms[live], mu_l)
             ok = a[:, 0] > _RESOLVED * a[:, -1]
+            start = (a, v)  # the first Newton round starts at the same matrices
         else:
-            mu_l, a, v, ok, its = _newton(atoms[live], mu[live], inner)
+            mu_l, a, v, ok, its = _newton(atoms[live], mu[live], inner,
+                                          start if rnd == 1 else None)
             iterations += its
         # pricing: every vector of every program, q_ij = |A_i^{-1/4} V_i^T y_ij|^2
         q = _price(vectors[live], whiten[live], a, v)
