@@ -90,12 +90,6 @@ def _spectra(atoms: FloatArray, mu: FloatArray) -> tuple[FloatArray, FloatArray]
     return a, v
 
 
-def _scores(atoms: FloatArray, a: FloatArray, v: FloatArray) -> FloatArray:
-    """:math:`q_{ij} = y_{ij}^\\top A_i^{-1/2} y_{ij}` (a > 0)."""
-    zs = np.matmul(atoms, v) * (a ** -0.25)[:, None, :]
-    return np.asarray(np.einsum("nkp,nkp->nk", zs, zs))
-
-
 def _gather(vectors: FloatArray, members: NDArray[np.intp], whiten: FloatArray) -> FloatArray:
     """Whitened working-set atoms of every problem; index -1 pads with a zero atom (it adds
     nothing to A, scores 0 and keeps weight 0)."""
@@ -139,7 +133,10 @@ def _newton(atoms: FloatArray, mu: FloatArray, tol: float,
             break
         y, m, ar, vr = atoms[run], mu[run], a[run], v[run]
         t = np.sum(np.sqrt(ar), axis=1)
-        grad = _scores(y, ar, vr) / t[:, None] - 1.0
+        # the atoms in the eigenbasis: the gradient q_j / T - 1 (q_j = |A^{-1/4}V^T y_j|^2)
+        # and, below, the Hessian's rows both read them
+        z = np.matmul(y, vr)
+        grad = np.matmul(z * z, (ar ** -0.5)[:, :, None])[:, :, 0] / t[:, None] - 1.0
         kkt = grad.max(axis=1)
         conv = kkt <= tol
         done[run[conv]] = True
@@ -147,15 +144,14 @@ def _newton(atoms: FloatArray, mu: FloatArray, tol: float,
         if not np.any(keep):
             break
         it += 1
-        run, y, m, ar, vr, t, grad = (run[keep], y[keep], m[keep], ar[keep], vr[keep], t[keep],
-                                      grad[keep])
+        run, y, m, ar, vr, t, grad, z = (run[keep], y[keep], m[keep], ar[keep], vr[keep],
+                                         t[keep], grad[keep], z[keep])
         scale = t * t
         ms = scale[:, None] * m
         positive = ms > 0
         residual = np.max(np.where(positive, np.abs(grad), np.maximum(grad, 0.0)), axis=1)
         eps = np.minimum(1e-4, residual) * scale / k
         fixed = (ms <= eps[:, None]) & (grad <= 0)
-        z = np.matmul(y, vr)
         rt = np.sqrt(scale[:, None] * ar)
         r0, r1 = np.take(rt, i0, axis=1), np.take(rt, i1, axis=1)
         w = pair_w * np.sqrt(2.0 / (r0 * r1 * (r0 + r1)))
