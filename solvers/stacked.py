@@ -278,9 +278,13 @@ def solve_on_support(
         if not live.size:
             break
         if rnd == 0:  # price at the start: its violators join before the first Newton step
+            a, v = _spectra(atoms[live], mu[live])
+            resolved = a[:, 0] > _RESOLVED * a[:, -1]  # the others are left to the single path
+            live, a, v = live[resolved], a[resolved], v[resolved]
+            if not live.size:
+                break
             mu_l = mu[live]
-            a, v = _spectra(atoms[live], mu_l)
-            ok = a[:, 0] > _RESOLVED * a[:, -1]
+            ok = np.ones(live.size, dtype=bool)
             start = (a, v)  # the first Newton round starts at the same matrices
         else:
             mu_l, a, v, ok, its = _newton(atoms[live], mu[live], inner,

@@ -222,13 +222,23 @@ def design_covariance_batch(
     job = _Batch(items, per_item, [bounds[id(b)] for b in per_item], shared_weight, eta, tol,
                  rigorous, rel)
     with blas_limits(1):  # one thread-limit context for the whole batch
-        stack = _stack(job) if warm_start and eta == 0.0 and len(items) > 2 else None
-        if stack is not None:
-            return _waves(job, *stack)
+        done: list[Design | None] = [None] * len(items)
+        group = _stack(job) if warm_start and eta == 0.0 and len(items) > 2 else None
+        if group is not None:  # the items of the most common shape, in waves
+            members, problems, vectors = group
+            for index, design in zip(members, _waves(job.subset(members), problems, vectors),
+                                     strict=True):
+                done[index] = design
+        # the others one by one, each warm-started from the item before it
         designs: list[Design] = []
         warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
         for i in range(len(items)):
-            design, sol = _design_one(job, i, warm if warm_start else None)
+            sol: Solution | None
+            if done[i] is None:
+                design, sol = _design_one(job, i, warm if warm_start else None)
+            else:
+                design = done[i]  # type: ignore[assignment]
+                sol = design.solution
             designs.append(design)
             start = WarmStart.from_solution(sol) if sol is not None else None
             warm = (start, design.program.count) if start is not None else None
@@ -248,10 +258,22 @@ class _Batch:
     tol: float
     rigorous: bool
     relation: NeighbouringRelation
+    labels: tuple[int, ...] = ()  # the caller's index of each item (when a subset)
 
     @property
     def solve_tol(self) -> float:
         return method_tolerance("structured", self.tol)
+
+    def name(self, index: int) -> int:
+        """The caller's index of item ``index`` (what paths and errors name)."""
+        return self.labels[index] if self.labels else index
+
+    def subset(self, indices: Sequence[int]) -> _Batch:
+        """The batch of the items ``indices`` (named by their index in this batch)."""
+        return replace(self, items=[self.items[i] for i in indices],
+                       budgets=[self.budgets[i] for i in indices],
+                       bounds=[self.bounds[i] for i in indices],
+                       labels=tuple(self.name(i) for i in indices))
 
     def program(self, index: int, dense: ArrayLike | VectorSource) -> CovarianceProgram:
         """Item ``index``'s program (its data validated, errors naming the item)."""
@@ -260,36 +282,44 @@ class _Batch:
                                      add_remove_bound(self.bounds[index][0], self.relation),
                                      self.eta)
         except InvalidParameterError as exc:  # name the item
-            raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
+            raise InvalidParameterError(f"sensitivities[{self.name(index)}] ({exc.name})",
+                                        exc.value,
                                         exc.requirement) from None
 
 
-def _stack(job: _Batch) -> tuple[list[CovarianceProgram], NDArray[np.float64]] | None:
-    """The items' programs and their vectors as one (n, J, d) array, when every item is an
-    array, or a source of at most ``SMALL_VECTORS`` numbers (generated here), of one shape
-    (d >= 2) and all of them together hold at most ``STACK_NUMBERS`` numbers; ``None``
-    otherwise (larger sources, sets of several sizes: the items then go one by one, as does
-    anything malformed, to be refused by name)."""
-    dense: list[NDArray[np.float64]] = []
-    total = 0
+def _stack(job: _Batch) -> tuple[list[int], list[CovarianceProgram], NDArray[np.float64]] | None:
+    """The items of the batch's most common shape (J, d), d >= 2, with their programs and
+    their vectors as one (n, J, d) array: arrays, and sources of at most ``SMALL_VECTORS``
+    numbers (generated here), in order while they hold at most ``STACK_NUMBERS`` numbers
+    together; ``None`` when fewer than three items share a shape. The other items (another
+    size, larger sources, anything malformed, to be refused by name) go one by one."""
+    shapes: list[tuple[int, int] | None] = []
     for item in job.items:
         if not isinstance(item, np.ndarray) and isinstance(item, VectorSource):
-            if item.count * item.dim > SMALL_VECTORS or (
-                    total + item.count * item.dim > STACK_NUMBERS):
-                return None
-            item = _materialised(item)
+            small = item.count * item.dim <= SMALL_VECTORS
+            shapes.append((int(item.count), int(item.dim)) if small else None)
+            continue
         try:
-            arr = np.asarray(item, dtype=np.float64)
+            dims = np.shape(item)
         except (TypeError, ValueError):
-            return None
-        if arr.ndim != 2 or arr.shape[1] < 2 or (dense and arr.shape != dense[0].shape):
-            return None
-        total += arr.size
-        if total > STACK_NUMBERS:
-            return None
-        dense.append(arr)
-    problems = [job.program(i, x) for i, x in enumerate(dense)]
-    return problems, np.stack([np.asarray(p.vectors, dtype=np.float64) for p in problems])
+            dims = ()
+        shapes.append((int(dims[0]), int(dims[1])) if len(dims) == 2 else None)
+    counts: dict[tuple[int, int], int] = {}
+    for shape in shapes:
+        if shape is not None and shape[1] >= 2:
+            counts[shape] = counts.get(shape, 0) + 1
+    if not counts:
+        return None
+    common = max(counts, key=lambda sh: counts[sh])  # the first of the most frequent
+    per_item = common[0] * common[1]
+    members = [i for i, shape in enumerate(shapes) if shape == common]
+    members = members[:max(1, STACK_NUMBERS // max(1, per_item))]
+    if len(members) < 3:
+        return None
+    problems = [job.program(i, np.asarray(_materialised(job.items[i]), dtype=np.float64))
+                for i in members]
+    return members, problems, np.stack([np.asarray(p.vectors, dtype=np.float64)
+                                        for p in problems])
 
 
 def _described(job: _Batch, index: int, problem: CovarianceProgram) -> CovarianceProgram:
@@ -387,7 +417,8 @@ def _stacked_wave(job: _Batch, problems: list[CovarianceProgram], vectors: NDArr
     for (pos, sol), cert in zip(good, certs, strict=True):
         j, origin = todo[pos], starts[pos][0]
         if cert.certified and math.isfinite(cert.upper):
-            path = f"structured, stacked (batch item {j}, on the support of item {origin})"
+            path = (f"structured, stacked (batch item {job.name(j)}, on the support of item "
+                    f"{job.name(origin)})")
             designs[j] = _assemble(problems[j], _described(job, j, problems[j]),
                                    job.bounds[j][0], job.relation, cert, sol, job.tol, path,
                                    job.bounds[j][1])
@@ -425,7 +456,8 @@ def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
                                    rigorous=rigorous, relation=rel)
         why = ("failed" if sol is None or cert is None
                else f"was not certified (gap {cert.gap:.2g})")
-        path = (f"{design.path or 'design_covariance'} (batch item {index}: the batch's "
+        path = (f"{design.path or 'design_covariance'} (batch item {job.name(index)}: the "
+                f"batch's "
                 f"structured answer {why}, so design_covariance designed it)")
         return replace(design, path=path), design.solution
     # the design describes the caller's set (a source stays a source: a design does not keep
@@ -434,8 +466,9 @@ def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
         vectors, problem.weight, problem.bound, problem.noise_floor)
     form = sol.stats.extra.get("closed_form")
     path = ("structured" + (f", closed form ({form})" if form else "")
-            + f" (batch item {index}, "
-            + (f"warm start from item {index - 1})" if start is not None else "cold start)"))
+            + f" (batch item {job.name(index)}, "
+            + (f"warm start from item {job.name(index - 1)})" if start is not None
+               else "cold start)"))
     return _assemble(problem, described, q, rel, cert, sol, tol, path, stated), sol
 
 
