@@ -76,13 +76,15 @@ def _stackable(problems: Sequence[CovarianceProgram]) -> bool:
 _BLOCK_NUMBERS = 65536
 
 
-def _feasibility(vectors: FloatArray, sigma: FloatArray,
+def _feasibility(vectors: Sequence[FloatArray], sigma: FloatArray,
                  ev: FloatArray | None = None) -> _Pass:
-    """The verification pass of n programs: ``(bound, estimate, argmax, lambda_low, ok)`` with
-    ``ok`` False where Sigma_i is not (numerically) positive definite. The ``d x d`` algebra
-    (``eigvalsh``, Cholesky, inverse) runs once on the whole stack; the pass over the vectors
-    in blocks of programs. ``ev``: the eigenvalues of ``sigma`` when already computed."""
-    n, count, d = vectors.shape
+    """The verification pass of n programs (``vectors[i]`` the (J, d) array of program i):
+    ``(bound, estimate, argmax, lambda_low, ok)`` with ``ok`` False where Sigma_i is not
+    (numerically) positive definite. The ``d x d`` algebra (``eigvalsh``, Cholesky, inverse)
+    runs once on the whole stack; the pass over the vectors in blocks of programs (each block
+    stacked on its own). ``ev``: the eigenvalues of ``sigma`` when already computed."""
+    n = len(vectors)
+    count, d = vectors[0].shape
     spectrum = np.asarray(np.linalg.eigvalsh(sigma) if ev is None else ev, dtype=np.float64)
     lam_low = spectrum[:, 0] - 4 * d * _U * spectrum[:, -1]
     ok = lam_low > 0
@@ -106,7 +108,7 @@ def _feasibility(vectors: FloatArray, sigma: FloatArray,
     step = max(1, _BLOCK_NUMBERS // max(1, count * d))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        b = vectors[lo:hi]
+        b = np.stack(vectors[lo:hi])
         upper[lo:hi], xs[lo:hi] = _norm_ratio_bounds(b, np.matmul(b, prec[lo:hi]),
                                                      safe[lo:hi], low[lo:hi])
     finite = np.all(np.isfinite(upper), axis=1)
@@ -219,7 +221,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
     if sig_in.shape != (n, d, d) or not np.all(np.isfinite(sig_in)):
         return [check(p, c, u, tol=tol) for p, c, u in zip(problems, covariances, duals,
                                                              strict=True)]
-    vectors = np.stack([_array_of(p) for p in problems])
+    vectors = [_array_of(p) for p in problems]
     # as check: a symmetric Sigma (to 1e-10 relative), symmetrised
     scale_in = np.maximum(np.max(np.abs(sig_in), axis=(1, 2)), 1e-300)
     symmetric = np.max(np.abs(sig_in - sig_in.transpose(0, 2, 1)), axis=(1, 2)) <= 1e-10 * scale_in
@@ -247,7 +249,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
                                     np.where(eta > 0, eta / lam_low[retry], 1.0)])
         factor = factor * (1.0 + _MARGINS[0])
         trial = sigma[retry] * factor[:, None, None]
-        b2, e2, a2, l2, ok2 = _feasibility(vectors[retry], trial)
+        b2, e2, a2, l2, ok2 = _feasibility([vectors[i] for i in retry.tolist()], trial)
         good = ok2 & (b2 < q[retry]) & ((eta == 0) | (l2 > eta))
         sel = retry[good]
         repaired[sel], scale[sel] = trial[good], factor[good]
@@ -267,7 +269,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
             continue
         lam[i, :k] = u.multipliers
         dirs[i, :k] = u.directions.reshape(-1, d)
-        sup[i, :k] = vectors[i, u.support]
+        sup[i, :k] = vectors[i][u.support]
         if u.floor_factor.size:
             floor[i, :, : u.floor_factor.shape[1]] = u.floor_factor
     h = np.matmul(floor, floor.transpose(0, 2, 1))
@@ -284,7 +286,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
     comp = np.sum(lam * (np.einsum("nkd,nde,nke->nk", dirs, repaired, dirs)
                          - 2 * np.einsum("nkd,nkd->nk", dirs, sup) + q[:, None]), axis=1) + (
         np.sum(h * repaired, axis=(1, 2)) - eta * np.trace(h, axis1=1, axis2=2))
-    top = vectors[np.arange(n), np.clip(arg, 0, count - 1)]
+    top = np.stack([vectors[i][j] for i, j in enumerate(np.clip(arg, 0, count - 1).tolist())])
     second = np.einsum("nd,de,ne->n", top, weight, top) / q
     out: list[CovarianceCertificate] = []
     for i in range(n):

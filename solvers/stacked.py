@@ -90,24 +90,29 @@ def _spectra(atoms: FloatArray, mu: FloatArray) -> tuple[FloatArray, FloatArray]
     return a, v
 
 
-def _gather(vectors: FloatArray, members: NDArray[np.intp], whiten: FloatArray) -> FloatArray:
-    """Whitened working-set atoms of every problem; index -1 pads with a zero atom (it adds
-    nothing to A, scores 0 and keeps weight 0)."""
-    rows = np.arange(vectors.shape[0])[:, None]
+def _gather(vectors: FloatArray, members: NDArray[np.intp], whiten: FloatArray,
+            problems: NDArray[np.intp] | None = None) -> FloatArray:
+    """Whitened working-set atoms of every problem (or of the stack's ``problems``, one row of
+    ``members`` each); index -1 pads with a zero atom (it adds nothing to A, scores 0 and
+    keeps weight 0)."""
+    rows = (np.arange(vectors.shape[0]) if problems is None else problems)[:, None]
     atoms = np.matmul(vectors[rows, np.maximum(members, 0)], whiten)
     atoms[members < 0] = 0.0
     return np.asarray(atoms)
 
 
-def _price(vectors: FloatArray, whiten: FloatArray, a: FloatArray, v: FloatArray) -> FloatArray:
-    r""":math:`q_{ij} = |A_i^{-1/4}V_i^\top L_i^\top s_{ij}|^2` for every vector of every
-    problem, in blocks of problems."""
-    n, count, d = vectors.shape
+def _price(vectors: FloatArray, rows: NDArray[np.intp], whiten: FloatArray, a: FloatArray,
+           v: FloatArray) -> FloatArray:
+    r""":math:`q_{ij} = |A_i^{-1/4}V_i^\top L_i^\top s_{ij}|^2` for every vector of the
+    problems ``rows`` of the stack, in blocks of problems (each block's vectors gathered on
+    its own: no copy of the whole stack)."""
+    count, d = vectors.shape[1:]
+    n = rows.size
     factor = np.matmul(whiten, v * (a ** -0.25)[:, None, :])
     step = max(1, _BLOCK_NUMBERS // (count * d))
     out = np.empty((n, count))
     for lo in range(0, n, step):
-        zs = np.matmul(vectors[lo:lo + step], factor[lo:lo + step])
+        zs = np.matmul(vectors[rows[lo:lo + step]], factor[lo:lo + step])
         out[lo:lo + step] = np.einsum("njd,njd->nj", zs, zs)
     return out
 
@@ -291,7 +296,7 @@ def solve_on_support(
                                           start if rnd == 1 else None)
             iterations += its
         # pricing: every vector of every program, q_ij = |A_i^{-1/4} V_i^T y_ij|^2
-        q = _price(vectors[live], whiten[live], a, v)
+        q = _price(vectors, live, whiten[live], a, v)
         tl = np.sum(np.sqrt(a), axis=1)
         rl = q.max(axis=1)
         closed = ok & (rl / tl - 1.0 <= 0.9 * tol) & (rnd > 0)
@@ -367,7 +372,7 @@ def solve_on_support(
         on = (mu_i > 0) & (mem >= 0)
         padded[pos, :mem.size] = np.where(on, mem, -1)
         weights_on[pos, :mem.size] = np.where(on, mu_i, 0.0)
-    rows_all = _gather(vectors[idx], padded, whiten[idx]) * np.sqrt(weights_on)[:, :, None]
+    rows_all = _gather(vectors, padded, whiten[idx], idx) * np.sqrt(weights_on)[:, :, None]
     left, _, right = np.linalg.svd(rows_all, full_matrices=False)
     polar_all = np.matmul(left, right)
     for pos, i in enumerate(idx.tolist()):

@@ -225,8 +225,8 @@ def design_covariance_batch(
         done: list[Design | None] = [None] * len(items)
         group = _stack(job) if warm_start and eta == 0.0 and len(items) > 2 else None
         if group is not None:  # the items of the most common shape, in waves
-            members, problems, vectors = group
-            for index, design in zip(members, _waves(job.subset(members), problems, vectors),
+            members, problems = group
+            for index, design in zip(members, _waves(job.subset(members), problems),
                                      strict=True):
                 done[index] = design
         # the others one by one, each warm-started from the item before it
@@ -287,11 +287,11 @@ class _Batch:
                                         exc.requirement) from None
 
 
-def _stack(job: _Batch) -> tuple[list[int], list[CovarianceProgram], NDArray[np.float64]] | None:
-    """The items of the batch's most common shape (J, d), d >= 2, with their programs and
-    their vectors as one (n, J, d) array: arrays, and sources of at most ``SMALL_VECTORS``
-    numbers (generated here), in order while they hold at most ``STACK_NUMBERS`` numbers
-    together; ``None`` when fewer than three items share a shape. The other items (another
+def _stack(job: _Batch) -> tuple[list[int], list[CovarianceProgram]] | None:
+    """The items of the batch's most common shape (J, d), d >= 2, with their programs (over
+    in-memory arrays): arrays, and sources of at most ``SMALL_VECTORS`` numbers (generated
+    here), in order while they hold at most ``STACK_NUMBERS`` numbers together; ``None`` when
+    fewer than three items share a shape. The other items (another
     size, larger sources, anything malformed, to be refused by name) go one by one."""
     shapes: list[tuple[int, int] | None] = []
     for item in job.items:
@@ -318,8 +318,7 @@ def _stack(job: _Batch) -> tuple[list[int], list[CovarianceProgram], NDArray[np.
         return None
     problems = [job.program(i, np.asarray(_materialised(job.items[i]), dtype=np.float64))
                 for i in members]
-    return members, problems, np.stack([np.asarray(p.vectors, dtype=np.float64)
-                                        for p in problems])
+    return members, problems
 
 
 def _described(job: _Batch, index: int, problem: CovarianceProgram) -> CovarianceProgram:
@@ -331,8 +330,7 @@ def _described(job: _Batch, index: int, problem: CovarianceProgram) -> Covarianc
     return CovarianceProgram(item, problem.weight, problem.bound, problem.noise_floor)
 
 
-def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.float64],
-           ) -> list[Design]:
+def _waves(job: _Batch, problems: list[CovarianceProgram]) -> list[Design]:
     """The batch in waves: item 0 is solved on its own; then the next unsolved items (a window)
     are solved all at once (:func:`solvers.stacked.solve_on_support`), each item started on
     the support and the dual weights of its nearest solved predecessor, and certified all at
@@ -350,7 +348,8 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
     window = _WINDOW_START
     # the most items a wave may hold at once: their vectors are copied for the stacked solve
     # and its certificate (about 32 MB at most, however large the sets)
-    most = max(2, min(_WINDOW_MAX, _WINDOW_NUMBERS // max(1, vectors[0].size)))
+    most = max(2, min(_WINDOW_MAX, _WINDOW_NUMBERS // max(1, problems[0].count
+                                                          * problems[0].dim)))
     designs[0], sols[0] = _design_one(job, 0, None, problems[0])
     while True:
         pending = [j for j in range(1, n) if designs[j] is None]
@@ -366,7 +365,7 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
             here = sols[last]
             starts.append((last, WarmStart.from_solution(here) if here is not None else None))
         on = [pos for pos, (_, st) in enumerate(starts) if st is not None]
-        closed = _stacked_wave(job, problems, vectors, bounds, weight,
+        closed = _stacked_wave(job, problems, bounds, weight,
                                [wave[pos] for pos in on], [starts[pos] for pos in on],
                                designs, sols)
         # an item left open from its immediate predecessor (or with no support to start
@@ -388,8 +387,8 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
     return [d for d in designs if d is not None]
 
 
-def _stacked_wave(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.float64],
-                  bounds: NDArray[np.float64], weight: NDArray[np.float64], todo: list[int],
+def _stacked_wave(job: _Batch, problems: list[CovarianceProgram], bounds: NDArray[np.float64],
+                  weight: NDArray[np.float64], todo: list[int],
                   starts: list[tuple[int, WarmStart | None]], designs: list[Design | None],
                   sols: list[Solution | None]) -> set[int]:
     """Items ``todo`` solved at once, each from its start (``(origin, support)``), certified
@@ -403,7 +402,9 @@ def _stacked_wave(job: _Batch, problems: list[CovarianceProgram], vectors: NDArr
         if st is not None:
             support[row, :st.indices.size] = st.indices
             weights[row, :st.indices.size] = st.weights
-    res = solve_on_support(vectors[todo], weight, bounds[todo], support, weights,
+    # the wave's vectors stacked (the programs' validated arrays, copied once per wave)
+    stack = np.stack([np.asarray(problems[j].vectors, dtype=np.float64) for j in todo])
+    res = solve_on_support(stack, weight, bounds[todo], support, weights,
                            job.solve_tol)
     got = [pos for pos, ok in enumerate(res.solved.tolist()) if ok]
     found = [res.solutions[pos] for pos in got]
