@@ -53,8 +53,8 @@ _ROUNDS = 6
 #: level T join the working set too (the start is a neighbour's optimum: its nearly active
 #: vectors are the ones a drifting query makes active).
 _START_MARGIN = 0.05
-#: Numbers per block of the stacked pricing (its temporaries stay in cache).
-_BLOCK_NUMBERS = 8192
+#: Numbers per block of the stacked pricing.
+_BLOCK_NUMBERS = 65536
 #: Relative safety on the pricing maximum (the certificate re-verifies and repairs anyway).
 _SAFETY = 1e-12
 _NAME = "dpopt-structured (stacked)"
@@ -362,8 +362,9 @@ def solve_on_support(
     cs = c[idx] ** 2 / bounds[idx]
     sigma = (cs * r * (1.0 + _SAFETY))[:, None, None] * sig_n
     sigma = 0.5 * (sigma + sigma.transpose(0, 2, 1))
-    # the factored dual: u_j = L A^{-1/2} y_j / T from the polar factor of rows sqrt(mu_j) y_j
-    # (one stacked SVD; rows padded with zeros, whose polar rows are zero)
+    # the factored dual: u_j = L A^{-1/2} y_j / T, the polar factor of the rows sqrt(mu_j) y_j
+    # divided by sqrt(mu_j), with A^{-1/2} from the final eigen-decomposition (A = R^T R for
+    # those rows; no SVD). Rows padded with -1 gather zero atoms and are dropped below.
     width = max(int(final_members[i].size) for i in idx.tolist())
     padded = np.full((idx.size, width), -1, dtype=np.intp)
     weights_on = np.zeros((idx.size, width))
@@ -372,18 +373,16 @@ def solve_on_support(
         on = (mu_i > 0) & (mem >= 0)
         padded[pos, :mem.size] = np.where(on, mem, -1)
         weights_on[pos, :mem.size] = np.where(on, mu_i, 0.0)
-    rows_all = _gather(vectors, padded, whiten[idx], idx) * np.sqrt(weights_on)[:, :, None]
-    left, _, right = np.linalg.svd(rows_all, full_matrices=False)
-    polar_all = np.matmul(left, right)
+    inv_root = np.matmul(v * (a ** -0.5)[:, None, :], v.transpose(0, 2, 1))
+    dirs_all = np.matmul(np.matmul(_gather(vectors, padded, whiten[idx], idx), inv_root),
+                         chol.T) / t[:, None, None]
     for pos, i in enumerate(idx.tolist()):
         on = padded[pos] >= 0
         mem = padded[pos][on]
         mu_i = weights_on[pos][on]
-        root_mu = np.sqrt(mu_i)
-        polar = polar_all[pos][on]
         ti = float(t[pos])
         ratio = float(c[i]) / float(bounds[i])  # Normalisation.dual: u = u' q / c, ...
-        u_n = (polar / root_mu[:, None]) @ chol.T / ti
+        u_n = dirs_all[pos][on]
         lam_n = ti * ti * mu_i
         dual = FactoredDual(support=np.asarray(mem, dtype=np.intp),
                             multipliers=lam_n * (omega * ratio * ratio), directions=u_n / ratio,
