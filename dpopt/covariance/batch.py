@@ -78,7 +78,7 @@ SMALL_VECTORS = 2**18
 STACK_NUMBERS = 2**24
 #: Items tried at once on one support: the first window, and the most.
 _WINDOW_START = 4
-_WINDOW_MAX = 256
+_WINDOW_MAX = 64
 #: ... and at most this many numbers (n J d) of vectors in one wave.
 _WINDOW_NUMBERS = 2**22
 
