@@ -1,4 +1,4 @@
-r"""Many small programs on one working set at once: the restricted dual of each, stacked.
+r"""Many small programs at once, each from a neighbour's support: the restricted duals, stacked.
 
 A trajectory of close problems (one domain, a drifting query; :func:`dpopt.design_covariance_batch`)
 mostly keeps its optimal support from one problem to the next. For ``n`` programs
@@ -8,20 +8,25 @@ same record pair) :func:`solve_on_support` maximises each reduced dual
 
 .. math::
 
-    T_i(\mu) = \operatorname{tr}\Big(\sum_{j\in K}\mu_j\,y^{(i)}_jy^{(i)\top}_j\Big)^{1/2},
+    T_i(\mu) = \operatorname{tr}\Big(\sum_{j\in K_i}\mu_j\,y^{(i)}_jy^{(i)\top}_j\Big)^{1/2},
     \qquad y^{(i)}_j = L^\top s^{(i)}_j,\ W = LL^\top,
 
-over the simplex on one shared working set :math:`K` (a neighbour's support), by the projected
-Newton method of :func:`solvers.restricted.inner_solve` with every ``d x d`` and ``k x k`` system
-of the ``n`` problems in one stacked LAPACK call (``numpy.linalg`` on ``(n, d, d)`` and
-``(n, k, k)`` arrays), then prices **all** ``J`` vectors of every problem with one batched
-product. A problem whose pricing closes its gap (:math:`\max_j q^{(i)}_j \le T_i(1 + 0.9\,tol)`,
-the reduced-dual optimality condition of the covariance program (the theory page): the
-working set then holds the optimal support) is solved: :math:`\Sigma_i = r_i\,L^{-\top}
-A_i^{1/2}L^{-1}` with :math:`r_i = \max_j q^{(i)}_j` and the factored dual
-:math:`\lambda_j = T_i^2\mu_j`, :math:`u_j = L A_i^{-1/2}y_j/T_i` (from the polar factor of the
-stacked rows :math:`\sqrt{\mu_j}y_j`, as :mod:`solvers.structured` builds it). The others are
-reported unsolved; the caller solves them one at a time.
+over the simplex on a working set :math:`K_i` per program, started at a neighbour's support
+and dual weights. Each program is first priced at its start: the vectors whose score
+:math:`q^{(i)}_j = y^{(i)\top}_jA_i^{-1/2}y^{(i)}_j` exceeds :math:`(1 - 0.05)\,T_i` join
+:math:`K_i` (violated and nearly active vectors: a drifting query makes them active next).
+Then the projected Newton method of :func:`solvers.restricted.inner_solve` runs on all of them
+with every ``d x d`` and ``k x k`` system of the ``n`` problems in one stacked LAPACK call
+(``numpy.linalg`` on ``(n, d, d)`` and ``(n, k, k)`` arrays; working sets padded to a common
+``k`` with zero atoms, which add nothing and keep weight 0; problems that have converged drop
+out of the stack), and **all** ``J`` vectors of every problem are priced by batched products.
+A problem whose pricing closes its gap (:math:`\max_j q^{(i)}_j \le T_i(1 + 0.9\,tol)`, the
+reduced-dual optimality condition of the covariance program (the theory page): the working set
+then holds the optimal support) is solved: :math:`\Sigma_i = r_i\,L^{-\top}A_i^{1/2}L^{-1}`
+with :math:`r_i = \max_j q^{(i)}_j` and the factored dual :math:`\lambda_j = T_i^2\mu_j`,
+:math:`u_j = L A_i^{-1/2}y_j/T_i`. The others take their most violated vectors (keeping those of
+positive weight) for another round, and are reported unsolved after a few; the caller solves
+them from a nearer start or one at a time.
 
 Nothing here is trusted: every answer is certified independently by the caller
 (:func:`certificates.stacked.check_stacked`), exactly as a single structured solution is.
@@ -219,7 +224,7 @@ def solve_on_support(
     weights: FloatArray,
     tol: float,
 ) -> StackedResult:
-    """Solve every program of a stack on the working set ``support`` (see the module docstring).
+    """Solve every program of a stack from its working set (see the module docstring).
 
     Parameters
     ----------

@@ -14,12 +14,14 @@ call with one BLAS thread-limit context, the weight validated once, each distinc
 computed once, and a warm start of each problem from its predecessor's support and dual weights
 (:class:`solvers.structured.WarmStart`), and certifies **every** answer
 independently with the certificate of :func:`certificates.covariance.check`, exactly as
-:func:`~dpopt.covariance.design.design_covariance` does. When the items are arrays (or small
-sources) of one shape and :math:`\eta = 0`, they are solved in waves: an item solved on its
-own hands its support to the following items, which are solved on it at once
-(:func:`solvers.stacked.solve_on_support`,
-every small linear system of the items in one stacked LAPACK call) and certified at once
-(:func:`certificates.stacked.check_stacked`, each item's proof complete on its own). An item
+:func:`~dpopt.covariance.design.design_covariance` does. When :math:`\eta = 0`, the items of
+the batch's most common shape (arrays, or small sources) are solved in waves: item 0 on its
+own, then the next unsolved items all at once (:func:`solvers.stacked.solve_on_support`, every
+small linear system of the items in one stacked LAPACK call), each started on its nearest
+solved predecessor's support and dual weights, and certified at once
+(:func:`certificates.stacked.check_stacked`, each item's proof complete on its own); an item
+the stack leaves open is tried again from a nearer predecessor, and alone (warm-started) from
+its immediate one. Items of other shapes go one by one. An item
 whose certificate does not close is re-designed by
 :func:`~dpopt.covariance.design.design_covariance` (its generic fallbacks included), so the
 batch is never less accurate, and never less private, than a loop; ``design.path`` says which
