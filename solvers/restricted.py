@@ -848,10 +848,10 @@ def priced_newton(
     count, p = whitened.shape
     i0, i1, _ = _triu(p)
     pair = _pair_weights(p) * math.sqrt(2.0)
-    mu = np.array(mu, dtype=np.float64)
-    mu /= float(mu.sum())
-    sup = np.flatnonzero(mu > 0)
-    a, v = _fast_spectrum(whitened[sup], mu[sup])
+    weights = np.asarray(mu, dtype=np.float64)
+    sup = np.flatnonzero(weights > 0)
+    w_sup = weights[sup] / float(weights[sup].sum())  # the weights of the support
+    a, v = _fast_spectrum(whitened[sup], w_sup)
     stall = 0
     for it in range(1, max_iter + 1):
         if not a[0] > _RANK_RTOL * a[-1]:
@@ -860,56 +860,66 @@ def priced_newton(
         t = float(rt.sum())
         zs = whitened @ (v / np.sqrt(rt))
         q = np.einsum("ij,ij->i", zs, zs)
-        grad = q / t - 1.0
-        arg = int(np.argmax(grad))
-        kkt = float(grad[arg])
+        arg = int(q.argmax())
+        kkt = float(q[arg]) / t - 1.0
         if kkt <= tol:
-            zsup = zs[np.flatnonzero(mu > 0)]
+            order = np.argsort(sup)
+            sup, w_sup = sup[order], w_sup[order]
+            zsup = zs[sup]
+            out_mu = np.zeros(count)
+            out_mu[sup] = w_sup
             point = RestrictedPoint(a, v, t, np.einsum("ij,ij->i", zsup, zsup),
                                     np.zeros((p, 0)), np.zeros((0, 0)))
-            return mu, point, float(q[arg]), it - 1
+            return out_mu, point, float(q[arg]), it - 1
         scale = t * t
         # the working set of this step: the support and the most violated vectors outside it
-        out = grad > 0
+        out = q > t
         out[sup] = False
-        viol = np.flatnonzero(out)
+        viol = out.nonzero()[0]
         if viol.size > add:
-            viol = viol[np.argpartition(grad[viol], viol.size - add)[viol.size - add:]]
-        ws = np.concatenate([sup, viol])
-        m = scale * mu[ws]
-        g = grad[ws]
+            viol = viol[np.argpartition(q[viol], viol.size - add)[viol.size - add:]]
+        ws = np.concatenate((sup, viol))
         k = ws.size
-        residual = float(np.max(np.where(m > 0, np.abs(g), np.maximum(g, 0.0))))
-        eps = min(1e-4, residual) * scale / k
-        active = (m <= eps) & (g <= 0)
-        free = np.flatnonzero(~active)
-        z = whitened[ws[free]] @ v
+        g = q[ws] / t - 1.0
+        m = np.zeros(k)
+        m[: sup.size] = scale * w_sup
+        # weights (nearly) at zero that the gradient pushes out go to zero
+        residual = max(float(np.abs(g[: sup.size]).max()), kkt)
+        active = (m <= min(1e-4, residual) * scale / k) & (g <= 0)
+        atoms = whitened[ws]
         step = np.zeros(k)
-        if free.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
-            step[free] = _newton_cg(z, scale * a, g[free], min(0.1, math.sqrt(kkt)))
+        if active.any():
+            free: NDArray[np.intp] | slice = (~active).nonzero()[0]
+            z = atoms[free] @ v
+            step[active] = -m[active]
+        else:
+            free = slice(None)
+            z = atoms @ v
+        gf = g[free]
+        if gf.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
+            step[free] = _newton_cg(z, scale * a, gf, min(0.1, math.sqrt(kkt)))
         else:
             rts = t * rt  # square roots of the eigenvalues of A(m) = t^2 A(mu)
-            w = pair / np.sqrt(rts[i0] * rts[i1] * (rts[i0] + rts[i1]))
-            rows = z[:, i0] * z[:, i1] * w
+            ra, rb = rts[i0], rts[i1]
+            rows = z[:, i0] * z[:, i1] * (pair / np.sqrt(ra * rb * (ra + rb)))
             hess = rows @ rows.T
             # a Levenberg-Marquardt ridge in proportion to the gap: far from the optimum (more
             # free weights than p(p+1)/2, a singular Hessian) the step bends towards the
             # gradient instead of running along the null space; near it the step is Newton's
             tau = (1e-12 + kkt) * max(float(hess.diagonal().max()), 1e-300) + 1e-300
-            hess.flat[:: free.size + 1] += tau
-            step[free] = _cho_solve(_cho(hess, tau), g[free])
-        step[active] = -m[active]
+            hess.flat[:: gf.size + 1] += tau
+            step[free] = _cho_solve(_cho(hess, tau), gf)
         cond_floor = max(_RANK_RTOL * 10, 1e-6 * float(a[0] / a[-1]))
-        longest = float(np.max(np.abs(step)))
+        longest = float(np.abs(step).max())
         alpha = min(1.0, scale / longest) if longest > 0 else 1.0
-        atoms = whitened[ws]
         accepted = False
         for _ in range(60):
-            m_new = np.maximum(m + alpha * step, 0.0)
+            m_new = m + alpha * step
+            np.maximum(m_new, 0.0, out=m_new)
             predicted = float(g @ (m_new - m))
             total = float(m_new.sum())
             a_new, v_new = _fast_spectrum(atoms, m_new)
-            f_new = 2.0 * float(np.sqrt(np.clip(a_new, 0.0, None)).sum()) - total
+            f_new = 2.0 * float(np.sqrt(np.maximum(a_new, 0.0)).sum()) - total
             tiny = 0 <= predicted <= 1e-11 * scale
             armijo = f_new >= scale + 1e-4 * predicted - 4e-16 * scale
             if a_new[0] > cond_floor * a_new[-1] and total > 0 and (tiny or armijo):
@@ -923,7 +933,6 @@ def priced_newton(
             return None
         keep = m_new > 0
         sup = ws[keep]
-        mu = np.zeros(count)
-        mu[sup] = m_new[keep] / total
+        w_sup = m_new[keep] / total
         a, v = a_new / total, v_new
     return None
