@@ -586,15 +586,16 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
         new = _dedupe(top.top_vecs[fresh], warm_vecs)
         run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
         run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
+    run.floor_basis = np.zeros((d, 0))
+    if count <= _PRICED_NEWTON_MAX and d > 2 and run.indices.size >= d:
+        # (priced_newton stops on a first working set that does not span)
+        fused = _priced_small(run, raw, norm.data, whitened, _initial_weights(run))
+        if fused is not None:
+            return fused
     atoms = run.vectors @ geo.whiten
     sv = np.linalg.svd(atoms, compute_uv=False)
     if atoms.shape[0] < d or not sv[d - 1] > 1e-10 * sv[0]:
         return None
-    run.floor_basis = np.zeros((d, 0))
-    if count <= _PRICED_NEWTON_MAX and d > 2:
-        fused = _priced_small(run, raw / norm.data, whitened, _initial_weights(run))
-        if fused is not None:
-            return fused
     run.restricted = Restricted(atoms=atoms, mu=_initial_weights(run),
                                 floor_atoms=np.zeros((d, 0)), floor_weights=np.zeros((0, 0)),
                                 floor_rotation=np.zeros((0, 0)))
@@ -606,7 +607,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
     return _finish(run)
 
 
-def _priced_small(run: _Run, vectors: FloatArray, whitened: FloatArray,
+def _priced_small(run: _Run, raw: FloatArray, data_scale: float, whitened: FloatArray,
                   weights: FloatArray) -> Solution | None:
     """:func:`_small` by projected Newton over all vectors priced at every step
     (:func:`solvers.restricted.priced_newton`) from the first working set and its weights;
@@ -625,7 +626,7 @@ def _priced_small(run: _Run, vectors: FloatArray, whitened: FloatArray,
     run.newton_iterations += iterations
     run.passes += iterations + 1  # every step priced every vector
     sup = np.flatnonzero(mu > 0)
-    run.indices, run.vectors = sup, vectors[sup]
+    run.indices, run.vectors = sup, raw[sup] / data_scale
     run.restricted = Restricted(atoms=whitened[sup], mu=mu[sup], floor_atoms=np.zeros((run.dim, 0)),
                                 floor_weights=np.zeros((0, 0)), floor_rotation=np.zeros((0, 0)))
     run.best = _candidate(run, point, qmax)
@@ -1610,7 +1611,7 @@ def _verified_solution(
                        f"passes: {run.message}; the covariance is feasible but not certified "
                        "optimal to tol (remedy: raise max_passes)")
     elapsed = time.perf_counter() - run.started
-    median_pass = float(np.median(run.pass_seconds)) if run.pass_seconds else 0.0
+    median_pass = _median(run.pass_seconds)
     extra = {
         "lower": lower, "upper": value, "gap": gap, "tol": run.tol,
         "support": 0, "working_set": 0, "floor_block": 0, "ridge": 0.0,
@@ -1638,6 +1639,15 @@ def _verified_solution(
                "unwhiten": best.geometry.unwhiten}
     return Solution(covariance=sigma, value=value, dual=_scaled_dual(run, dual_n),
                     status=run.status, stats=stats, raw_duals=raw, message=run.message)
+
+
+def _median(values: list[float]) -> float:
+    """The median of a short list (0.0 when empty), without numpy's per-call cost."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else 0.5 * (ordered[half - 1] + ordered[half])
 
 
 def _scaled_dual(run: _Run, dual: FactoredDual) -> FactoredDual:
