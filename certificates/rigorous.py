@@ -388,12 +388,12 @@ def ratio_upper_bound(
     if not lam_low > 0.0:
         return math.inf, math.inf, -1
     count = int(source.count)
+    inverse = _small_inverse(sigma, chol, lam_low)
     if chunk_map is None:
-        inverse = _small_inverse(sigma, chol, lam_low)
         results = [ratio_chunk(block, start, sigma, chol, lam_low, inverse)
                    for start, block in source.chunks(chunk)]
-    else:
-        results = list(chunk_map(ratio_chunk, source, chunk, (sigma, chol, lam_low)))
+    else:  # the same arguments, so the same bits as in this process
+        results = list(chunk_map(ratio_chunk, source, chunk, (sigma, chol, lam_low, inverse)))
     return combine_ratio_chunks(results, count)
 
 
