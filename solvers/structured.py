@@ -156,13 +156,17 @@ _EPS = float(np.finfo(np.float64).eps)
 #: The in-memory path (:func:`_small`) serves array inputs with J d at most this and no noise
 #: floor: every pricing is one GEMM on the whitened array, with no executor, pool or chunks.
 _SMALL_MAX = 2**18
-#: ... and, in dimension 3 and above, up to this many vectors by projected Newton over all of
-#: them, priced at every step (:func:`solvers.restricted.priced_newton`): one J x p product per
-#: step is cheaper than the restricted solves and pricing rounds of column generation (in the
-#: plane the restricted solves are closed forms, one step each).
+#: ... and, in dimension 3 to _PRICED_NEWTON_DIM, up to this many vectors by projected Newton
+#: over all of them, priced at every step (:func:`solvers.restricted.priced_newton`): one
+#: J x p product per step is cheaper than the restricted solves and pricing rounds of column
+#: generation (in the plane the restricted solves are closed forms, one step each).
 _PRICED_NEWTON_MAX = 4096
 #: Newton steps of that path at most (measured: 7-14 on J ~ 10^3, d = 3..20).
 _PRICED_NEWTON_STEPS = 60
+#: ... up to this dimension: each step prices every vector (J d^2 flops), which column generation
+#: does once per restricted solve; at J = 4,005 the priced route took x0.50 column generation's
+#: CPU time at d = 10, x0.77 at d = 20, x0.99 at d = 30 (and x1.07 at d = 50, J = 1,770).
+_PRICED_NEWTON_DIM = 25
 
 
 # ------------------------------------------------------------------------------------------------
@@ -587,7 +591,7 @@ def _small(run: _Run, problem: CovarianceProgram) -> Solution | None:
         run.indices = np.concatenate([run.warm_idx, top.top_idx[fresh][new]])
         run.vectors = np.concatenate([warm_vecs, top.top_vecs[fresh][new]])
     run.floor_basis = np.zeros((d, 0))
-    if count <= _PRICED_NEWTON_MAX and d > 2 and run.indices.size >= d:
+    if count <= _PRICED_NEWTON_MAX and 2 < d <= _PRICED_NEWTON_DIM and run.indices.size >= d:
         # (priced_newton stops on a first working set that does not span)
         fused = _priced_small(run, raw, norm.data, whitened, _initial_weights(run))
         if fused is not None:

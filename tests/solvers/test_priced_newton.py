@@ -149,3 +149,14 @@ def test_kernel_refuses_a_start_that_does_not_span() -> None:
     mu = np.zeros(50)
     mu[:3] = 1.0  # three vectors in dimension 4
     assert priced_newton(y, mu, 1e-9, 8) is None
+
+
+@pytest.mark.parametrize(("d", "priced"), [(2, False), (3, True), (25, True), (26, False)])
+def test_route_by_dimension(d: int, priced: bool) -> None:
+    """The priced route serves 3 <= d <= 25 (the plane keeps its closed forms, larger d column
+    generation); every route certifies the same program."""
+    s, w = _program(30 + d, d, 3 * d + 5, False)
+    problem = CovarianceProgram(s, w, 1.0)
+    sol = _priced(problem)
+    assert _used_priced(sol) == priced
+    assert check(problem, sol.covariance, sol.dual, tol=1e-8).certified
