@@ -108,7 +108,8 @@ def _feasibility(vectors: Sequence[FloatArray], sigma: FloatArray,
     step = max(1, _BLOCK_NUMBERS // max(1, count * d))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        b = np.stack(vectors[lo:hi])
+        # one program: a view of its array (stacking would copy it)
+        b = vectors[lo][None] if hi - lo == 1 else np.stack(vectors[lo:hi])
         upper[lo:hi], xs[lo:hi] = _norm_ratio_bounds(b, np.matmul(b, prec[lo:hi]),
                                                      safe[lo:hi], low[lo:hi])
     finite = np.all(np.isfinite(upper), axis=1)
