@@ -218,11 +218,11 @@ class AccountingResult:
         The RDP order that gave the RDP bound.
     lower : float
         A proven lower bound on the true value (the mechanism's ε at δ, or δ at ε): the exact
-        value rounded down without subsampling, else the lower end of the privacy-random-variable
-        accountant's interval (see :func:`lower_epsilon`); 0 when none was computed.
+        value rounded down without subsampling, else a proven bound for a pair of neighbours the
+        sampling scheme realises (see :func:`lower_epsilon`); 0 when none was computed.
     lower_accountant : str
-        What gave ``lower`` (``"gdp-exact"``, ``"sum-test"``, ``"binned"``, ``"pld-optimistic"`` or
-        ``"none"``; see :func:`lower_epsilon`).
+        What gave ``lower`` (``"gdp-exact"``, ``"sum-test"``, ``"binned"``,
+        ``"pld-optimistic"`` or ``"none"``; see :func:`lower_epsilon`).
     sampling : SamplingScheme or None
         The run's sampling scheme (its relation: ``sampling.relation``).
     """
@@ -346,10 +346,10 @@ def _binned_groups(run: tuple[GaussianSteps, ...]) -> list[tuple[Any, int]]:
     so it is not computed."""
     from dpopt.accounting._binned import BinnedPair
 
-    out = []
     def up(x: float) -> float:  # two ulps up: past the rounding of the sqrt and the division
         return math.nextafter(math.nextafter(x, math.inf), math.inf)
 
+    out = []
     for q, p, t in _groups(run):
         s = up(1.0 / math.sqrt(q))
         if p >= 1.0:
