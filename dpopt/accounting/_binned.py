@@ -63,9 +63,11 @@ _ETA = 1e-18
 #: Points of the composition window by default (about 0.1-0.3 s of CPU for one lower end).
 POINTS = 2 ** 17
 #: The grids tried in turn by :func:`dpopt.accounting.composition.lower_epsilon`, the finer one
-#: only when the coarser fell short and took under RETRY_BELOW seconds of CPU.
+#: only when the coarser fell short and its one-step pmfs had at most RETRY_BINS cells (the
+#: finer grid has about four times as many; its cost, about 0.2-0.35 s of CPU then, follows
+#: them): decided from sizes, so the answer does not depend on the machine's load.
 POINTS_TRIED = (2 ** 17, 2 ** 19)
-RETRY_BELOW = 0.08
+RETRY_BINS = 15_000
 #: Most FFT points of one composition (about 0.1 s of CPU).
 MAX_POINTS = 2 ** 21
 #: Bins cover P's components within this many standard deviations; the mass beyond lies in the
@@ -424,6 +426,16 @@ def _composed_for(groups: Sequence[tuple[BinnedPair, int]], points: float) -> _C
     except (ArithmeticError, ValueError):
         return None
     return _compose(groups, h)
+
+
+def pmf_cells(groups: Sequence[tuple[BinnedPair, int]], points: float) -> int:
+    """Cells of the one-step pmfs on the grid for ``points`` (cached: cheap after a bound)."""
+    try:
+        with np.errstate(all="ignore"):
+            h = _step_for(groups, points)
+            return sum(int(pair_pmf(pair, h)[1].size) for pair, _ in groups)
+    except (ArithmeticError, ValueError):
+        return 0
 
 
 def binned_delta_lower(groups: Sequence[tuple[BinnedPair, int]], epsilon: float,

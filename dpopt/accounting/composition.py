@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -365,18 +364,18 @@ def _binned_lower(run: tuple[GaussianSteps, ...],
                   goal: float) -> float | None:
     """The binned route's best value on the grids of :data:`~dpopt.accounting._binned.
     POINTS_TRIED` in turn (``None`` when it does not fit): the finer grid only while the
-    coarser fell short of ``goal`` and was cheap (the finer one costs about 4x as much)."""
+    coarser fell short of ``goal`` and its one-step pmfs were small (the finer one has about
+    four times their cells; decided from sizes, not from the clock)."""
     from dpopt.accounting import _binned
 
     pairs = _binned_groups(run)
     got: float | None = None
     for points in _binned.POINTS_TRIED:
-        c0 = time.process_time()
         found = compute(pairs, points)
         if found is None:
             break
         got = found if got is None else max(got, found)
-        if got >= goal or time.process_time() - c0 > _binned.RETRY_BELOW:
+        if got >= goal or _binned.pmf_cells(pairs, points) > _binned.RETRY_BINS:
             break
     return got
 
@@ -400,7 +399,7 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
        sets of the privacy loss, each bin's loss and mass rounded down, composed by one FFT
        power with its floating-point error bounded and subtracted
        (:mod:`dpopt.accounting._binned`) on 2^17 grid points, and on 2^19 when that fell
-       short of ``enough`` and took under 0.08 s of CPU: about 0.05–0.35 s;
+       short of ``enough`` and its one-step pmf was small: about 0.05–0.35 s;
     3. ``"pld-optimistic"``: dp-accounting's PLD with optimistic rounding (losses rounded
        down, truncated tails dropped) on a grid sized by ``scale`` (default ``upper``), when
        the binned composition would not fit in its points.
