@@ -139,7 +139,8 @@ def _without_replacement_pld(sigma: float, p: float, discretization: float) -> A
     the dots" PLD (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi, "Connect the Dots") of those
     values joins them by chords in :math:`e^\varepsilon`, above the convex true profile. A
     profile above another at every ε is a trade-off function below the other (they are convex
-    conjugates), and that domination survives composition (Dong, Roth & Su, Theorem 3.2), so
+    conjugates), and that domination survives composition (Dong, Roth & Su, "Gaussian
+    Differential Privacy", Thm. 3.2), so
     composing this PLD gives an upper bound on the run's δ(ε). (Composing the two
     one-directional PLDs separately and taking the larger δ, as for Poisson sampling, would
     not be: no single neighbouring pair need realise either direction at every step.)
