@@ -1,4 +1,4 @@
-"""Progress you can trust: a one-line display with an ETA from *measured* step times.
+r"""Progress you can trust: a one-line display with an ETA from *measured* step times.
 
 Long computations in dpopt are sequences of similar steps: the structured solver's full passes
 over the sensitivity vectors, the steps of a sampler. :class:`Progress` times the steps as
@@ -50,6 +50,22 @@ sampler (CPU seconds, so that the load of a shared machine does not enter): with
 counts (:data:`dpopt.cli.options.PASSES_EXPECTED` solver passes, the certificate's pass costing
 :data:`~dpopt.cli.options.CHECK_PASS_COST` of them) the time shown stayed within a factor 2 of
 the time that was in fact left; the benchmarks page lists the runs.
+
+Steps of uneven cost (``uneven=True``, the sampler): the cost of a sampler's step is that of its
+designs, which is small at the noisiest levels, several times larger in the middle of the
+schedule and small again at the end; the mean time per step so far is then low early and high
+late (0.32-2.55x the time left on the runs measured). Such a line measures the cost of the
+recent steps, the *level* :math:`c` (the mean time per step over the last
+:math:`\max(5, \lceil k/10\rceil)` of the :math:`k` steps timed), and keeps the greatest level
+:math:`P` and the least level :math:`F` seen so far. Nothing tells when the costly middle comes,
+or how costly it is, while the cost is still rising or has not yet risen, so no time left is
+shown until the run is past its costliest stretch, :math:`c \le P/1.5` (:data:`UNEVEN_DROP`). The
+steps left then cost between the floor and the current level, and the time left is the range
+:math:`[nF, nc]` for :math:`n` steps left; with ``max_spread=4`` its geometric middle, the time
+shown, is within a factor 2 of every time in the range. The model is that the cost rises and
+falls once: a second costly stretch later in the run would be under-estimated, and a run whose
+cost never falls (its costs even throughout) shows the count only, which is why steps of even
+cost keep the mean rate.
 """
 
 from __future__ import annotations
@@ -67,14 +83,19 @@ if TYPE_CHECKING:  # pragma: no cover - types only: importing this module stays 
     from certificates.problem import VectorSource
     from solvers.passes import FloatArray, PassExecutor, PassResult
 
-__all__ = ["Progress", "allowed", "auto", "current", "displays", "human_seconds", "phase", "tick",
-           "tick_rows", "watch_passes"]
+__all__ = ["UNEVEN_DROP", "UNEVEN_WINDOW", "Progress", "allowed", "auto", "current", "displays",
+           "human_seconds", "phase", "tick", "tick_rows", "watch_passes"]
 
 _ACTIVE: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "dpopt_progress", default=None)
 #: where library code may draw its own displays (set by the command line); None: nowhere
 _ALLOWED: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar(
     "dpopt_progress_stream", default=None)
+
+#: an uneven line's level is the mean time per step over the last max(a, ceil(b k)) of k steps
+UNEVEN_WINDOW = (5, 0.1)
+#: an uneven line shows a time left once its level is at most its peak level / UNEVEN_DROP
+UNEVEN_DROP = 1.5
 
 
 def human_seconds(seconds: float) -> str:
@@ -128,6 +149,12 @@ class Progress:
         Seconds the display must have been open (all phases together) before a time left is
         shown; until then the line shows the time so far. On a short run the time per step is
         measured on a few chunks, and the first pass still carries part of the start-up.
+    uneven : bool, default False
+        The steps cost unevenly, rising and then falling along the run (a sampler's steps):
+        the time left is :math:`[nF, nc]` from the recent level :math:`c` and the least level
+        :math:`F`, shown only once the level has fallen to :math:`P/1.5` from its peak
+        :math:`P` (:data:`UNEVEN_DROP`; module notes). Needs ``total``; without it the steps
+        are taken as even.
 
     Notes
     -----
@@ -144,7 +171,8 @@ class Progress:
                  stream: TextIO | None = None, enabled: bool | None = None,
                  clock: Callable[[], float] = time.perf_counter,
                  min_interval: float = 0.25, delay: float = 0.0,
-                 max_spread: float | None = None, eta_after: float = 0.0) -> None:
+                 max_spread: float | None = None, eta_after: float = 0.0,
+                 uneven: bool = False) -> None:
         self.desc = desc
         self.unit = unit
         self.stream = sys.stderr if stream is None else stream
@@ -163,6 +191,8 @@ class Progress:
         self.max_spread = None if max_spread is None else float(max_spread)
         #: no time left is shown before the display has been open this many seconds
         self.eta_after = float(eta_after)
+        #: the steps cost unevenly (rising, then falling): the time left from the recent level
+        self.uneven = bool(uneven)
         #: (phase, steps done, seconds) of every finished phase, and of the current one at exit
         self.history: list[tuple[str, float, float]] = []
         self._width = 0
@@ -181,6 +211,10 @@ class Progress:
         self._started = self.clock()
         #: (clock, done) at the first report of the phase: the rate is measured from there
         self._first: tuple[float, float] | None = None
+        # an uneven line's reports from the first on, and its levels: current, peak, floor
+        self._marks: list[tuple[float, float]] = []
+        self.level: float | None = None
+        self._peak, self._floor = -math.inf, math.inf
 
     # -- the context: make this the display that tick() reaches ------------------------------
     def __enter__(self) -> Progress:
@@ -225,7 +259,24 @@ class Progress:
             self.done += float(steps)
             if self._first is None:
                 self._first = (self.clock(), self.done)
+            if self.uneven:
+                self._measure_level()
             self._draw()
+
+    def _measure_level(self) -> None:
+        """The mean time per step over the last reports (:data:`UNEVEN_WINDOW`), and the
+        greatest and least such level of the phase."""
+        self._marks.append((self.clock(), self.done))
+        timed = len(self._marks) - 1  # reports after the first: steps with a measured time
+        width = max(UNEVEN_WINDOW[0], math.ceil(UNEVEN_WINDOW[1] * timed))
+        if timed < width:
+            return
+        (t0, d0), (t1, d1) = self._marks[-1 - width], self._marks[-1]
+        if not d1 > d0:
+            return
+        self.level = max(t1 - t0, 0.0) / (d1 - d0)
+        self._peak = max(self._peak, self.level)
+        self._floor = min(self._floor, self.level)
 
     @property
     def elapsed(self) -> float:
@@ -266,8 +317,16 @@ class Progress:
         return low, high
 
     def eta(self) -> tuple[float, float] | None:
-        """(low, high) seconds left, from the measured time per step; None before a step."""
-        per, left = self.seconds_per_step, self.steps_left()
+        """(low, high) seconds left, from the measured time per step (an uneven line: from its
+        levels, None until it is past its costliest stretch); None before a step."""
+        left = self.steps_left()
+        if self.uneven and self.total is not None:
+            # past the costliest stretch: the steps left cost between the floor and the level
+            level = self.level
+            if left is None or level is None or not level * UNEVEN_DROP <= self._peak:
+                return None
+            return left[0] * self._floor, left[1] * level
+        per = self.seconds_per_step
         if per is None or left is None:
             return None
         return left[0] * per, left[1] * per
