@@ -56,15 +56,21 @@ designs, which is small at the noisiest levels, several times larger in the midd
 schedule and small again at the end; the mean time per step so far is then low early and high
 late (0.32-2.55x the time left on the runs measured). Such a line measures the cost of the
 recent steps, the *level* :math:`c` (the mean time per step over the last
-:math:`\max(5, \lceil k/10\rceil)` of the :math:`k` steps timed), and keeps the greatest level
+:math:`\max(8, \lceil k/10\rceil)` of the :math:`k` steps timed), and keeps the greatest level
 :math:`P` and the least level :math:`F` seen so far. Nothing tells when the costly middle comes,
 or how costly it is, while the cost is still rising or has not yet risen, so no time left is
-shown until the run is past its costliest stretch, :math:`c \le P/1.5` (:data:`UNEVEN_DROP`). The
-steps left then cost between the floor and the current level, and the time left is the range
-:math:`[nF, nc]` for :math:`n` steps left; with ``max_spread=4`` its geometric middle, the time
-shown, is within a factor 2 of every time in the range. The model is that the cost rises and
-falls once: a second costly stretch later in the run would be under-estimated, and a run whose
-cost never falls (its costs even throughout) shows the count only, which is why steps of even
+shown until the run is past its costliest stretch: the peak rose to at least twice the least
+level before it (:data:`UNEVEN_RISE`; a smaller swing can be the noise of a few steps) and the
+level has since fallen to :math:`c \le P/1.5` (:data:`UNEVEN_DROP`). The steps left then cost
+between the floor and the current level, and the time left is the range :math:`[nF, nc]` for
+:math:`n` steps left; the sampler shows it while it spans at most a factor 3 (``max_spread=3``),
+so that its geometric middle, the time shown, is within :math:`\sqrt 3 = 1.73` of every time in
+the range, with room for steps a little cheaper than the floor. The model is that the cost rises
+and falls once: a second costly stretch later in the run would be under-estimated, a costly
+stretch that begins with the first steps leaves a floor above the cheap steps of the end (the
+time shown can then exceed twice the time left: seen on a simulated run whose costliest steps,
+10 times the cheapest, come at a fifth of the run), and a run whose cost never rises and falls
+(even steps, or steps getting steadily dearer) shows the count only, which is why steps of even
 cost keep the mean rate.
 """
 
@@ -83,8 +89,8 @@ if TYPE_CHECKING:  # pragma: no cover - types only: importing this module stays 
     from certificates.problem import VectorSource
     from solvers.passes import FloatArray, PassExecutor, PassResult
 
-__all__ = ["UNEVEN_DROP", "UNEVEN_WINDOW", "Progress", "allowed", "auto", "current", "displays",
-           "human_seconds", "phase", "tick", "tick_rows", "watch_passes"]
+__all__ = ["UNEVEN_DROP", "UNEVEN_RISE", "UNEVEN_WINDOW", "Progress", "allowed", "auto",
+           "current", "displays", "human_seconds", "phase", "tick", "tick_rows", "watch_passes"]
 
 _ACTIVE: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
     "dpopt_progress", default=None)
@@ -93,9 +99,11 @@ _ALLOWED: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar(
     "dpopt_progress_stream", default=None)
 
 #: an uneven line's level is the mean time per step over the last max(a, ceil(b k)) of k steps
-UNEVEN_WINDOW = (5, 0.1)
+UNEVEN_WINDOW = (8, 0.1)
 #: an uneven line shows a time left once its level is at most its peak level / UNEVEN_DROP
 UNEVEN_DROP = 1.5
+#: ... and once its peak level is at least UNEVEN_RISE times the least level before the peak
+UNEVEN_RISE = 2.0
 
 
 def human_seconds(seconds: float) -> str:
@@ -152,9 +160,9 @@ class Progress:
     uneven : bool, default False
         The steps cost unevenly, rising and then falling along the run (a sampler's steps):
         the time left is :math:`[nF, nc]` from the recent level :math:`c` and the least level
-        :math:`F`, shown only once the level has fallen to :math:`P/1.5` from its peak
-        :math:`P` (:data:`UNEVEN_DROP`; module notes). Needs ``total``; without it the steps
-        are taken as even.
+        :math:`F`, shown only once the level rose to a peak :math:`P \ge 2F` and has fallen to
+        :math:`P/1.5` since (:data:`UNEVEN_RISE`, :data:`UNEVEN_DROP`; module notes). Needs
+        ``total``; without it the steps are taken as even.
 
     Notes
     -----
@@ -215,6 +223,7 @@ class Progress:
         self._marks: list[tuple[float, float]] = []
         self.level: float | None = None
         self._peak, self._floor = -math.inf, math.inf
+        self._rise = 1.0  # the peak level over the least level before it
 
     # -- the context: make this the display that tick() reaches ------------------------------
     def __enter__(self) -> Progress:
@@ -275,8 +284,9 @@ class Progress:
         if not d1 > d0:
             return
         self.level = max(t1 - t0, 0.0) / (d1 - d0)
-        self._peak = max(self._peak, self.level)
         self._floor = min(self._floor, self.level)
+        if self.level > self._peak:
+            self._peak, self._rise = self.level, self.level / self._floor
 
     @property
     def elapsed(self) -> float:
@@ -323,7 +333,8 @@ class Progress:
         if self.uneven and self.total is not None:
             # past the costliest stretch: the steps left cost between the floor and the level
             level = self.level
-            if left is None or level is None or not level * UNEVEN_DROP <= self._peak:
+            if (left is None or level is None or not level * UNEVEN_DROP <= self._peak
+                    or not self._rise >= UNEVEN_RISE):
                 return None
             return left[0] * self._floor, left[1] * level
         per = self.seconds_per_step

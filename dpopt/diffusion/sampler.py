@@ -91,8 +91,8 @@ PILOT_BOX_POINTS = 11
 #: Relative margin of the isotropic noise over the exact per-step sup (floating-point safety).
 ISOTROPIC_MARGIN = 1e-9
 #: The progress line shows a time left only while its range spans at most this factor (its
-#: geometric middle is then within x2 of every time in the range).
-SAMPLER_MAX_SPREAD = 4.0
+#: geometric middle is then within sqrt(3) = 1.73 of every time in the range).
+SAMPLER_MAX_SPREAD = 3.0
 
 
 class ClampWarning(UserWarning):
@@ -601,8 +601,9 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
     out: list[dict[str, Any]] = []
     # one report per step (its K designs and K releases): the time left is measured on the
     # steps done. Not made the active display, so the designs' own passes do not report to it.
-    # The designs' cost rises and falls along the schedule (the uneven model, shown once past
-    # the costliest steps, within x2 of its range); the isotropic baseline's steps cost evenly.
+    # The designs' cost rises and falls along the schedule (the uneven model: shown once past
+    # the costliest steps, its range spanning at most x3); the isotropic baseline's steps
+    # cost evenly.
     bar = Progress(f"private sampling ({k} samples)", total=sched.steps, unit="step",
                    enabled=None if progress else False, uneven=noise == "optimal",
                    max_spread=SAMPLER_MAX_SPREAD)
