@@ -55,8 +55,9 @@ Steps of uneven cost (``uneven=True``, the sampler): the cost of a sampler's ste
 designs, which is small at the noisiest levels, several times larger in the middle of the
 schedule and small again at the end; the mean time per step so far is then low early and high
 late (0.32-2.55x the time left on the runs measured). Such a line measures the cost of the
-recent steps, the *level* :math:`c` (the mean time per step over the last
-:math:`\max(8, \lceil k/10\rceil)` of the :math:`k` steps timed), and keeps the greatest level
+recent steps, the *level* :math:`c` (the median time per step over the last
+:math:`\max(8, \lceil k/10\rceil)` of the :math:`k` steps timed: a single slow step, a pause
+of the machine, moves it little), and keeps the greatest level
 :math:`P` and the least level :math:`F` seen so far. Nothing tells when the costly middle comes,
 or how costly it is, while the cost is still rising or has not yet risen, so no time left is
 shown until the run is past its costliest stretch: the peak rose to at least twice the least
@@ -79,6 +80,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -98,7 +100,7 @@ _ACTIVE: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
 _ALLOWED: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar(
     "dpopt_progress_stream", default=None)
 
-#: an uneven line's level is the mean time per step over the last max(a, ceil(b k)) of k steps
+#: an uneven line's level is the median time per step over the last max(a, ceil(b k)) of k steps
 UNEVEN_WINDOW = (8, 0.1)
 #: an uneven line shows a time left once its level is at most its peak level / UNEVEN_DROP
 UNEVEN_DROP = 1.5
@@ -163,6 +165,11 @@ class Progress:
         :math:`F`, shown only once the level rose to a peak :math:`P \ge 2F` and has fallen to
         :math:`P/1.5` since (:data:`UNEVEN_RISE`, :data:`UNEVEN_DROP`; module notes). Needs
         ``total``; without it the steps are taken as even.
+    count_only : bool, default False
+        Never show a time left, only the steps done and the time so far: for a search whose
+        remaining cost its counts do not bound (the noise calibration: its last, proving
+        evaluations cost several times what the steps before them predict). :meth:`eta` still
+        returns the range measured, for logs and benchmarks.
 
     Notes
     -----
@@ -180,7 +187,7 @@ class Progress:
                  clock: Callable[[], float] = time.perf_counter,
                  min_interval: float = 0.25, delay: float = 0.0,
                  max_spread: float | None = None, eta_after: float = 0.0,
-                 uneven: bool = False) -> None:
+                 uneven: bool = False, count_only: bool = False) -> None:
         self.desc = desc
         self.unit = unit
         self.stream = sys.stderr if stream is None else stream
@@ -201,6 +208,8 @@ class Progress:
         self.eta_after = float(eta_after)
         #: the steps cost unevenly (rising, then falling): the time left from the recent level
         self.uneven = bool(uneven)
+        #: never show a time left (the counts do not bound the remaining cost)
+        self.count_only = bool(count_only)
         #: (phase, steps done, seconds) of every finished phase, and of the current one at exit
         self.history: list[tuple[str, float, float]] = []
         self._width = 0
@@ -221,6 +230,7 @@ class Progress:
         self._first: tuple[float, float] | None = None
         # an uneven line's reports from the first on, and its levels: current, peak, floor
         self._marks: list[tuple[float, float]] = []
+        self._rates: list[float] = []
         self.level: float | None = None
         self._peak, self._floor = -math.inf, math.inf
         self._rise = 1.0  # the peak level over the least level before it
@@ -273,17 +283,19 @@ class Progress:
             self._draw()
 
     def _measure_level(self) -> None:
-        """The mean time per step over the last reports (:data:`UNEVEN_WINDOW`), and the
+        """The median time per step over the last reports (:data:`UNEVEN_WINDOW`), and the
         greatest and least such level of the phase."""
-        self._marks.append((self.clock(), self.done))
-        timed = len(self._marks) - 1  # reports after the first: steps with a measured time
+        now, done = self.clock(), self.done
+        if self._marks:
+            t0, d0 = self._marks[-1]
+            if done > d0:
+                self._rates.append(max(now - t0, 0.0) / (done - d0))
+        self._marks.append((now, done))
+        timed = len(self._rates)  # steps with a measured time (after the first report)
         width = max(UNEVEN_WINDOW[0], math.ceil(UNEVEN_WINDOW[1] * timed))
         if timed < width:
             return
-        (t0, d0), (t1, d1) = self._marks[-1 - width], self._marks[-1]
-        if not d1 > d0:
-            return
-        self.level = max(t1 - t0, 0.0) / (d1 - d0)
+        self.level = statistics.median(self._rates[-width:])  # one slow step moves no level
         self._floor = min(self._floor, self.level)
         if self.level > self._peak:
             self._peak, self._rise = self.level, self.level / self._floor
@@ -350,8 +362,8 @@ class Progress:
         ``max_spread`` (the time left is not supported by the counts then: at the end of a
         design's solve, 0 to 2 more passes and a certificate pass of 1 to 3 passes), and before
         the display has been open ``eta_after`` seconds."""
-        if self.clock() - self._opened < self.eta_after:
-            return None  # too little of the run measured
+        if self.count_only or self.clock() - self._opened < self.eta_after:
+            return None  # not asked for, or too little of the run measured
         first = self._first
         if first is None or not self.clock() > first[0] or not self.done > first[1]:
             return None  # one report only: its wait holds the start-up, no rate yet
@@ -428,12 +440,13 @@ def allowed() -> bool:
 
 
 def auto(desc: str, *, total: float | None = None, expected: tuple[float, float] | None = None,
-         unit: str = "step") -> Progress:
+         unit: str = "step", count_only: bool = False) -> Progress:
     """A :class:`Progress` for library code: drawn only inside :func:`displays` with a stream,
     and only when no other display is active (inside a design it counts silently)."""
     stream = _ALLOWED.get()
     return Progress(desc, total=total, expected=expected, unit=unit, stream=stream,
-                    enabled=stream is not None and _ACTIVE.get() is None)
+                    enabled=stream is not None and _ACTIVE.get() is None,
+                    count_only=count_only)
 
 
 def current() -> Progress | None:

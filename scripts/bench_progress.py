@@ -14,9 +14,10 @@ those in that span, and "met" when every shown time is within [0.5, 2] of the ti
 Beside them, the same ratios for the previous estimator, computed at the same reports of the
 same run: for designs the design line's settings before the time left waited for support
 (certificate pass 1.5 to 3 solver passes, a time left whatever its range and from the second
-report on), for samplers the mean time per step so far (before ``uneven=True``); the
-calibrations' line is unchanged. Everything is timed in CPU seconds (``time.process_time``,
-one BLAS thread), so the load of a shared machine does not enter.
+report on), for samplers the mean time per step so far (before ``uneven=True``), for the
+calibrations the time left from their cost-weighted evaluations (before
+``count_only=True``). Everything is timed in CPU seconds (``time.process_time``, one BLAS
+thread), so the load of a shared machine does not enter.
 
 Usage::
 
@@ -62,8 +63,10 @@ PREVIOUS = {"tail": (1.5, 3.0), "max_spread": None, "eta_after": 0.0}
 
 def previous_settings(bar: progress.Progress) -> dict[str, Any]:
     """What the previous estimator changes on ``bar`` (as opened): a design line's settings
-    before the time left waited for support, a sampler's mean time per step; a calibration's
-    line is as it was (no change)."""
+    before the time left waited for support, a sampler's mean time per step, a calibration's
+    time left from its cost-weighted evaluations (it shows the count only now)."""
+    if bar.count_only:
+        return {"count_only": False}
     if bar.uneven:
         return {"uneven": False, "max_spread": None}
     if bar.tail is not None:

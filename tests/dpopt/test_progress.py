@@ -314,6 +314,17 @@ def test_uneven_line_without_the_rise_rule_fails_noisy_profiles() -> None:
     assert loose_misses >= 1 and strict_misses == 0, (loose_misses, strict_misses)
 
 
+@pytest.mark.parametrize("at", [0.05, 0.1, 0.2])
+def test_one_slow_step_opens_no_gate(at: float) -> None:
+    """A single step 20 times dearer among the cheap early ones (a pause of the machine) is no
+    costly stretch: the level is a median, so the line does not take the steps after it for the
+    end of one and shows no time that is less than half the time left."""
+    costs = _hump(200, 0.5, 5.0, 0.15)
+    costs[int(at * 200)] *= 20.0
+    ratios, _ = _uneven_ratios(costs)
+    assert ratios and all(0.5 <= r <= 2.0 for r in ratios), (min(ratios), max(ratios))
+
+
 @pytest.mark.parametrize("count", [20, 100])
 def test_rising_and_step_up_costs_show_the_count_only(count: int) -> None:
     """Costs that only rise (steadily, or in one step to 3x) never show a time left on the
@@ -352,7 +363,7 @@ def test_even_costs_keep_the_mean_rate() -> None:
 
 
 def test_uneven_levels_on_a_fake_clock() -> None:
-    """The level is the mean time per step over the last max(8, ceil(k/10)) timed steps: the
+    """The level is the median time per step over the last max(8, ceil(k/10)) timed steps: the
     range is (steps left x least level, steps left x level) once past the peak."""
     from dpopt.progress import UNEVEN_WINDOW
 
