@@ -24,6 +24,7 @@ Usage::
     python scripts/bench_progress.py          # designs 1e6..1e7, samplers, calibrations
     python scripts/bench_progress.py --designs 1e7x2 --samplers 20:50:adult:cosine:box \\
         --calibrations 10:10000
+    python scripts/bench_progress.py --profile 100:20:heart:cosine   # cost along the schedule
 """
 
 from __future__ import annotations
@@ -203,6 +204,74 @@ def bench_calibration(spec: str) -> dict[str, Any]:
                    start, end)
 
 
+def profile_sampler(spec: str) -> None:
+    """Print what a sampling run's steps cost along its schedule, by tenths of the run: the
+    denoiser's sigma, CPU seconds per step (all of it, and its designs'), and what drives the
+    designs' cost (sets solved alone, and the projected-Newton iterations of the stacked solves
+    on a shared support, :func:`solvers.stacked.solve_on_support`)."""
+    from dpopt.covariance import batch
+    from dpopt.covariance.domains import Grid
+    from dpopt.diffusion import sampler as smp
+    from dpopt.diffusion.data import load_pair
+    from dpopt.diffusion.schedules import as_schedule
+
+    steps, samples, dataset, schedule = spec.split(":")[:4]
+    step: dict[str, float] = {}
+    rows: list[dict[str, float]] = []
+    stacked, alone, step_noise = batch.solve_on_support, batch._design_one, smp._step_noise
+
+    def counted_stacked(*args: Any, **kwargs: Any) -> Any:
+        out = stacked(*args, **kwargs)
+        step["iterations"] = step.get("iterations", 0.0) + float(out.iterations)
+        return out
+
+    def counted_alone(*args: Any, **kwargs: Any) -> Any:
+        step["alone"] = step.get("alone", 0.0) + 1.0
+        return alone(*args, **kwargs)
+
+    def timed_noise(*args: Any, **kwargs: Any) -> Any:
+        t0 = CLOCK()
+        out = step_noise(*args, **kwargs)
+        step["designs"] = CLOCK() - t0
+        return out
+
+    with patched_progress() as lines:
+        batch.solve_on_support, batch._design_one = counted_stacked, counted_alone
+        smp._step_noise = timed_noise  # type: ignore[assignment]
+        original = Recording.advance
+
+        def advance(self: Recording, steps: float = 1.0) -> None:
+            original(self, steps)
+            rows.append(dict(step))
+            step.clear()
+
+        Recording.advance = advance  # type: ignore[method-assign]
+        try:
+            smp.sample_private(load_pair(dataset, seed=0).train, Grid([0, 0], [1, 1], (20, 20)),
+                               GDP(1.0), samples=int(samples), steps=int(steps), rng=0,
+                               schedule=schedule)
+        finally:
+            Recording.advance = original  # type: ignore[method-assign]
+            batch.solve_on_support, batch._design_one = stacked, alone
+            smp._step_noise = step_noise  # type: ignore[assignment]
+    times = np.diff([lines.made[-1]._opened] + [t for t, _ in lines.made[-1].log])
+    sigma = as_schedule(schedule, int(steps)).sigma
+    print(f"sample {dataset}, {samples} x {steps} steps, {schedule}: cost along the schedule "
+          "(CPU seconds per step, by tenths of the run)")
+    print(f"{'steps':>9s} {'sigma':>15s} {'s/step':>7s} {'designs':>7s} {'alone':>6s} "
+          f"{'stacked Newton':>14s}")
+    for part in np.array_split(np.arange(int(steps)), 10):
+        if not part.size:
+            continue
+
+        def mean(key: str, part: Any = part) -> float:
+            return float(np.mean([rows[i].get(key, 0.0) for i in part]))
+
+        print(f"{part[0]:4d}-{part[-1]:<4d} {sigma[part[0]]:7.2f}-{sigma[part[-1]]:<7.2f} "
+              f"{float(np.mean(times[part])):7.3f} {mean('designs'):7.3f} {mean('alone'):6.1f} "
+              f"{mean('iterations'):14.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--designs", nargs="*", default=["1e6x2", "3e6x2", "3e6x10", "1e7x2",
@@ -217,7 +286,13 @@ def main() -> None:
     ap.add_argument("--calibrations", nargs="*",
                     default=["1:1000", "10:10000", "100:10000", "1000:100000"],
                     help="EPSILON:STEPS of a two-sided calibrate_noise (rate 0.01, delta 1e-5)")
+    ap.add_argument("--profile", metavar="SPEC",
+                    help="only print what the steps of one sampling run cost along its "
+                         "schedule (STEPS:SAMPLES:DATASET:SCHEDULE)")
     args = ap.parse_args()
+    if args.profile:
+        profile_sampler(args.profile)
+        return
     rows = [bench_design(float(c), int(d)) for c, d in (s.split("x") for s in args.designs)]
     rows += [bench_sampler(s) for s in args.samplers]
     rows += [bench_calibration(s) for s in args.calibrations]
