@@ -69,10 +69,17 @@ so that its geometric middle, the time shown, is within :math:`\sqrt 3 = 1.73` o
 the range, with room for steps a little cheaper than the floor. The model is that the cost rises
 and falls once: a second costly stretch later in the run would be under-estimated, a costly
 stretch that begins with the first steps leaves a floor above the cheap steps of the end (the
-time shown can then exceed twice the time left: seen on a simulated run whose costliest steps,
-10 times the cheapest, come at a fifth of the run), and a run whose cost never rises and falls
-(even steps, or steps getting steadily dearer) shows the count only, which is why steps of even
-cost keep the mean rate.
+time shown can then exceed twice the time left: up to 2.9x on a simulated run of 100 steps, 4.2x
+on 50, whose costliest steps, 10 times the cheapest, come at a fifth of the run), and a run
+whose cost never rises and falls (even steps, or steps getting steadily dearer) shows the count
+only, which is why steps of even cost keep the mean rate. Measured on seven sampling runs (grid
+and box, Heart, Adult and the mixture, 10 to 200 steps; CPU seconds, two runs of the benchmark):
+every time shown was within 0.77-1.77x of the time left, shown at up to 41 % of the reports
+(none on runs whose cost rises less than twofold).
+
+A line with ``count_only=True`` (the noise calibration's) never shows a time left: the search's
+last evaluations, which prove its answer, cost many times what the evaluations before them
+predict, and the time left it would have shown was 0.05-0.51x the time in fact left.
 """
 
 from __future__ import annotations
