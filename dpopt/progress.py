@@ -72,10 +72,11 @@ stretch that begins with the first steps leaves a floor above the cheap steps of
 time shown can then exceed twice the time left: up to 2.9x on a simulated run of 100 steps, 4.2x
 on 50, whose costliest steps, 10 times the cheapest, come at a fifth of the run), and a run
 whose cost never rises and falls (even steps, or steps getting steadily dearer) shows the count
-only, which is why steps of even cost keep the mean rate. Measured on seven sampling runs (grid
-and box, Heart, Adult and the mixture, 10 to 200 steps; CPU seconds, two runs of the benchmark):
-every time shown was within 0.77-1.77x of the time left, shown at up to 41 % of the reports
-(none on runs whose cost rises less than twofold).
+only, which is why steps of even cost keep the mean rate. Measured on twelve sampling runs
+(grid and box, Heart, Adult and the mixture, 10 to 200 steps; CPU seconds): every time shown was
+within 0.56-1.77x of the time left, shown at up to 41 % of the reports (none on runs whose cost
+rises less than twofold); the 0.56 on the mixture over 150 steps, whose cost has a second, dearer
+hump after a first.
 
 A line with ``count_only=True`` (the noise calibration's) never shows a time left: the search's
 last evaluations, which prove its answer, cost many times what the evaluations before them
