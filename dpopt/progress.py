@@ -62,14 +62,15 @@ of the machine, moves it little), and keeps the greatest level
 or how costly it is, while the cost is still rising or has not yet risen, so no time left is
 shown until the run is past its costliest stretch: the peak rose to at least twice the least
 level before it (:data:`UNEVEN_RISE`; a smaller swing can be the noise of a few steps) and the
-level has since fallen to :math:`c \le P/1.5` (:data:`UNEVEN_DROP`). The steps left then cost
+level has since fallen to :math:`c \le P/2` (:data:`UNEVEN_DROP`; a shallower dip can lie
+between two costly stretches). The steps left then cost
 between the floor and the current level, and the time left is the range :math:`[nF, nc]` for
 :math:`n` steps left; the sampler shows it while it spans at most a factor 3 (``max_spread=3``),
 so that its geometric middle, the time shown, is within :math:`\sqrt 3 = 1.73` of every time in
 the range, with room for steps a little cheaper than the floor. The model is that the cost rises
 and falls once: a second costly stretch later in the run would be under-estimated, a costly
 stretch that begins with the first steps leaves a floor above the cheap steps of the end (the
-time shown can then exceed twice the time left: up to 2.9x on a simulated run of 100 steps, 4.2x
+time shown can then exceed twice the time left: up to 2.7x on a simulated run of 100 steps, 3.7x
 on 50, whose costliest steps, 10 times the cheapest, come at a fifth of the run), and a run
 whose cost never rises and falls (even steps, or steps getting steadily dearer) shows the count
 only, which is why steps of even cost keep the mean rate. Measured on twelve sampling runs
@@ -111,7 +112,7 @@ _ALLOWED: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar(
 #: an uneven line's level is the median time per step over the last max(a, ceil(b k)) of k steps
 UNEVEN_WINDOW = (8, 0.1)
 #: an uneven line shows a time left once its level is at most its peak level / UNEVEN_DROP
-UNEVEN_DROP = 1.5
+UNEVEN_DROP = 2.0
 #: ... and once its peak level is at least UNEVEN_RISE times the least level before the peak
 UNEVEN_RISE = 2.0
 
@@ -171,7 +172,7 @@ class Progress:
         The steps cost unevenly, rising and then falling along the run (a sampler's steps):
         the time left is :math:`[nF, nc]` from the recent level :math:`c` and the least level
         :math:`F`, shown only once the level rose to a peak :math:`P \ge 2F` and has fallen to
-        :math:`P/1.5` since (:data:`UNEVEN_RISE`, :data:`UNEVEN_DROP`; module notes). Needs
+        :math:`P/2` since (:data:`UNEVEN_RISE`, :data:`UNEVEN_DROP`; module notes). Needs
         ``total``; without it the steps are taken as even.
     count_only : bool, default False
         Never show a time left, only the steps done and the time so far: for a search whose

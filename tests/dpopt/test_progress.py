@@ -271,13 +271,13 @@ def test_sampler_time_left_within_a_factor_two(count: int, where: float, peak: f
     the middle of the schedule (measured: 0.32-2.55x the time left with the mean rate), cheap
     at the end; with noise, each step's cost times a log-normal factor (sd 0.3 in the log, as
     on runs of 5 samples). Every time the uneven line shows is within x2 of the time left,
-    and without noise a run of 50 steps or more shows one."""
+    and without noise a run of 50 steps or more whose costly middle is not late shows one."""
     costs = _hump(count, where, peak, width)
     if noise:
         costs = costs * np.random.default_rng(count).lognormal(0.0, noise, count)
     ratios, _ = _uneven_ratios(costs)
     assert all(0.5 <= r <= 2.0 for r in ratios), (min(ratios), max(ratios))
-    if not noise and count >= 50:
+    if not noise and count >= 50 and where <= 0.5:
         assert ratios
 
 
@@ -292,17 +292,18 @@ def test_the_mean_rate_fails_the_sampler_profiles() -> None:
     assert min(lows) < 0.5 and max(highs) > 2.0
 
 
-def test_uneven_line_without_the_rise_rule_fails_noisy_profiles() -> None:
-    """The rise rule matters: a gate on the drop alone can open on the noise of the cheap early
-    steps and show less than half the time left (on some of 20 noisy runs); with it, none."""
+def test_uneven_line_without_the_rise_rule_fails_more_noisy_profiles() -> None:
+    """The rise rule matters on very noisy steps (log-normal factors of sd 0.4): a gate on the
+    drop alone opens on the noise of the cheap early steps and shows less than half the time
+    left on more of 60 runs (measured: 7 against 1)."""
     from dpopt import progress as module
 
     loose_misses = strict_misses = 0
     kept = module.UNEVEN_RISE
-    for where, peak, width in [(0.5, 5.0, 0.15), (0.7, 3.0, 0.1)]:
+    for where, peak, width in [(0.5, 5.0, 0.15), (0.7, 3.0, 0.1), (0.35, 4.0, 0.15)]:
         for seed in range(20):
             costs = _hump(200, where, peak, width) * np.random.default_rng(seed).lognormal(
-                0.0, 0.3, 200)
+                0.0, 0.4, 200)
             try:
                 module.UNEVEN_RISE = 1.0
                 loose, _ = _uneven_ratios(costs)
@@ -311,7 +312,41 @@ def test_uneven_line_without_the_rise_rule_fails_noisy_profiles() -> None:
             strict, _ = _uneven_ratios(costs)
             loose_misses += any(not 0.5 <= r <= 2.0 for r in loose)
             strict_misses += any(not 0.5 <= r <= 2.0 for r in strict)
-    assert loose_misses >= 1 and strict_misses == 0, (loose_misses, strict_misses)
+    assert loose_misses >= strict_misses + 4, (loose_misses, strict_misses)
+
+
+#: CPU milliseconds of each step of a sampling run on the mixture, 10 samples x 150 steps, cosine
+#: schedule, 20 x 20 grid (measured): two costly stretches, the second the dearer
+MIXTURE_150 = [
+    39.2, 23.6, 22.9, 20.4, 19.4, 17.8, 17.1, 19.7, 17.8, 16.1, 16.1, 18, 15.7, 16.5, 26.4,
+    19.1, 17.2, 19, 21.4, 19.9, 18.8, 23.3, 31.3, 39.2, 55.7, 78.6, 39.3, 45.4, 36.6, 40.2,
+    49.6, 63.2, 42.2, 54.6, 38.8, 61.5, 32.9, 52.6, 46, 49.4, 40.9, 45.7, 35.4, 30.5, 36.6,
+    40.9, 30.5, 48.6, 22.8, 26.3, 19.5, 27.9, 31, 28.5, 21.8, 27.1, 41.7, 72.7, 33.6, 68.6,
+    48.9, 46.7, 69.7, 54.5, 45.4, 40.4, 47.4, 72.5, 63.3, 34, 46.4, 37.1, 33.1, 29.8, 37.8,
+    85.1, 58.6, 112.2, 76.3, 79.7, 99, 126.3, 67, 66.8, 36.3, 21, 63.9, 69.7, 42.1, 32.5, 33.6,
+    88.5, 56.5, 37, 43.7, 34.4, 24.1, 19.6, 14.6, 21.2, 65.5, 41.4, 26.1, 56.8, 31.2, 35.2,
+    23.1, 38, 29.4, 20.2, 24.2, 15.6, 18.4, 21.8, 23, 21.8, 44.1, 27, 28.8, 21.6, 19.4, 18.7,
+    19.2, 21.7, 18.7, 13.8, 16.6, 13.8, 18.4, 17.3, 16.7, 21.2, 15.9, 14.1, 19.9, 77.6, 16.7,
+    17.1, 17, 17.4, 17.4, 16.8, 17.3, 18.1, 16.8, 20.6, 18.6, 14.6, 16.9, 21,
+]
+
+
+def test_a_shallow_dip_between_two_humps_opens_no_gate() -> None:
+    """The drop rule (the level at half its peak) keeps the line closed in the shallow dip
+    between the two costly stretches of the measured mixture run. With a drop to 2/3 of the
+    peak it opens there and shows less than 0.6x the time left (0.56x when measured)."""
+    from dpopt import progress as module
+
+    assert len(MIXTURE_150) == 150
+    strict, _ = _uneven_ratios(MIXTURE_150)
+    kept = module.UNEVEN_DROP
+    try:
+        module.UNEVEN_DROP = 1.5
+        loose, _ = _uneven_ratios(MIXTURE_150)
+    finally:
+        module.UNEVEN_DROP = kept
+    assert strict and all(0.7 <= r <= 2.0 for r in strict), (min(strict), max(strict))
+    assert min(loose) < 0.6
 
 
 @pytest.mark.parametrize("at", [0.05, 0.1, 0.2])
@@ -329,9 +364,9 @@ def test_known_limit_a_costly_stretch_from_the_first_steps() -> None:
     """Where the model is wrong (the module notes and the benchmarks page say so): a costly
     stretch 10 times the cheapest steps, centred at a fifth of the run, so already rising at
     the first steps. The least level is then measured on steps dearer than the cheap end, and
-    the time shown exceeds twice the time left: up to 2.9x on 100 steps, 4.2x on 50."""
+    the time shown exceeds twice the time left: up to 2.7x on 100 steps, 3.7x on 50."""
     worst = {n: max(_uneven_ratios(_hump(n, 0.2, 10.0, 0.1))[0]) for n in (50, 100)}
-    assert worst[50] == pytest.approx(4.24, abs=0.01) and worst[100] == pytest.approx(2.87,
+    assert worst[50] == pytest.approx(3.69, abs=0.01) and worst[100] == pytest.approx(2.73,
                                                                                      abs=0.01)
 
 
