@@ -52,36 +52,34 @@ counts (:data:`dpopt.cli.options.PASSES_EXPECTED` solver passes, the certificate
 the time that was in fact left; the benchmarks page lists the runs.
 
 Steps of uneven cost (``uneven=True``, the sampler): the cost of a sampler's step is that of its
-designs, which is small at the noisiest levels, several times larger in the middle of the
-schedule and small again at the end; the mean time per step so far is then low early and high
-late (0.32-2.55x the time left on the runs measured). Such a line measures the cost of the
-recent steps, the *level* :math:`c` (the median time per step over the last
-:math:`\max(8, \lceil k/10\rceil)` of the :math:`k` steps timed: a single slow step, a pause
-of the machine, moves it little), and keeps the greatest level
-:math:`P` and the least level :math:`F` seen so far. Nothing tells when the costly middle comes,
-or how costly it is, while the cost is still rising or has not yet risen, so no time left is
-shown until the run is past its costliest stretch: the peak rose to at least twice the least
-level before it (:data:`UNEVEN_RISE`; a smaller swing can be the noise of a few steps) and the
-level has since fallen to :math:`c \le P/2` (:data:`UNEVEN_DROP`; a shallower dip can lie
-between two costly stretches). The steps left then cost
-between the floor and the current level, and the time left is the range :math:`[nF, nc]` for
-:math:`n` steps left; the sampler shows it while it spans at most a factor 3 (``max_spread=3``),
-so that its geometric middle, the time shown, is within :math:`\sqrt 3 = 1.73` of every time in
-the range, with room for steps a little cheaper than the floor. The model is that the cost rises
-and falls once: a second costly stretch later in the run would be under-estimated, a costly
-stretch that begins with the first steps leaves a floor above the cheap steps of the end (the
-time shown can then exceed twice the time left: up to 2.7x on a simulated run of 100 steps, 3.7x
-on 50, whose costliest steps, 10 times the cheapest, come at a fifth of the run), and a run
-whose cost never rises and falls (even steps, or steps getting steadily dearer) shows the count
-only, which is why steps of even cost keep the mean rate. Measured on twelve sampling runs
-(grid and box, Heart, Adult and the mixture, 10 to 200 steps; CPU seconds): every time shown was
-within 0.56-1.77x of the time left, shown at up to 41 % of the reports (none on runs whose cost
-rises less than twofold); the 0.56 on the mixture over 150 steps, whose cost has a second, dearer
-hump after a first.
+designs, which is small at the noisiest levels, several times larger in the middle of the schedule
+and small again at the end; the mean time per step so far is then low early and high late
+(0.35-3.24x the time left on the runs measured). Such a line measures the cost of the recent steps,
+the *level* :math:`c` (the median time per step over the last :math:`\max(8, \lceil k/10\rceil)` of
+the :math:`k` steps timed: a single slow step, a pause of the machine, moves it little), and keeps
+the greatest level :math:`P` and the least level :math:`F` seen so far. Nothing tells when the
+costly middle comes, or how costly it is, while the cost is still rising or has not yet risen, so
+no time left is shown until the run is past its costliest stretch: the peak rose to at least twice
+the least level before it (:data:`UNEVEN_RISE`; a smaller swing can be the noise of a few steps)
+and the level has since fallen to :math:`c \le P/2` (:data:`UNEVEN_DROP`; a shallower dip can lie
+between two costly stretches). The steps left then cost between the floor and the current level,
+and the time left is the range :math:`[nF, nc]` for :math:`n` steps left; the sampler shows it
+while it spans at most a factor 3 (``max_spread=3``), so that its geometric middle, the time shown,
+is within :math:`\sqrt 3 = 1.73` of every time in the range, with room for steps a little cheaper
+than the floor. The model is that the cost rises and falls once: a second costly stretch after
+cheap steps is under-estimated (down to half the time left on a simulated run whose second stretch,
+5 times the cheapest steps, is the dearer), a costly stretch that begins with the first steps
+leaves a floor above the cheap steps of the end (the time shown can then exceed twice the time
+left: up to 2.7x on a simulated run of 100 steps, 3.7x on 50, whose costliest steps, 10 times the
+cheapest, come at a fifth of the run), and a run whose cost never rises and falls (even steps, or
+steps getting steadily dearer) shows the count only, which is why steps of even cost keep the mean
+rate. Measured on twelve sampling runs (grid and box, Heart, Adult and the mixture, 10 to 200
+steps; CPU seconds): every time shown was within 0.61-1.41x of the time left, shown at up to 36 %
+of the reports (none on runs whose cost rises less than twofold or falls by less than half).
 
 A line with ``count_only=True`` (the noise calibration's) never shows a time left: the search's
 last evaluations, which prove its answer, cost many times what the evaluations before them
-predict, and the time left it would have shown was 0.05-0.51x the time in fact left.
+predict, and the time left it would have shown was 0.05-0.53x the time in fact left.
 """
 
 from __future__ import annotations

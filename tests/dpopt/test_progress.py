@@ -370,6 +370,17 @@ def test_known_limit_a_costly_stretch_from_the_first_steps() -> None:
                                                                                      abs=0.01)
 
 
+def test_known_limit_a_second_costly_stretch_after_cheap_steps() -> None:
+    """Where the model is wrong (the module notes and the benchmarks page say so): a first
+    costly stretch (3x the cheapest steps) falls back to the cheap level, the line opens, and a
+    second, dearer one (5x) follows: the time shown falls to half the time left."""
+    s = np.arange(200) / 200
+    costs = (1.0 + 2.0 * np.exp(-(((s - 0.25) / 0.08) ** 2))
+             + 4.0 * np.exp(-(((s - 0.6) / 0.08) ** 2)))
+    ratios, _ = _uneven_ratios(costs)
+    assert min(ratios) == pytest.approx(0.50, abs=0.01)
+
+
 @pytest.mark.parametrize("count", [20, 100])
 def test_rising_and_step_up_costs_show_the_count_only(count: int) -> None:
     """Costs that only rise (steadily, or in one step to 3x) never show a time left on the
