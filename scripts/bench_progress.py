@@ -130,7 +130,7 @@ def summary(run: str, log: list[tuple[float, float | None]],
 
 
 class patched_progress:
-    """Within the block, the library's own lines (a sampler's, a calibration's) are
+    """Within the block, dpopt's own lines (a sampler's, a calibration's) are
     :class:`Recording` lines, collected in ``made``."""
 
     def __init__(self) -> None:
