@@ -305,7 +305,8 @@ class Progress:
         self.level = statistics.median(self._rates[-width:])  # one slow step moves no level
         self._floor = min(self._floor, self.level)
         if self.level > self._peak:
-            self._peak, self._rise = self.level, self.level / self._floor
+            rise = self.level / self._floor if self._floor > 0.0 else math.inf
+            self._peak, self._rise = self.level, rise if self.level > 0.0 else 1.0
 
     @property
     def elapsed(self) -> float:

@@ -447,6 +447,19 @@ def test_uneven_levels_on_a_fake_clock() -> None:
         assert bar.level == pytest.approx(1.0) and bar.eta() is None
 
 
+def test_uneven_line_on_a_clock_that_does_not_move() -> None:
+    """Steps that take no measurable time (a coarse clock) give levels of 0: no error, no time
+    left shown."""
+    clock = Clock()
+    bar = Progress("x", total=40, clock=clock, enabled=False, uneven=True, max_spread=3.0)
+    with bar:
+        for k in range(30):
+            clock.now += 1.0 if k in (12, 13) else 0.0
+            bar.advance()
+            assert bar.estimate() is None
+    assert "so far" in bar.line()
+
+
 def test_the_sampler_line_is_uneven_for_designed_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """sample_private's line uses the uneven model for designed noise, the mean rate for the
     isotropic baseline's even steps."""
