@@ -75,11 +75,12 @@ cheapest, come at a fifth of the run), and a run whose cost never rises and fall
 steps getting steadily dearer) shows the count only, which is why steps of even cost keep the mean
 rate. Measured on twelve sampling runs (grid and box, Heart, Adult and the mixture, 10 to 200
 steps; CPU seconds): every time shown was within 0.61-1.41x of the time left, shown at up to 36 %
-of the reports (none on runs whose cost rises less than twofold or falls by less than half).
+of the reports (none on runs whose cost rises less than twofold or falls by less than half); later
+runs gave 0.64-1.98x, the machine's load having changed the cost of the cheap early steps.
 
 A line with ``count_only=True`` (the noise calibration's) never shows a time left: the search's
 last evaluations, which prove its answer, cost many times what the evaluations before them
-predict, and the time left it would have shown was 0.05-0.53x the time in fact left.
+predict, and the time left it would have shown was 0.05-0.58x the time in fact left.
 """
 
 from __future__ import annotations
