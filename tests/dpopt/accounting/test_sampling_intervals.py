@@ -22,6 +22,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdpm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dpopt.accounting._dp_accounting import noise_multiplier_down as lib_noise_down
 from dpopt.accounting.composition import (
     GaussianSteps,
     calibrate_noise,
@@ -231,11 +232,15 @@ def test_run_design_takes_the_relation() -> None:
 def test_two_sided_epsilon_brackets_the_independent_pld(p: float, sigma: float, steps: int,
                                                         log_delta: float) -> None:
     delta = 10.0 ** log_delta
-    r = composed_epsilon(GaussianSteps.from_noise_multiplier(sigma, steps, p, "poisson"), delta,
-                         discretization=1e-3)
+    run = GaussianSteps.from_noise_multiplier(sigma, steps, p, "poisson")
+    r = composed_epsilon(run, delta, discretization=1e-3)
     assert math.isfinite(r.value) and 0.0 <= r.lower <= r.value
     # the independent pessimistic PLD is an upper bound: the lower end may not exceed it, and
-    # dpopt's upper end (PLD with margin, or RDP) is not below the library's own PLD value
+    # dpopt's upper end (PLD with margin, or RDP) is not below the library's own PLD value at
+    # the noise dpopt builds it for (σ rounded down from the bound: the pessimistic PLD is not
+    # monotone in σ at the last digits, e.g. p = 0.01171875, σ = 1, T = 82, δ = 1e-9 gives
+    # 1.98325131 at σ = 1 and 1.98324933 one ulp below)
     lib = _pld_poisson(p, sigma, steps, delta, 1e-3)
     assert r.lower <= lib * (1 + 1e-9) + 1e-12
-    assert r.value >= lib * (1 - 1e-9) or r.accountant == "rdp"
+    lib_down = _pld_poisson(p, lib_noise_down(run.bound), steps, delta, 1e-3)
+    assert r.value >= lib_down * (1 - 1e-9) or r.accountant == "rdp"
