@@ -889,7 +889,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         # the RDP search is never cut short: it is what guarantees an answer. When a PLD
         # finishes, the RDP answer is only its (certified) start: a looser tolerance will do.
         eps_r = timed(("rdp",), discretization, budgeted=False, orders=orders)
-        if pld_ok:
+        if pld_ok and epsilon > 0.0:  # (the secant works on log ε)
             pts, slope = _secant(eps_r, epsilon, x0, slope, RDP_START_GTOL, 4)
             best_q = max((math.exp(x) for x, e in pts if e <= epsilon), default=0.0)
             seeded = best_q > 0.0
@@ -934,7 +934,8 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     if two_sided:
         from dpopt.accounting import _prv
 
-        gap = 2.0 * lower_error / epsilon + 0.005  # the PRV route counts its error twice
+        # the PRV route counts its error twice (ε = 0: any positive lower bound refutes)
+        gap = 2.0 * lower_error / epsilon + 0.005 if epsilon > 0.0 else 0.05
         if rate < 1.0 and not _prv.prv_feasible(((best_q, rate, steps),), lower_error,
                                                 delta * 1e-3, epsilon):
             gap = max(gap, 0.045)  # the optimistic PLD's rounding costs up to 6 % of ε
@@ -1039,6 +1040,11 @@ def _pld_search(best: _Best, timed: Callable[..., Callable[[float], float]], eps
         expect(None)
         return
     eps_c = timed(("pld",), coarse, slow=2.5 * FINE_SECONDS)
+    if epsilon <= 0.0:  # ε = 0 (reached only where δ covers δ(0)): no log ε, bracket instead
+        q = _solve(eps_c, epsilon, math.exp(x0), rtol, what)
+        best.offer(q, eps_c(q), epsilon)
+        expect(None)
+        return
     pts, slope = _secant(eps_c, epsilon, x0, best.slope, COARSE_GTOL, 6)
     for x, e in pts:
         best.offer(math.exp(x), e, epsilon)
