@@ -780,12 +780,14 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
 
     t0 = time.perf_counter()
     deadline = t0 + time_budget
-    # work in units of one coarse PLD: a fine PLD (and a lower bound) costs about the grid
-    # ratio r of them (a lower bound 3/4 of that), an RDP evaluation a fiftieth; 4-10 coarse,
-    # 1-3 fine and 1-2 lower-bound evaluations
+    # work in units of one coarse PLD: a finishing PLD costs about the grid ratio r of them, a
+    # lower bound about four finishing PLDs (3/4 of the coarse-to-requested ratio until the
+    # finishing grid is known), an RDP evaluation a fiftieth; 3-6 coarse, 1-2 finishing and
+    # 1-2 lower-bound evaluations
     ratio = min(coarse_discretization(discretization, epsilon) / discretization, 40.0)
     lib._library()  # imported before the clock starts: its import is not one of the steps
     bar = _progress_bar(progress, (4.0 + 1.75 * ratio, 10.0 + 5.0 * ratio))
+    lower_units = [0.75 * ratio]  # one lower bound's expected cost in coarse PLDs
     notes: list[str] = []
 
     used: dict[str, float] = {"disc": math.inf, "pld": 0.0}
@@ -811,7 +813,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     lower_how: dict[float, str] = {}
 
     def lower_of(q: float) -> float:
-        bar.update(0.75 * ratio)
+        bar.update(lower_units[0])
         # only "above the target" matters here: stop at the first bound that shows it
         value, how = lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
                                    scale=epsilon, enough=epsilon * (1.0 + 1e-9))
@@ -849,7 +851,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def expect(fine: float | None) -> None:
         """What is left once the search knows its finishing grid (None: no PLD to finish)."""
         r = 0.0 if fine is None else ratio_of(fine)
-        bar.expected = (bar.done + r + 0.75 * ratio, bar.done + 3.0 * r + 2.0 * ratio)
+        if fine is not None:  # a lower bound costs a few finishing PLDs (measured: 3-15)
+            lower_units[0] = 4.0 * max(r, 1.0)
+        bar.expected = (bar.done + r + lower_units[0], bar.done + 3.0 * r + 2.0 * lower_units[0])
 
     def timed(names: tuple[str, ...], disc: float, slow: float = math.inf,
               budgeted: bool = True, orders: tuple[float, ...] = DEFAULT_ORDERS
