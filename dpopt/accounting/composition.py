@@ -30,9 +30,10 @@ of neighbours every sampling scheme realises — see :func:`lower_epsilon`).
 
 The inverses (:func:`calibrate_noise`, and :func:`largest_bound`,
 :func:`smallest_noise_multiplier` on top of it) search q coarse to fine — the RDP curve for a
-certified start, a coarse pessimistic PLD to bracket, the fine PLD only to finish — with the same
-never-optimistic accounting, check every answer they return, and refute a slightly larger q with
-the lower bound, so the exact answer is bracketed from both sides.
+certified start, a coarse pessimistic PLD to bracket, one PLD on the coarsest grid the tolerance
+allows to finish (:func:`_pld_search`) — with the same never-optimistic accounting, check
+every answer they return, and refute a slightly larger q with the lower bound, so the exact
+answer is bracketed from both sides.
 
 Sampling schemes and their neighbouring relations are those of
 :class:`dpopt.relation.SamplingScheme`; ``"without_replacement"`` runs are stated over the
@@ -675,8 +676,9 @@ class NoiseCalibration:
     seconds : float
         Wall time of the search.
     discretization : float
-        The finest PLD grid the search evaluated (the requested one unless ``note`` says
-        otherwise).
+        The finest PLD grid the search evaluated: the grid it finished on, the coarsest whose
+        excess over the requested grid the tolerance allows (the answer is certified on it;
+        see :func:`_pld_search`), or the finest that fits when ``note`` says so.
     pld_used : bool
         Whether any PLD was built (False: RDP or exact GDP only).
     """
@@ -926,6 +928,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
             if best.q <= 0.0:
                 raise
         best_q, best_how, slope = best.q, best.how, best.slope
+        if seeded and best_how == "rdp":  # the PLD did not improve the loose start: finish it
+            best_q = _solve(timed(("rdp",), discretization, budgeted=False, orders=orders),
+                            epsilon, best_q, rtol, what)
     if best_q <= 0.0:
         if "pld" in accountants and not pld_ok and "rdp" not in accountants:
             raise InvalidParameterError(
@@ -1157,11 +1162,14 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
                     progress: bool | None = None) -> NoiseCalibration:
     r"""The largest certified per-step bound (smallest noise) for a total (ε, δ), two-sided.
 
-    Coarse to fine: the RDP curve (cheap, valid at every δ) gives a certified start; a
-    pessimistic PLD at 20× the discretisation brackets the answer; the PLD at ``discretization``
-    only finishes it (Newton steps from the coarse slope, then regula falsi: two to five fine
-    PLDs). Every PLD is cached, every accepted point is certified by the accountant named. Then a
-    proven lower bound (:func:`lower_epsilon`) refutes a slightly larger bound, which brackets the
+    Coarse to fine (:func:`_pld_search`): the RDP curve (cheap, valid at every δ) gives a
+    certified start; a pessimistic PLD on a coarse grid brackets the answer by a secant on
+    log ε; a second grid measures the pessimistic excess :math:`c h^2`, which picks the coarsest
+    finishing grid whose excess over ``discretization`` costs at most ``rtol/2`` in q; the
+    finish there is usually one PLD. So the answer is within ``rtol`` in q of the PLD answer at
+    ``discretization``. Every PLD is cached, every accepted point is certified by the accountant
+    named (the PLD on the grid :attr:`NoiseCalibration.discretization`). Then a proven lower
+    bound (:func:`lower_epsilon`) refutes a slightly larger bound, which brackets the
     exact answer from the other side.
 
     Parameters
@@ -1169,9 +1177,11 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
     epsilon, delta, steps, sampling_rate, sampling
         The target and the schedule (see :class:`GaussianSteps`).
     rtol : float
-        Relative tolerance on q of the finishing search (σ: about ``rtol/2``).
+        Relative tolerance on q against the PLD answer at ``discretization`` (σ: about
+        ``rtol/2``): half for the finishing search, half for the coarser finishing grid.
     discretization : float
-        The fine PLD's discretisation interval.
+        The requested PLD discretisation interval (the answer's reference; the search finishes
+        on a grid at least this fine only when the tolerance needs it).
     accountants : sequence of str
         Among ``"gdp-exact"``, ``"pld"``, ``"rdp"``.
     time_budget : float
