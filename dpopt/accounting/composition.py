@@ -1093,8 +1093,9 @@ def _pld_search(best: _Best, timed: Callable[..., Callable[[float], float]], eps
             best.offer(math.exp(x), e, epsilon)
         x1, e1 = min(more, key=lambda pe: abs(math.log(max(pe[1], 1e-300) / (epsilon + shift))))
         e_pred = e1 - shift
-    if best.q > 0.0 and lib.pld_feasible(((best.q * 1.1, rate, steps),), fine):
-        g_pred = math.log(max(e_pred, 1e-300)) - math.log(epsilon)
+    g_pred = math.log(max(e_pred, 1e-300)) - math.log(epsilon)
+    if best.q > 0.0 and math.isfinite(g_pred) and lib.pld_feasible(
+            ((best.q * 1.1, rate, steps),), fine):
         _finish(best, timed(("pld",), fine), epsilon, slope, rtol, x1, g_pred)
 
 
