@@ -513,16 +513,23 @@ def _sweep_peers(t: int, e: float, grid: float, guess: float) -> tuple[float, fl
                                        t)
 
     bracket = dpa.ExplicitBracketInterval(0.8 * guess, 1.25 * guess)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, pld = _cpu(lambda: dpa.calibrate_dp_mechanism(
-            lambda: pld_privacy_accountant.PLDAccountant(value_discretization_interval=grid),
-            event, e, 1e-5, bracket, tol=1e-4 * guess))
-        _, rdp = _cpu(lambda: dpa.calibrate_dp_mechanism(
-            rdp_privacy_accountant.RdpAccountant, event, e, 1e-5,
-            dpa.ExplicitBracketInterval(0.5 * guess, 2.0 * guess), tol=1e-4 * guess))
-        _, prv = _cpu(lambda: find_noise_multiplier(0.01, t, e, 1e-5,
-                                                    eps_error=max(0.01 * e, 0.01)))
+
+    def timed(call: Callable[[], Any]) -> float:
+        """CPU seconds of the peer's call (NaN when the peer fails, e.g. does not converge)."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return _cpu(call)[1]
+        except Exception:  # the peer's own failure: reported as NaN
+            return math.nan
+
+    pld = timed(lambda: dpa.calibrate_dp_mechanism(
+        lambda: pld_privacy_accountant.PLDAccountant(value_discretization_interval=grid),
+        event, e, 1e-5, bracket, tol=1e-4 * guess))
+    rdp = timed(lambda: dpa.calibrate_dp_mechanism(
+        rdp_privacy_accountant.RdpAccountant, event, e, 1e-5,
+        dpa.ExplicitBracketInterval(0.5 * guess, 2.0 * guess), tol=1e-4 * guess))
+    prv = timed(lambda: find_noise_multiplier(0.01, t, e, 1e-5, eps_error=max(0.01 * e, 0.01)))
     return pld, rdp, prv
 
 
