@@ -621,6 +621,159 @@ def _print_targets(rows: list[dict[str, Any]]) -> None:
                   + (f"; peers: {side}" if side else ""))
 
 
+# ------------------------------------------------------------------------------------------------
+# one small design (issue 25, item 1): d = 10, J = 1,035, W = I, the new route and the previous one
+# ------------------------------------------------------------------------------------------------
+#: The previous release's figure for this cell (CPU, design_covariance by column generation).
+SMALL_PREVIOUS_MS = (5.8, 7.6)
+SMALL_TARGET_S = 2e-3
+
+
+class _PhaseClock:
+    """CPU time (time.process_time) spent inside named module functions while active: each is
+    wrapped for the duration of the ``with`` block and restored after."""
+
+    def __init__(self, targets: list[tuple[Any, str, str]]) -> None:
+        self.targets = targets
+        self.seconds: dict[str, float] = {label: 0.0 for _, _, label in targets}
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> _PhaseClock:
+        for module, name, label in self.targets:
+            fn = getattr(module, name)
+            self._saved.append((module, name, fn))
+
+            def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
+                t0 = time.process_time()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    self.seconds[_label] += time.process_time() - t0
+
+            setattr(module, name, timed)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for module, name, fn in self._saved:
+            setattr(module, name, fn)
+
+
+def _alternate(fns: dict[str, Any], calls: int, repeats: int) -> dict[str, float]:
+    """Median CPU time per call of each function, run alternately ``repeats`` times ``calls``
+    calls each (a loaded machine's drift hits every function alike)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            t0 = time.process_time()
+            for _ in range(calls):
+                fn()
+            times[key].append((time.process_time() - t0) / calls)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def _bench_small(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The small cell (d = 10, J = 1,035, W = I, eta = 0): ``design_covariance`` and
+    ``solve_structured`` by the priced Newton route (``solvers.restricted.priced_newton``) and
+    by the column generation of the previous release (the same code with the route switched
+    off), alternately in this process, CPU time (median of repeats); the certificate check
+    alone; a per-phase split of the new route; the N-form Clarabel peer's CPU time."""
+    import dpopt.covariance.design as design_mod
+    import solvers.structured as structured
+    from dpopt.accounting.budgets import ZCDP
+
+    cell = Cell(10, 46, "I", "0")
+    vectors = np.asarray(_vectors(cell))
+    budget = ZCDP(rho=0.5)  # q = 1, the grid's bound
+    problem = CovarianceProgram(vectors, None, 1.0)
+    design_mod.design_covariance(vectors, budget)  # imports and first-call costs
+
+    def previous(fn: Any) -> Any:
+        def run() -> Any:
+            saved = structured._PRICED_NEWTON_MAX
+            structured._PRICED_NEWTON_MAX = 0
+            try:
+                return fn()
+            finally:
+                structured._PRICED_NEWTON_MAX = saved
+        return run
+
+    def design() -> Any:
+        return design_mod.design_covariance(vectors, budget)
+
+    def solve() -> Any:
+        return solve_structured(problem, tol=1e-8)
+
+    new_design, old_design = design(), previous(design)()
+    sol, old_sol = solve(), previous(solve)()
+    per = _alternate({"design_covariance": design,
+                      "design_covariance (previous route)": previous(design),
+                      "solve_structured": solve,
+                      "solve_structured (previous route)": previous(solve),
+                      "check": lambda: check(problem, sol.covariance, sol.dual, tol=1e-6)},
+                     calls=20, repeats=args.repeats + 4)
+    calls = 100
+    targets = [(structured, "priced_newton", "priced Newton"),
+               (structured, "_finish", "solver's verified finish"),
+               (design_mod, "check", "certificate check"),
+               (design_mod, "privacy_from_sup", "privacy report")]
+    with _PhaseClock(targets) as clock:
+        t0 = time.process_time()
+        for _ in range(calls):
+            design()
+        total = (time.process_time() - t0) / calls
+    phases = {k: v / calls for k, v in clock.seconds.items()}
+    phases["the rest (validation, set-up, first working set, plan, design)"] = max(
+        total - sum(phases.values()), 0.0)
+    peer = (_run_peer(cell, "inverse/clarabel", 0.0, args.timeout, args.peer_tol)
+            if args.peers else {"status": "skip"})
+    t_peer = float(peer.get("cpu", math.nan))
+    label = f"small design d=10 J={cell.count} W=I eta=0"
+    dev = abs(new_design.value / old_design.value - 1.0)
+    print(label, flush=True)
+    print(f"  both certified: {new_design.certified and old_design.certified}; relative "
+          f"difference of the values {dev:.1e}; Newton steps {sol.stats.iterations} (previous "
+          f"route {old_sol.stats.iterations}); path {new_design.path!r}", flush=True)
+    for method, t in per.items():
+        print(f"  {method:<37} cpu={1e3 * t:7.3f} ms", flush=True)
+    ratio = t_peer / per["design_covariance"]
+    print(f"  {'inverse/clarabel (N-form peer)':<37} cpu={_fmt(1e3 * t_peer, '7.1f')} ms "
+          f"{peer.get('status')} (cvxpy compilation included; x{ratio:.0f} dpopt's design)",
+          flush=True)
+    print(f"  per-phase split of one design_covariance (CPU, {calls} calls, {1e3 * total:.3f} ms "
+          "each under the phase clock):", flush=True)
+    for name, t in phases.items():
+        print(f"    {name:<62} {1e3 * t:7.3f} ms", flush=True)
+    rows = []
+    for method, t in [*per.items(), ("inverse/clarabel", t_peer)]:
+        rows.append({
+            "cell": label, "d": 10, "J": cell.count, "W": "I", "eta": 0.0,
+            "rank_deficient": False, "method": method, "status": "certified",
+            "time_s": t, "gap": math.nan, "violation": math.nan, "floor_violation": math.nan,
+            "speedup_vs_peer": t_peer / t if math.isfinite(t_peer) else math.nan,
+            "passes": "", "pass_equivalents": "", "one_pass_s": "", "support": "",
+            "input": "array", "peak_mib": math.nan,
+            "newton_s": phases["priced Newton"] if method == "design_covariance" else math.nan,
+            "pass_s": math.nan,
+        })
+    return rows
+
+
+def _print_small_targets(rows: list[dict[str, Any]]) -> None:
+    times = {r["method"]: r["time_s"] for r in rows}
+    if "design_covariance" not in times:
+        return
+    new, old = times["design_covariance"], times["design_covariance (previous route)"]
+    lo, hi = SMALL_PREVIOUS_MS
+    newton = rows[0]["newton_s"]
+    print(f"  {rows[0]['cell']}: one design_covariance {1e3 * new:.2f} ms CPU (target < "
+          f"{1e3 * SMALL_TARGET_S:.0f} ms: {'met' if new < SMALL_TARGET_S else 'MISSED'}); "
+          f"the previous route {1e3 * old:.2f} ms in this run (x{old / new:.2f}; {lo}-{hi} ms "
+          f"measured for the previous release); solve_structured "
+          f"{1e3 * times['solve_structured']:.2f} ms (previous route "
+          f"{1e3 * times['solve_structured (previous route)']:.2f} ms), certificate check "
+          f"{1e3 * times['check']:.2f} ms, priced Newton {1e3 * newton:.2f} ms of the design")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the full grid of issue 5")
@@ -634,6 +787,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only the cells whose label contains TEXT (repeatable)")
     parser.add_argument("--no-batches", dest="batches", action="store_false",
                         help="skip the many-designs rows (design_covariance_batch)")
+    parser.add_argument("--no-small", dest="small", action="store_false",
+                        help="skip the small-design row (d = 10, J = 1,035, both routes)")
     parser.add_argument("--peer-json", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.peer_json is not None:
@@ -664,9 +819,13 @@ def main(argv: list[str] | None = None) -> int:
         run_batches = args.batches and (not args.only or any("batch" in t for t in args.only))
         batch_rows = _bench_batches(args) if run_batches else []
         writer.writerows(batch_rows)
+        run_small = args.small and (not args.only or any("small" in t for t in args.only))
+        small_rows = _bench_small(args) if run_small else []
+        writer.writerows(small_rows)
     print(f"done in {time.perf_counter() - t_all:.0f} s; CSV written to {out}")
     _print_targets(all_rows)
     _print_batch_targets(batch_rows)
+    _print_small_targets(small_rows)
     return 0
 
 
