@@ -131,8 +131,27 @@ def _grid() -> Any:
     return Grid([0.0, 0.0], [1.0, 1.0], (3, 3))
 
 
+#: What the audit writes in place of the software versions a file records (``versions`` of the
+#: certificate formats, ``software`` of a run record): they are reports, not claims, and they
+#: differ between machines and between an installed and a source checkout, so left as written
+#: they would change the edits drawn and the counts the certificates guide quotes.
+PINNED_VERSIONS = {"python": "3", "numpy": "2"}
+
+
+def _pin_versions(path: Path) -> dict[str, Any]:
+    """Rewrite the file at ``path`` with its version fields pinned (digests recomputed)."""
+    content = json.loads(path.read_text())
+    for key in ("versions", "software"):
+        if isinstance(content.get(key), dict):
+            kept = {k: v for k, v in content[key].items() if k == "produced_by"}
+            content[key] = {**PINNED_VERSIONS, **kept} if key == "versions" else {"dpopt": "0"}
+    path.write_text(mu.render(content))
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
+
+
 def base_files(tmp: Path) -> dict[str, tuple[Path, dict[str, Any], Any]]:
-    """One real file of each kind, written by its public writer: name -> (path, content, aux)."""
+    """One real file of each kind, written by its public writer: name -> (path, content, aux),
+    with the version fields pinned (:data:`PINNED_VERSIONS`)."""
     from dpopt import GDP, design_covariance
     from dpopt.accounting.budgets import ApproxDP
     from dpopt.diffusion.record import save_record
@@ -144,19 +163,19 @@ def base_files(tmp: Path) -> dict[str, tuple[Path, dict[str, Any], Any]]:
     design = design_covariance(vectors, GDP(1.0), weight=np.array([[2.0, 0.3], [0.3, 1.0]]))
     path = tmp / "design.json"
     design.save(path)
-    out["covariance design"] = (path, json.loads(path.read_text()), vectors)
+    out["covariance design"] = (path, _pin_versions(path), vectors)
     sc = Scenario.from_laws({"a": LAW_P, "b": LAW_Q})
     for name, alpha in (("tight Pufferfish (alpha 2)", 2.0),
                         ("tight Pufferfish (alpha inf)", math.inf)):
         path = tmp / f"tight-{alpha}.json"
         calibrate_tight(sc, alpha, 1.0, "laplace").write_certificate(path)
-        out[name] = (path, json.loads(path.read_text()), None)
+        out[name] = (path, _pin_versions(path), None)
     rng = np.random.default_rng(0)
     data = np.clip(rng.normal([0.3, 0.6], 0.15, (20, 2)), 0.0, 1.0)
     run = sample_private(data, _grid(), ApproxDP(3.0, 1e-5), samples=1, steps=2, rng=3)
     path = tmp / "run.json"
     save_record(run.record, path)
-    out["sampling run record"] = (path, json.loads(path.read_text()), None)
+    out["sampling run record"] = (path, _pin_versions(path), None)
     return out
 
 

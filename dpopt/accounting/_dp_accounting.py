@@ -74,20 +74,111 @@ def noise_multiplier_down(bound: float) -> float:
     return math.nextafter(1.0 / math.sqrt(bound), 0.0)
 
 
-def _pld(groups: Sequence[tuple[float, float, int]], discretization: float) -> Any:
-    return _pld_cached(tuple(groups), discretization)
+def _pld(groups: Sequence[tuple[float, float, int]], discretization: float,
+         replace_one: bool = False) -> Any:
+    return _pld_cached(tuple(groups), discretization, replace_one)
+
+
+def _dense_profile(pmf: Any, eps: NDArray[np.float64]) -> NDArray[np.float64] | None:
+    r"""δ(ε) of one dense PLD pmf at the sorted ``eps``, vectorised: with losses l_k and masses
+    m_k, :math:`\delta(\varepsilon) = m_\infty + \sum_{l_k > \varepsilon} m_k
+    - e^{\varepsilon}\sum_{l_k > \varepsilon} m_k e^{-l_k}` (the library's own formula, which
+    it evaluates in a Python loop); None when the pmf is not the dense kind or a sum
+    overflows."""
+    from dp_accounting.pld import pld_pmf
+
+    if not isinstance(pmf, pld_pmf.DensePLDPmf):
+        return None
+    try:
+        probs = np.asarray(pmf._probs, dtype=float)
+        lower, disc = int(pmf._lower_loss), float(pmf._discretization)
+        inf_mass = float(pmf._infinity_mass)
+    except AttributeError:
+        return None
+    losses = (lower + np.arange(probs.size)) * disc
+    with np.errstate(over="ignore", invalid="ignore"):
+        upper = np.append(np.cumsum(probs[::-1])[::-1], 0.0)
+        lower_mass = np.append(np.cumsum((probs * np.exp(-losses))[::-1])[::-1], 0.0)
+        k = np.searchsorted(losses, eps, side="right")
+        out = inf_mass + upper[k] - np.exp(eps) * lower_mass[k]
+    return out if bool(np.all(np.isfinite(out))) else None
+
+
+def _profile(pld: Any, eps: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The larger of a PLD's two directions' δ(ε) at the sorted ``eps`` (what its public
+    ``get_delta_for_epsilon`` returns, without its per-point Python loop when the pmfs are
+    dense)."""
+    parts = [_dense_profile(getattr(pld, name, None), eps) for name in ("_pmf_remove", "_pmf_add")]
+    if any(part is None for part in parts):
+        return np.asarray(pld.get_delta_for_epsilon(eps), dtype=float)
+    return np.maximum(parts[0], parts[1])  # type: ignore[arg-type]
+
+
+def _without_replacement_pld(sigma: float, p: float, discretization: float) -> Any:
+    r"""A pessimistic PLD of one Gaussian step on a batch drawn without replacement, under
+    replace-one neighbours (``sigma`` per replace-one sensitivity, rate ``p`` = B/N).
+
+    Dong, Roth & Su ("Gaussian Differential Privacy", Theorem 4.2, subsampling) prove: if a
+    mechanism is f-DP, running it on a uniformly drawn subset of m of the n records (datasets of
+    the same size, differing in one record) is :math:`C_p(f)`-DP, with p = m/n,
+    :math:`f_p = pf + (1-p)\mathrm{Id}` and :math:`C_p(f) = \min\{f_p, f_p^{-1}\}^{**}`.
+    For :math:`f = G_{1/\sigma}`, :math:`f_p` and :math:`f_p^{-1}` are the trade-off functions
+    of the two Poisson-subsampled Gaussian pairs (the "remove" pair
+    :math:`((1-p)N(0,\sigma^2) + pN(1,\sigma^2),\ N(0,\sigma^2))` and the "add" pair, its
+    reverse). A convex conjugate turns the lower convex envelope of a minimum into the maximum
+    of the conjugates, so the privacy profile of :math:`C_p(f)` is, at every ε,
+
+    .. math:: \delta(\varepsilon) = \max\{\delta_{\rm remove}(\varepsilon),\
+              \delta_{\rm add}(\varepsilon)\},
+
+    the profile of one pair of distributions that realises :math:`C_p(f)`.
+
+    The profile is read from dp-accounting's pessimistic PLD of the Poisson-subsampled Gaussian
+    (its ``get_delta_for_epsilon`` is the larger of the two directions), which lies above the
+    true one at every ε, on a grid of ε spaced by ``discretization``; the pessimistic "connect
+    the dots" PLD (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi, "Connect the Dots") of those
+    values joins them by chords in :math:`e^\varepsilon`, above the convex true profile. A
+    profile above another at every ε is a trade-off function below the other (they are convex
+    conjugates), and that domination survives composition (Dong, Roth & Su, Theorem 3.2), so
+    composing this PLD gives an upper bound on the run's δ(ε). (Composing the two
+    one-directional PLDs separately and taking the larger δ, as for Poisson sampling, would
+    not be: no single neighbouring pair need realise either direction at every step.)
+    """
+    _, pldm = _library()
+    from dp_accounting.pld import pld_pmf
+    from dp_accounting.pld import privacy_loss_mechanism as plm
+
+    poisson = pldm.from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=p,
+                                           pessimistic_estimate=True,
+                                           value_discretization_interval=discretization)
+    bounds = [plm.GaussianPrivacyLoss(sigma, pessimistic_estimate=True, sampling_prob=p,
+                                      adjacency_type=kind).connect_dots_bounds()
+              for kind in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD)]
+    lo = math.floor(min(b.epsilon_lower for b in bounds) / discretization)
+    hi = math.ceil(max(b.epsilon_upper for b in bounds) / discretization) + 1
+    eps = np.arange(lo, hi + 1) * discretization
+    # non-increasing by raising (never lowering) a value to the largest one to its right
+    deltas = np.clip(np.maximum.accumulate(_profile(poisson, eps)[::-1])[::-1], 0.0, 1.0)
+    pmf = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(discretization, lo, hi, deltas)
+    return pldm.PrivacyLossDistribution(pmf)
 
 
 @lru_cache(maxsize=8)
-def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: float) -> Any:
-    """PLD of the composition; ``groups`` are (bound q, Poisson rate p, count T)."""
+def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: float,
+                replace_one: bool = False) -> Any:
+    """PLD of the composition; ``groups`` are (bound q, rate p, count T), Poisson-sampled
+    (add/remove) or, with ``replace_one``, fixed-size batches without replacement."""
     _, pldm = _library()
 
     def build() -> Any:
         total = None
         for q, p, count in groups:
             sigma = noise_multiplier_down(q)
-            if p == 1.0:
+            if replace_one and p < 1.0:
+                one = _without_replacement_pld(sigma, p, discretization)
+                if count > 1:
+                    one = one.self_compose(count)
+            elif p == 1.0:
                 # T Gaussian releases compose exactly to one with σ/√T.
                 one = pldm.from_gaussian_mechanism(
                     standard_deviation=math.nextafter(sigma / math.sqrt(count), 0.0),
@@ -136,12 +227,13 @@ def pld_feasible(groups: Sequence[tuple[float, float, int]], discretization: flo
 
 
 def pld_epsilon(groups: Sequence[tuple[float, float, int]], delta: float,
-                discretization: float) -> float:
+                discretization: float, replace_one: bool = False) -> float:
     """Pessimistic-PLD ε at δ (``inf`` when δ is below :data:`PLD_MIN_DELTA` or the PLD would
-    be too large to build)."""
+    be too large to build); ``replace_one``: fixed-size batches without replacement
+    (:func:`_without_replacement_pld`)."""
     if delta < PLD_MIN_DELTA or not pld_feasible(groups, discretization):
         return math.inf
-    pld = _pld(groups, discretization)
+    pld = _pld(groups, discretization, replace_one)
     target = delta * (1.0 - _PLD_REL) - _PLD_ABS
     eps = float(_call("ε from the PLD", lambda: pld.get_epsilon_for_delta(target)))
     if math.isnan(eps) or eps < 0.0:
@@ -150,12 +242,12 @@ def pld_epsilon(groups: Sequence[tuple[float, float, int]], delta: float,
 
 
 def pld_delta(groups: Sequence[tuple[float, float, int]], epsilon: float,
-              discretization: float) -> float:
+              discretization: float, replace_one: bool = False) -> float:
     """Pessimistic-PLD δ at ε (rounded up by the round-off slack; at most 1; 1 when the PLD
-    would be too large to build)."""
+    would be too large to build); ``replace_one`` as in :func:`pld_epsilon`."""
     if not pld_feasible(groups, discretization):
         return 1.0
-    pld = _pld(groups, discretization)
+    pld = _pld(groups, discretization, replace_one)
     d = float(_call("δ from the PLD", lambda: pld.get_delta_for_epsilon(epsilon)))
     if math.isnan(d) or d < 0.0:
         raise SolverError(f"the dp-accounting PLD returned an invalid δ ({d!r})")

@@ -449,7 +449,14 @@ def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object,
     delta : float
         δ in (0, 1).
     accountants : sequence of str
-        Among ``"gdp-exact"`` (no subsampling only), ``"pld"``, ``"rdp"``.
+        Among ``"gdp-exact"``, ``"pld"``, ``"rdp"``. ``"gdp-exact"`` composes the steps' exact
+        Gaussian DP, :math:`\mu = \sqrt{\sum_t q_t}` (Dong, Roth & Su, "Gaussian Differential
+        Privacy"): exact without subsampling, and for subsampled steps the bound that ignores
+        the amplification, valid for every sampling scheme (a step's output is a mixture, over
+        the coupled batches, of Gaussians whose means differ by at most the relation's
+        sensitivity, and the hockey-stick divergence is jointly convex). It is the tightest
+        certificate for fixed-size batches at high rates, where the RDP bound for sampling
+        without replacement is loose.
     discretization : float
         PLD loss-discretisation interval (smaller: tighter and slower).
     orders : sequence of float
@@ -474,16 +481,15 @@ def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object,
     disc = _discretization(discretization)
     cands: dict[str, float] = {}
     order = None
-    subsampled = any(r.subsampled for r in run)
     if "gdp-exact" in acc:
-        cands["gdp-exact"] = (
-            math.inf if subsampled else bw.min_epsilon(_total_bound(run), math.log(d))
-        )
+        # exact for unsubsampled steps; for subsampled ones the bound without amplification
+        # (see the docstring), the tightest one for fixed-size batches at high rates
+        cands["gdp-exact"] = bw.min_epsilon(_total_bound(run), math.log(d))
     if "pld" in acc:
         if _pld_applies(run):
             from dpopt.accounting import _dp_accounting as lib
 
-            cands["pld"] = lib.pld_epsilon(_groups(run), d, disc)
+            cands["pld"] = lib.pld_epsilon(_groups(run), d, disc, _replace_one(run))
         else:
             cands["pld"] = math.inf
     if "rdp" in acc:
@@ -496,10 +502,17 @@ def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object,
 
 
 def _pld_applies(run: tuple[GaussianSteps, ...]) -> bool:
-    """dp-accounting's PLD covers Poisson subsampling (add/remove) and unsubsampled steps; it has
-    no PLD for fixed-size batches without replacement (its PLD accountant refuses
-    ``SampledWithoutReplacementDpEvent``), so those runs are certified by RDP alone."""
-    return not any(r.subsampled and r.relation is NeighbouringRelation.REPLACEMENT for r in run)
+    """Whether one PLD covers the run: Poisson subsampling (add/remove), unsubsampled steps, or
+    fixed-size batches without replacement (replace-one), through the symmetrised pessimistic
+    PLD of :func:`dpopt.accounting._dp_accounting._without_replacement_pld` (dp-accounting's
+    own PLD accountant refuses ``SampledWithoutReplacementDpEvent``). A run that mixes the two
+    relations over subsampled steps is left to RDP."""
+    return len({r.relation for r in run if r.subsampled}) <= 1
+
+
+def _replace_one(run: tuple[GaussianSteps, ...]) -> bool:
+    """Whether the run's subsampled steps are fixed-size batches (replace-one neighbours)."""
+    return any(r.subsampled and r.relation is NeighbouringRelation.REPLACEMENT for r in run)
 
 
 def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps] | object, epsilon: float,
@@ -522,18 +535,14 @@ def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps] | object, e
     disc = _discretization(discretization)
     cands: dict[str, float] = {}
     order = None
-    subsampled = any(r.subsampled for r in run)
-    if "gdp-exact" in acc:
-        if subsampled:
-            cands["gdp-exact"] = math.inf
-        else:
-            ld = float(bw.log_delta(np.asarray(e), np.asarray(_total_bound(run))))
-            cands["gdp-exact"] = min(math.exp(ld + bw.safety_margin(ld)), 1.0)
+    if "gdp-exact" in acc:  # for subsampled steps: without amplification (as in composed_epsilon)
+        ld = float(bw.log_delta(np.asarray(e), np.asarray(_total_bound(run))))
+        cands["gdp-exact"] = min(math.exp(ld + bw.safety_margin(ld)), 1.0)
     if "pld" in acc:
         if _pld_applies(run):
             from dpopt.accounting import _dp_accounting as lib
 
-            cands["pld"] = lib.pld_delta(_groups(run), e, disc)
+            cands["pld"] = lib.pld_delta(_groups(run), e, disc, _replace_one(run))
         else:
             cands["pld"] = math.inf
     if "rdp" in acc:
@@ -559,8 +568,6 @@ def certifies(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float,
     acc = _check_accountants(accountants)
     order = [a for a in ("gdp-exact", "rdp", "pld") if a in acc]
     for name in order:
-        if name == "gdp-exact" and any(r.subsampled for r in run):
-            continue
         if composed_epsilon(run, delta, accountants=(name,), discretization=discretization,
                             two_sided=False).value <= epsilon:
             return True, name
@@ -806,15 +813,20 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         lower_how[q] = how
         return value
 
-    if rate == 1.0 and "gdp-exact" in accountants:
+    q_gdp = 0.0
+    if "gdp-exact" in accountants:
+        # the exact GDP of the steps without amplification by sampling: exact at rate 1, a
+        # valid (and for fixed-size batches at high rates the best) certificate below it
         from dpopt.accounting.budgets import ApproxDP
 
         def ok(v: float) -> bool:
-            return certifies(run_of(v), epsilon, delta, discretization=discretization,
-                             accountants=accountants)[0]
+            return composed_epsilon(run_of(v), delta, accountants=("gdp-exact",),
+                                    two_sided=False).value <= epsilon
 
         total = ApproxDP(epsilon, delta).mahalanobis_bound()
-        q = bw.shrink_until(float(Fraction(total) / steps), ok)
+        q_gdp = bw.shrink_until(float(Fraction(total) / steps), ok)
+    if rate == 1.0 and "gdp-exact" in accountants:
+        q = q_gdp
         refuted = None
         if two_sided:
             for r in (1e-9, 1e-7, 1e-5, 1e-3):
@@ -861,22 +873,37 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     orders = (WOR_SEARCH_ORDERS if sampling is SamplingScheme.WITHOUT_REPLACEMENT
               else DEFAULT_ORDERS)
     x0 = _log_clt_guess(epsilon, delta, steps, rate)
-    # the RDP search runs on the orders around the best one at the starting point (any subset
-    # of orders gives a valid bound; the best order moves little near the root)
-    start = uniform_epsilon(math.exp(x0), steps, rate, sampling, delta, ("rdp",),
-                            discretization, orders)
-    if start.order is not None and epsilon / 4.0 <= start.value <= 4.0 * epsilon:
-        near = tuple(a for a in orders if start.order / 3.0 <= a <= 3.0 * start.order)
-        orders = near or orders
+    # fixed-size batches: dp-accounting's RDP bound for them costs about a second per evaluation
+    # and is looser than the symmetrised PLD, so when the PLD can answer the search starts from
+    # the exact GDP without amplification (always valid) and runs RDP only if the PLD did not
+    rdp_late = (sampling is SamplingScheme.WITHOUT_REPLACEMENT and "pld" in accountants
+                and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS and q_gdp > 0.0)
     best_q, best_how = 0.0, ""
     slope = 0.5
-    if "rdp" in accountants:
+
+    def rdp_search() -> None:
+        nonlocal best_q, best_how, x0, orders
+        # the RDP search runs on the orders around the best one at the starting point (any
+        # subset of orders gives a valid bound; the best order moves little near the root)
+        start = uniform_epsilon(math.exp(x0), steps, rate, sampling, delta, ("rdp",),
+                                discretization, orders)
+        if start.order is not None and epsilon / 4.0 <= start.value <= 4.0 * epsilon:
+            near = tuple(a for a in orders if start.order / 3.0 <= a <= 3.0 * start.order)
+            orders = near or orders
         # the RDP search is never cut short: it is what guarantees an answer
-        best_q = _solve(timed(("rdp",), discretization, budgeted=False, orders=orders),
-                        epsilon, math.exp(x0), rtol, what)
-        best_how = "rdp"
-        x0 = math.log(best_q)
-    pld_ok = ("pld" in accountants and sampling.relation is NeighbouringRelation.ADD_REMOVE
+        q = _solve(timed(("rdp",), discretization, budgeted=False, orders=orders),
+                   epsilon, math.exp(x0), rtol, what)
+        if q > best_q:
+            best_q, best_how = q, "rdp"
+            x0 = math.log(best_q)
+
+    if "rdp" in accountants and not rdp_late:
+        rdp_search()
+    if q_gdp > best_q:
+        best_q, best_how = q_gdp, "gdp-exact"
+        # the PLD's bracket starts from the RDP answer, or the CLT's guess when RDP comes late
+        x0 = max(x0, math.log(best_q)) if rdp_late else math.log(best_q)
+    pld_ok = ("pld" in accountants
               and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS
               and not best_q >= MAX_BOUND)
     if pld_ok and best_q > 0.0 and 1.0 / math.sqrt(best_q) < PLD_MIN_SIGMA:
@@ -927,13 +954,14 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         except InfeasibleError:
             if best_q <= 0.0:
                 raise
+    if rdp_late and best_how != "pld" and "rdp" in accountants:
+        rdp_search()
     if best_q <= 0.0:
         if "pld" in accountants and not pld_ok and "rdp" not in accountants:
             raise InvalidParameterError(
                 "accountants", accountants,
-                "the PLD does not apply here (fixed-size batches without replacement, "
-                f"delta < {lib.PLD_MIN_DELTA:g}, or more than {lib.PLD_MAX_STEPS:g} steps): "
-                "add 'rdp'")
+                f"the PLD does not apply here (delta < {lib.PLD_MIN_DELTA:g}, or more than "
+                f"{lib.PLD_MAX_STEPS:g} steps): add 'rdp'")
         raise InfeasibleError(what)
     refuted = None
     if two_sided:

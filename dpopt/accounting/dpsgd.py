@@ -35,6 +35,8 @@ import numpy as np
 from certificates.validate import as_int, as_scalar
 from dpopt.accounting.composition import (
     ACCOUNTANTS,
+    DEFAULT_ORDERS,
+    WOR_SEARCH_ORDERS,
     GaussianSteps,
     as_steps,
     calibrate_noise,
@@ -270,7 +272,10 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
     disc = cal.discretization
     if not cal.pld_used:
         accs = tuple(a for a in accs if a != "pld") or accs
-    cert = composed_epsilon(run, d, discretization=disc, accountants=accs,
+    # fixed-size batches: the RDP bound of sampling without replacement costs O(α) per order,
+    # so the report uses the search's orders (any subset of orders gives a valid bound)
+    orders = WOR_SEARCH_ORDERS if scheme is SamplingScheme.WITHOUT_REPLACEMENT else DEFAULT_ORDERS
+    cert = composed_epsilon(run, d, discretization=disc, accountants=accs, orders=orders,
                             two_sided=two_sided)
     clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
@@ -278,7 +283,7 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
         # bracketing grid would overstate it by about a point of percent)
         at_clt = composed_epsilon(GaussianSteps.from_noise_multiplier(clt_sigma, t, rate,
                                                                       scheme), d,
-                                  discretization=disc, accountants=accs,
+                                  discretization=disc, accountants=accs, orders=orders,
                                   two_sided=False).value
         from dpopt.accounting.gdp import epsilon_for_delta
 

@@ -207,12 +207,18 @@ def test_epsilon_increases_with_steps(steps: int, extra: int, p: float) -> None:
     assert more.value >= one.value
 
 
-def test_without_replacement_uses_rdp_and_beats_no_subsampling() -> None:
+def test_without_replacement_uses_the_symmetrised_pld_and_beats_no_subsampling() -> None:
     run = GaussianSteps.from_noise_multiplier(1.1, 100, 0.01, "without_replacement")
     res = composed_epsilon(run, 1e-5)
-    assert res.accountant == "rdp" and math.isinf(res.candidates["pld"])
+    assert res.accountant == "pld" and res.candidates["pld"] < res.candidates["rdp"]
     full = composed_epsilon(GaussianSteps.from_noise_multiplier(1.1, 100), 1e-5).value
     assert 0 < res.value < full
+    # the bound without amplification is offered, and equals the unsubsampled run's at that q
+    same_q = composed_epsilon(GaussianSteps(run.bound, 100), 1e-5).value
+    assert res.candidates["gdp-exact"] == pytest.approx(same_q, rel=1e-12)
+    # below the PLD's δ range, RDP answers
+    tiny = composed_epsilon(run, 1e-200)
+    assert tiny.accountant == "rdp" and math.isinf(tiny.candidates["pld"])
 
 
 def test_tiny_delta_falls_back_to_rdp() -> None:
@@ -316,7 +322,7 @@ def test_default_orders_are_valid() -> None:
 def test_tiny_noise_skips_the_pld_instead_of_exhausting_memory() -> None:
     run = GaussianSteps(bound=1e4, steps=3, sampling_rate=1e-4, sampling="poisson")
     res = composed_epsilon(run, 1e-5)
-    assert math.isinf(res.candidates["pld"]) and res.accountant == "rdp"
+    assert math.isinf(res.candidates["pld"]) and res.accountant in ("rdp", "gdp-exact")
     assert composed_delta(run, 1.0).candidates["pld"] == 1.0
 
 
