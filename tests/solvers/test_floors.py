@@ -12,6 +12,7 @@ from scipy import linalg
 
 from certificates.covariance import check
 from certificates.problem import CovarianceProgram
+from solvers._types import Solution
 from solvers.cvx import solve_cvx
 from solvers.floor_block import FloorBlock, floor_block_solve
 from solvers.structured import solve_structured
@@ -43,6 +44,29 @@ def _assert_feasible(problem: CovarianceProgram, s: np.ndarray, sigma: np.ndarra
     assert float(scores.max()) * (1 - error) <= problem.bound
 
 
+def _quantile_instance(rng: np.random.Generator, count: int, d: int, cond: float, kind: str,
+                       quantile: float) -> tuple[np.ndarray, CovarianceProgram, float]:
+    """Random vectors of spread lengths, a weight of ``kind``, and the floor at ``quantile`` of
+    the eigenvalues of the eta = 0 optimum: (vectors, floored program, eta = 0 value)."""
+    s = rng.standard_normal((count, d)) * rng.uniform(0.2, 2.0, (count, 1))
+    w = _weight(d, cond, rng, kind)
+    base = solve_structured(CovarianceProgram(s, w, 1.0))
+    ev = np.linalg.eigvalsh(base.covariance)
+    eta = float(np.quantile(ev[ev > 1e-6 * ev[-1]], quantile))
+    return s, CovarianceProgram(s, w, 1.0, eta), base.value
+
+
+def _solved_and_certified(problem: CovarianceProgram, s: np.ndarray,
+                          tol: float = 1e-9) -> Solution:
+    """The structured solve: optimal, feasible by the check here, certified independently."""
+    ours = solve_structured(problem, tol=tol)
+    assert ours.status == "optimal", ours.message
+    _assert_feasible(problem, s, ours.covariance)
+    cert = check(problem, ours.covariance, ours.dual, tol=1e-8)
+    assert cert.certified, cert.message
+    return ours
+
+
 CASES = [  # (d, J, weight kind, condition, floor quantile)
     (3, 20, "rot", 1e2, 0.5), (5, 40, "spd", 1e2, 0.1), (5, 40, "rot", 1e6, 0.9),
     (8, 60, "rot", 1e6, 0.5), (10, 60, "spd", 1e3, 0.9), (12, 8, "rot", 1e2, 0.5),
@@ -55,20 +79,13 @@ CASES = [  # (d, J, weight kind, condition, floor quantile)
 def test_floor_with_weight_agrees_with_clarabel(d: int, count: int, kind: str, cond: float,
                                                 quantile: float) -> None:
     rng = np.random.default_rng(7919 * d + count + int(100 * quantile))
-    s = rng.standard_normal((count, d)) * rng.uniform(0.2, 2.0, (count, 1))
-    w = _weight(d, cond, rng, kind)
-    base = solve_structured(CovarianceProgram(s, w, 1.0))
-    ev = np.linalg.eigvalsh(base.covariance)
-    eta = float(np.quantile(ev[ev > 1e-6 * ev[-1]], quantile))
-    problem = CovarianceProgram(s, w, 1.0, eta)
-    ours = solve_structured(problem, tol=1e-9)
-    assert ours.status == "optimal", ours.message
-    _assert_feasible(problem, s, ours.covariance)
+    s, problem, base_value = _quantile_instance(rng, count, d, cond, kind, quantile)
+    ours = _solved_and_certified(problem, s)
     # the N = Sigma^-1 form beyond d = 8 (the natural form's blocks grow with d)
     ref = solve_cvx(problem, solver="clarabel", form="primal" if d <= 8 else "inverse",
                     tol=1e-10)
     assert ours.value == pytest.approx(ref.value, rel=2e-7)
-    assert ours.value > base.value * (1 + 1e-7)  # the floor binds
+    assert ours.value > base_value * (1 + 1e-7)  # the floor binds
     cert = check(problem, ours.covariance, ours.dual, tol=1e-8)
     assert cert.certified, cert.message
     # weak duality: the certified lower bound is below the reference's value (a feasible
@@ -276,13 +293,8 @@ def test_floor_above_dimension_30_reaches_the_certified_gap(d: int, k: int, seed
     independent certificate proves the gap."""
     vectors, w = _rotated_instance(d, k, seed, log_cond)
     problem = CovarianceProgram(vectors, w, 1.0, 10.0**log_eta)
-    sol = solve_structured(problem, tol=1e-9)
-    assert sol.status == "optimal", sol.message
+    sol = _solved_and_certified(problem, vectors)
     assert sol.stats.extra["floor_barrier_solves"] == 0
-    _assert_feasible(problem, vectors, sol.covariance)
-    cert = check(problem, sol.covariance, sol.dual, tol=1e-8)
-    assert cert.certified, cert.message
-    assert cert.gap <= 1e-8
     if k * (d + 1) ** 2 <= 1500:  # the natural form is quick with one vector (d = 33: ~2 CPU-s)
         ref = solve_cvx(problem, solver="clarabel", form="primal", tol=1e-10)
         assert sol.value == pytest.approx(ref.value, rel=1e-7)
@@ -303,11 +315,7 @@ def test_floor_boundary_at_the_unconstrained_smallest_eigenvalue(d: int, count: 
     values = []
     for eta in (lam * (1 - 1e-3), lam * (1 + 1e-3)):
         problem = CovarianceProgram(s, w, 1.0, eta)
-        ours = solve_structured(problem, tol=1e-10)
-        assert ours.status == "optimal", ours.message
-        _assert_feasible(problem, s, ours.covariance)
-        cert = check(problem, ours.covariance, ours.dual, tol=1e-8)
-        assert cert.certified, cert.message
+        ours = _solved_and_certified(problem, s, tol=1e-10)
         ref = solve_cvx(problem, solver="clarabel", form="primal" if d <= 8 else "inverse",
                         tol=1e-10)
         assert ours.value == pytest.approx(ref.value, rel=2e-7)
@@ -356,18 +364,9 @@ def test_floor_property_over_instance_shapes(d: int, ratio: float, seed: int, ki
     anywhere in the spectrum of the eta = 0 optimum): optimal, feasible by the check here,
     certified independently, and at d <= 6 equal to Clarabel's value."""
     rng = np.random.default_rng(seed)
-    count = max(1, round(ratio * d))
-    s = rng.standard_normal((count, d)) * rng.uniform(0.2, 2.0, (count, 1))
-    w = _weight(d, 10.0**log_cond, rng, kind)
-    base = solve_structured(CovarianceProgram(s, w, 1.0))
-    ev = np.linalg.eigvalsh(base.covariance)
-    eta = float(np.quantile(ev[ev > 1e-6 * ev[-1]], quantile))
-    problem = CovarianceProgram(s, w, 1.0, eta)
-    ours = solve_structured(problem, tol=1e-9)
-    assert ours.status == "optimal", ours.message
-    _assert_feasible(problem, s, ours.covariance)
-    cert = check(problem, ours.covariance, ours.dual, tol=1e-8)
-    assert cert.certified, cert.message
+    s, problem, _ = _quantile_instance(rng, max(1, round(ratio * d)), d, 10.0**log_cond, kind,
+                                       quantile)
+    ours = _solved_and_certified(problem, s)
     if d <= 6:
         ref = solve_cvx(problem, solver="clarabel", form="primal", tol=1e-10)
         if ref.status == "optimal":
