@@ -18,7 +18,7 @@ eta = 0 or a binding floor (the median eigenvalue of the eta = 0 optimum), and r
 (m <= d points span at most m - 1 dimensions).
 
 Every generic run happens in a subprocess killed at ``--timeout`` seconds ("DNF"; the binding-floor
-cells with W != I at ``--floor-peer-timeout``, 5 s: no peer finishes them at d = 20); runs whose
+cells with W != I and J >= 1e4 at ``--floor-peer-timeout``, 5 s: no peer finishes them); runs whose
 memory would be prohibitive are skipped ("skip"). For every run the script reports the wall time
 (cvxpy compilation included), the constraint violation of Sigma as returned
 (``max_j s_j^T Sigma^+ s_j / q - 1`` and ``eta - lambda_min``), and the relative gap reached after
@@ -327,8 +327,9 @@ def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
         "pass_s": float(extra["pass_seconds"]), "cpu_s": cpu, "eta0_cpu_s": cpu_eta0,
         "floor_path": str(extra.get("floor", extra.get("closed_form", ""))),
     }]
-    # the binding floors with W != I cap their peers lower (they time out at any cap there)
-    cap = args.floor_peer_timeout if eta > 0 and cell.weight != "I" else args.timeout
+    # the binding floors with W != I at J >= 1e4 cap their peers lower (none finishes there)
+    cap = (args.floor_peer_timeout if eta > 0 and cell.weight != "I" and cell.count >= 10**4
+           else args.timeout)
     for peer in PEERS:
         if not (cell.peers and args.peers):
             res: dict[str, Any] = {"status": "skip"}
@@ -640,7 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="dpopt runs per cell (median)")
     parser.add_argument("--peer-tol", type=float, default=1e-8, help="tolerance asked of peers")
     parser.add_argument("--floor-peer-timeout", type=float, default=5.0,
-                        help="cap per generic run on the binding-floor cells with W != I (s)")
+                        help="cap per generic run on the binding-floor cells with W != I and "
+                        "J >= 1e4 (s)")
     parser.add_argument("--no-peers", dest="peers", action="store_false", help="dpopt only")
     parser.add_argument("--out", type=Path, default=None, help="CSV path (default results/...)")
     parser.add_argument("--only", action="append", default=None, metavar="TEXT",
