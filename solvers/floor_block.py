@@ -184,7 +184,8 @@ def _lifted_gap(block: FloorBlock, q: FloatArray, gw: FloatArray, gv: FloatArray
     return r - 1.0 + lift / block.total()
 
 
-def _fill_violated(block: FloorBlock, gw: FloatArray, gv: FloatArray) -> _Point | None:
+def _fill_violated(block: FloorBlock, gw: FloatArray, gv: FloatArray,
+                   cond_floor: float) -> _Point | None:
     r"""Weight on the floor directions whose gradient :math:`\kappa - 1 = u^\top Qu - 1` exceeds
     ``_FILL_GRADIENT``: :math:`\Pi + \sum_u t_u uu^\top`, with :math:`t_u` first the weight
     :math:`|Bu|^2` that puts :math:`u` on the floor when nothing else covers it (as
@@ -198,17 +199,23 @@ def _fill_violated(block: FloorBlock, gw: FloatArray, gv: FloatArray) -> _Point 
     over = gw > _FILL_GRADIENT
     dirs = gv[:, over]
     fb = block.floor @ dirs
-    pmat = (block.basis * block.weights) @ block.basis.T
-    add = np.maximum(np.einsum("ij,ij->j", fb, fb) - np.einsum("ia,ij,ja->a", dirs, pmat, dirs),
-                     0.0)
+    proj = dirs.T @ block.basis
+    have = np.einsum("ja,a,ja->j", proj, block.weights, proj)
+    add = np.maximum(np.einsum("ij,ij->j", fb, fb) - have, 0.0)
     f0 = block.total()
+    half = block.basis * np.sqrt(block.weights)
     for _ in range(_FILL_TRIALS if np.any(add > 0) else 0):
-        pw, pv = np.linalg.eigh(_sym(pmat + (dirs * add) @ dirs.T))
-        keep = pw > _DROP_RTOL * float(pw[-1])
+        # the new block from the SVD of its factor [U diag(pi)^1/2, D diag(t)^1/2]: its small
+        # weights keep their relative accuracy (an eigh of the assembled block would not)
+        left, sv, _ = np.linalg.svd(np.concatenate([half, dirs * np.sqrt(add)], axis=1),
+                                    full_matrices=False)
+        pw = sv * sv
+        keep = pw > _DROP_RTOL * float(pw[0])
+        pv = left
         trial = _spectrum(block, block.mu, pv[:, keep], pw[keep])
         f_new = 2.0 * float(np.sum(np.sqrt(np.clip(trial.a, 0.0, None)))) - float(
             block.mu.sum() + pw[keep].sum())
-        if f_new > f0 * (1.0 + 1e-13):
+        if f_new > f0 * (1.0 + 1e-13) and trial.a[0] > cond_floor * trial.a[-1]:
             block.basis, block.weights = pv[:, keep], pw[keep]
             return _rescale(block, trial)
         add = 0.25 * add
@@ -365,7 +372,8 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
         if len(history) > _STALL_ITER and kkt > 0.5 * history[-_STALL_ITER - 1]:
             break
         if top > _FILL_GRADIENT:
-            filled = _fill_violated(block, gw, gv)
+            filled = _fill_violated(block, gw, gv, max(_RANK_RTOL * 10,
+                                                       1e-6 * float(pt.a[0] / pt.a[-1])))
             if filled is not None:
                 pt = filled
                 continue
