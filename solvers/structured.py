@@ -46,7 +46,9 @@ active-set Newton method maximises :math:`T` (:mod:`solvers.restricted`); one fu
 every :math:`q_j`, the certified gap and the most violated vectors, which join the working set;
 when the floor binds the solver switches to the floor block. *Finish*: the returned matrix is
 re-verified by its own pass (a factor :math:`B` of :math:`\Sigma^{-1}` checked by its residual
-:math:`\|B^\top\Sigma B - I\|`) and scaled to feasibility.
+:math:`\|B^\top\Sigma B - I\|`) and scaled to feasibility; with a floor, a candidate below it in
+some eigendirections only is lifted there (:func:`solvers.floor_block.lift_to_floor`) rather
+than scaled as a whole.
 
 Every full pass goes through a :class:`~solvers.passes.PassExecutor`.
 
@@ -232,7 +234,7 @@ class _Candidate:
     """The last evaluated reduced-dual point and its certified bound ``r`` (pricing pass)."""
 
     point: RestrictedPoint
-    max_score: float  # r = max(max_j q_j, q eta / lambda_min(Sigma_mu))
+    max_score: float  # r = max(max_j q_j, q eta / lambda_min(Sigma_mu)), or the lifted r
     sigma_mu: FloatArray  # Sigma_mu in the original coordinates
     mu: FloatArray
     indices: IntArray
