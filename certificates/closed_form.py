@@ -129,8 +129,8 @@ def closed_form_lower_bound(weight: NDArray[np.float64], bound: float, eta: floa
     if qf <= 0:
         return 0.0
     screen = float(above) * (1.0 - 1e-3)
-    diag = [Fraction(float(x)) for x in np.diag(w)]
-    trace = sum(diag, Fraction(0))
+    # eta tr W, exact (0 without a floor, where the trace is never used)
+    trace = sum((Fraction(float(x)) for x in np.diag(w)), Fraction(0)) if eta > 0 else Fraction(0)
     best = ef * trace
     wf: list[Fraction] | None = None
     for s in np.asarray(vectors, dtype=np.float64).reshape(-1, d):

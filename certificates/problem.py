@@ -19,6 +19,7 @@ and directions :math:`u_j` on a support, and a factor :math:`G` with :math:`H = 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -200,7 +201,9 @@ class CovarianceProgram:
             arr = as_vectors("vectors", self.vectors)
             object.__setattr__(self, "vectors", arr)
             src = ArrayVectors(arr)
-            check_norm_range(float(np.max(np.linalg.norm(arr, axis=1))))
+            top = float(np.max(np.einsum("ij,ij->i", arr, arr)))  # cached: max_sq_norm
+            check_norm_range(math.sqrt(top))
+            object.__setattr__(self, "_max_sq_norm", top)
         object.__setattr__(self, "source", src)
         d = src.dim
         w = np.eye(d) if self.weight is None else as_psd_matrix("weight", self.weight, dim=d)

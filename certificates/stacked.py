@@ -47,7 +47,7 @@ from certificates.covariance import (
 )
 from certificates.errors import InvalidParameterError, InvalidTypeError
 from certificates.problem import ArrayVectors, CovarianceProgram, FactoredDual
-from certificates.rigorous import ratio_bounds
+from certificates.rigorous import _gamma, ratio_bounds
 from certificates.validate import as_scalar
 
 __all__ = ["check_stacked"]
@@ -71,45 +71,94 @@ def _stackable(problems: Sequence[CovarianceProgram]) -> bool:
         for p in problems)
 
 
-#: Programs per block of the stacked pass: about this many numbers (the pass's temporaries stay
-#: in cache; one block of all n programs is several times slower per number).
-_BLOCK_NUMBERS = 8192
+#: Numbers (J d per program) per block of the stacked pass over the vectors: its temporaries
+#: stay in cache (one block of all n programs is several times slower per number).
+_BLOCK_NUMBERS = 65536
 
 
-def _feasibility(vectors: FloatArray, sigma: FloatArray) -> _Pass:
-    """The verification pass of n programs: ``(bound, estimate, argmax, lambda_low, ok)`` with
-    ``ok`` False where Sigma_i is not (numerically) positive definite (blocks of programs)."""
-    n, count, d = vectors.shape
-    step = max(1, _BLOCK_NUMBERS // (count * d))
-    if n > step:
-        parts = [_feasibility_block(vectors[i:i + step], sigma[i:i + step])
-                 for i in range(0, n, step)]
-        bound, est, arg, lam_low, ok = (np.concatenate(x) for x in zip(*parts, strict=True))
-        return bound, est, arg, lam_low, ok
-    return _feasibility_block(vectors, sigma)
-
-
-def _feasibility_block(vectors: FloatArray, sigma: FloatArray) -> _Pass:
-    n, _, d = vectors.shape
-    ev = np.linalg.eigvalsh(sigma)
-    lam_low = ev[:, 0] - 4 * d * _U * ev[:, -1]
+def _feasibility(vectors: Sequence[FloatArray], sigma: FloatArray,
+                 ev: FloatArray | None = None) -> _Pass:
+    """The verification pass of n programs (``vectors[i]`` the (J, d) array of program i):
+    ``(bound, estimate, argmax, lambda_low, ok)`` with ``ok`` False where Sigma_i is not
+    (numerically) positive definite. The ``d x d`` algebra (``eigvalsh``, Cholesky, inverse)
+    runs once on the whole stack; the pass over the vectors in blocks of programs (each block
+    stacked on its own). ``ev``: the eigenvalues of ``sigma`` when already computed."""
+    n = len(vectors)
+    count, d = vectors[0].shape
+    spectrum = np.asarray(np.linalg.eigvalsh(sigma) if ev is None else ev, dtype=np.float64)
+    lam_low = spectrum[:, 0] - 4 * d * _U * spectrum[:, -1]
     ok = lam_low > 0
     safe = np.where(ok[:, None, None], sigma, np.eye(d))
+    chol = np.empty_like(safe)
     try:
-        chol = np.linalg.cholesky(safe)
-    except np.linalg.LinAlgError:
-        ok = np.zeros(n, dtype=bool)
-        return (np.full(n, math.inf), np.full(n, math.inf), np.full(n, -1, dtype=np.intp),
-                lam_low, ok)
-    # x = Sigma^{-1} s by the two triangular solves of the Cholesky factor (rows)
+        chol[:] = np.linalg.cholesky(safe)
+    except np.linalg.LinAlgError:  # one program at a time: a failure spoils only its own pass
+        for i in range(n):
+            try:
+                chol[i] = np.linalg.cholesky(safe[i])
+            except np.linalg.LinAlgError:
+                ok[i], chol[i] = False, np.eye(d)
+    # x = Sigma^{-1} s from the inverse of the Cholesky factor: any approximate solve will do,
+    # ratio_bounds bounds s^T Sigma^{-1} s from the residual of whatever x it is given
     linv = np.linalg.inv(chol)
-    x = np.matmul(np.matmul(vectors, linv.transpose(0, 2, 1)), linv)
-    upper, xs = ratio_bounds(vectors, x, safe, np.where(ok, lam_low, 1.0)[:, None])
+    prec = np.matmul(linv.transpose(0, 2, 1), linv)
+    low = np.where(ok, lam_low, 1.0)[:, None]
+    upper = np.empty((n, count))
+    xs = np.empty((n, count))
+    step = max(1, _BLOCK_NUMBERS // max(1, count * d))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        # one program: a view of its array (stacking would copy it)
+        b = vectors[lo][None] if hi - lo == 1 else np.stack(vectors[lo:hi])
+        upper[lo:hi], xs[lo:hi] = _norm_ratio_bounds(b, np.matmul(b, prec[lo:hi]),
+                                                     safe[lo:hi], low[lo:hi])
     finite = np.all(np.isfinite(upper), axis=1)
     bound = np.where(finite, upper.max(axis=1), math.inf)
     arg = np.argmax(xs, axis=1)
     est = np.take_along_axis(xs, arg[:, None], axis=1)[:, 0]
+    # where the norm bounds' slack is not negligible (an ill-conditioned Sigma), the
+    # elementwise bounds of ratio_bounds, as check computes them
+    loose = np.flatnonzero(finite & (bound > est * (1.0 + _LOOSE)))
+    for i in loose.tolist():
+        b = vectors[i]
+        up_i, xs_i = ratio_bounds(b, b @ prec[i], safe[i], float(low[i, 0]))
+        finite[i] = bool(np.all(np.isfinite(up_i)))
+        bound[i] = float(up_i.max()) if finite[i] else math.inf
+        arg[i] = int(np.argmax(xs_i))
+        est[i] = float(xs_i[arg[i]])
     return bound, est, arg, lam_low, ok & finite
+
+
+#: The relative slack of the norm bounds above which a program's pass is redone elementwise.
+_LOOSE = 1e-10
+
+
+def _norm_ratio_bounds(b: FloatArray, x: FloatArray, sigma: FloatArray, lam_low: FloatArray,
+                       ) -> tuple[FloatArray, FloatArray]:
+    r"""Error-bounded :math:`s^\top\Sigma^{-1}s` of every row of ``b`` (shape (n, J, d)) from
+    approximate solves ``x``, as :func:`certificates.rigorous.ratio_bounds` (the same identity
+    :math:`s^\top\Sigma^{-1}s = \hat x^\top s + \hat x^\top e + e^\top\Sigma^{-1}e \le
+    \hat x^\top s + \|\hat x\|\|e\| + \|e\|^2/\lambda_{\min}`, the same rounding model) with
+    the rounding of the residual and of the dot product bounded through norms instead of
+    elementwise: :math:`|\mathrm{fl}(s - \Sigma\hat x) - (s - \Sigma\hat x)| \le
+    \gamma_{d+1}(|s| + |\Sigma||\hat x|)` has norm at most :math:`\gamma_{d+1}(\|s\| +
+    \|\Sigma\|_F\|\hat x\|)` and :math:`|\mathrm{fl}(\hat x^\top s) - \hat x^\top s| \le
+    \gamma_d\|\hat x\|\|s\|` (Cauchy-Schwarz). Half the passes over the vectors; looser by
+    about :math:`\gamma_d\kappa(\Sigma)` relative, which the caller checks."""
+    d = sigma.shape[-1]
+    g_res = _gamma(d + 1)
+    g_dot = _gamma(d)
+    inflate = 1.0 + _gamma(2 * d + 16)
+    res = b - np.matmul(x, sigma)
+    r_norm = np.sqrt(np.einsum("...j,...j->...", res, res)) * inflate
+    b_norm = np.sqrt(np.einsum("...j,...j->...", b, b)) * inflate
+    x_norm = np.sqrt(np.einsum("...j,...j->...", x, x)) * inflate
+    s_fro = np.sqrt(np.einsum("...ij,...ij->...", sigma, sigma))[..., None] * inflate
+    e_norm = (r_norm + g_res * (b_norm + s_fro * x_norm)) * inflate
+    xs = np.einsum("...j,...j->...", x, b)
+    upper = (xs + g_dot * x_norm * b_norm * inflate + x_norm * e_norm
+             + e_norm * e_norm / lam_low) * inflate + 1e-300
+    return upper, xs
 
 
 def check_stacked(
@@ -173,7 +222,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
     if sig_in.shape != (n, d, d) or not np.all(np.isfinite(sig_in)):
         return [check(p, c, u, tol=tol) for p, c, u in zip(problems, covariances, duals,
                                                              strict=True)]
-    vectors = np.stack([_array_of(p) for p in problems])
+    vectors = [_array_of(p) for p in problems]
     # as check: a symmetric Sigma (to 1e-10 relative), symmetrised
     scale_in = np.maximum(np.max(np.abs(sig_in), axis=(1, 2)), 1e-300)
     symmetric = np.max(np.abs(sig_in - sig_in.transpose(0, 2, 1)), axis=(1, 2)) <= 1e-10 * scale_in
@@ -188,7 +237,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
     ev = np.linalg.eigvalsh(sigma)
     regular = valid & (ev[:, -1] > 0) & (ev[:, 0] > 1e-13 * ev[:, -1])
     bound, est, arg, lam_low, ok = _feasibility(vectors, np.where(
-        regular[:, None, None], sigma, np.eye(d)))
+        regular[:, None, None], sigma, np.eye(d)), np.where(regular[:, None], ev, 1.0))
     ok &= regular
     primal_residual = est / q - 1.0
     floor_ok = (eta == 0) | (lam_low > eta)
@@ -201,7 +250,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
                                     np.where(eta > 0, eta / lam_low[retry], 1.0)])
         factor = factor * (1.0 + _MARGINS[0])
         trial = sigma[retry] * factor[:, None, None]
-        b2, e2, a2, l2, ok2 = _feasibility(vectors[retry], trial)
+        b2, e2, a2, l2, ok2 = _feasibility([vectors[i] for i in retry.tolist()], trial)
         good = ok2 & (b2 < q[retry]) & ((eta == 0) | (l2 > eta))
         sel = retry[good]
         repaired[sel], scale[sel] = trial[good], factor[good]
@@ -221,7 +270,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
             continue
         lam[i, :k] = u.multipliers
         dirs[i, :k] = u.directions.reshape(-1, d)
-        sup[i, :k] = vectors[i, u.support]
+        sup[i, :k] = vectors[i][u.support]
         if u.floor_factor.size:
             floor[i, :, : u.floor_factor.shape[1]] = u.floor_factor
     h = np.matmul(floor, floor.transpose(0, 2, 1))
@@ -238,7 +287,7 @@ def _stacked(problems: Sequence[CovarianceProgram], covariances: Sequence[FloatA
     comp = np.sum(lam * (np.einsum("nkd,nde,nke->nk", dirs, repaired, dirs)
                          - 2 * np.einsum("nkd,nkd->nk", dirs, sup) + q[:, None]), axis=1) + (
         np.sum(h * repaired, axis=(1, 2)) - eta * np.trace(h, axis1=1, axis2=2))
-    top = vectors[np.arange(n), np.clip(arg, 0, count - 1)]
+    top = np.stack([vectors[i][j] for i, j in enumerate(np.clip(arg, 0, count - 1).tolist())])
     second = np.einsum("nd,de,ne->n", top, weight, top) / q
     out: list[CovarianceCertificate] = []
     for i in range(n):

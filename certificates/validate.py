@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -38,6 +39,9 @@ def as_scalar(
     InvalidParameterError
         If it is NaN, infinite (unless ``allow_inf``) or outside the range.
     """
+    if type(value) is float and _plain_in_range(value, low, high, low_open, high_open,
+                                                allow_inf):
+        return value  # the common case, without the numpy checks below (same verdict)
     if isinstance(value, bool) or not isinstance(value, numbers.Real | np.number):
         arr = np.asarray(value) if isinstance(value, np.ndarray) else None
         if arr is not None and arr.ndim == 0 and np.issubdtype(arr.dtype, np.number):
@@ -54,6 +58,18 @@ def as_scalar(
         raise InvalidParameterError(name, value, "must be finite")
     _check_range(name, value, np.asarray(x), low, high, low_open, high_open)
     return x
+
+
+def _plain_in_range(x: float, low: float | None, high: float | None, low_open: bool,
+                    high_open: bool, allow_inf: bool) -> bool:
+    """Whether a Python float passes every check of :func:`as_scalar` (False also for NaN,
+    whose comparisons all fail); :func:`as_scalar` then takes its general path and names the
+    failure."""
+    if not (allow_inf or -math.inf < x < math.inf) or x != x:
+        return False
+    if low is not None and not (x > low if low_open else x >= low):
+        return False
+    return high is None or (x < high if high_open else x <= high)
 
 
 def as_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:

@@ -359,7 +359,11 @@ def _bench_cell(cell: Cell, args: argparse.Namespace) -> list[dict[str, Any]]:
 # many designs at once: design_covariance_batch against a loop and the N-form peer
 # ------------------------------------------------------------------------------------------------
 #: (d, m, n): trajectories of n releases over the m points of a cell (J = m(m - 1)/2 vectors).
-BATCHES = ((2, 46, 500), (10, 46, 100))
+BATCHES = ((2, 46, 500), (10, 46, 100), (10, 46, 1000))
+#: The loop over design_covariance (and the cold batch) run on at most this many releases.
+LOOP_ITEMS = 100
+#: The per-design target at d = 10: ten times a loop's throughput, about 0.5 ms a design.
+TARGET_D10_S = 0.5e-3
 
 
 def _trajectory(cell: Cell, n: int) -> list[NDArray[np.float64]]:
@@ -378,22 +382,72 @@ def _trajectory(cell: Cell, n: int) -> list[NDArray[np.float64]]:
 
 
 def _cpu(fn: Any, repeats: int = 3) -> tuple[Any, float]:
-    """``fn()`` and its CPU time, the least of ``repeats`` runs (a shared machine's load only
-    ever adds time)."""
-    best = math.inf
+    """``fn()`` and its CPU time, the median of ``repeats`` runs."""
+    times = []
     out = None
     for _ in range(repeats):
         t0 = time.process_time()
         out = fn()
-        best = min(best, time.process_time() - t0)
-    return out, best
+        times.append(time.process_time() - t0)
+    return out, float(np.median(times))
+
+
+#: The per-phase profile printed with each batch row (its cell -> the split).
+_BATCH_PROFILES: dict[str, str] = {}
+#: The batch's phases: (label, module, function) timed by wrapping (CPU time, nested calls
+#: counted once, in the outermost phase that holds them).
+_PHASES = (
+    ("set-up (programs, stack)", "dpopt.covariance.batch", "_stack"),
+    ("stacked restricted solves", "solvers.stacked", "_newton"),
+    ("stacked pricing", "solvers.stacked", "_price"),
+    ("stacked solve, the rest", "dpopt.covariance.batch", "solve_on_support"),
+    ("stacked certificate checks", "dpopt.covariance.batch", "check_stacked"),
+    ("Design build", "dpopt.covariance.batch", "_assemble"),
+    ("items solved alone", "dpopt.covariance.batch", "_design_one"),
+)
+
+
+def _batch_profile(run: Any) -> dict[str, float]:
+    """CPU seconds of each phase of ``run()`` (a design_covariance_batch call), by wrapping the
+    phase functions for the call; a phase's time excludes the phases nested in it."""
+    import importlib
+
+    spent = {label: 0.0 for label, _, _ in _PHASES}
+    stack: list[float] = []  # the nested time to subtract, per open phase
+    saved = []
+    for label, mod_name, fn_name in _PHASES:
+        mod = importlib.import_module(mod_name)
+        fn = getattr(mod, fn_name)
+        saved.append((mod, fn_name, fn))
+
+        def timed(*args: Any, _fn: Any = fn, _label: str = label, **kw: Any) -> Any:
+            t0 = time.process_time()
+            stack.append(0.0)
+            try:
+                return _fn(*args, **kw)
+            finally:
+                total = time.process_time() - t0
+                inner = stack.pop()
+                spent[_label] += total - inner
+                if stack:
+                    stack[-1] += total
+
+        setattr(mod, fn_name, timed)
+    try:
+        t0 = time.process_time()
+        run()
+        spent["total"] = time.process_time() - t0
+    finally:
+        for mod, fn_name, fn in saved:
+            setattr(mod, fn_name, fn)
+    return spent
 
 
 def _bench_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Per-design CPU time of ``design_covariance_batch`` (warm and cold) and of a Python loop
-    over ``design_covariance``, side by side in this process (each the least of three runs);
-    the N-form Clarabel peer on the trajectory's first program (a subprocess, as in the grid).
-    Every design is certified."""
+    over ``design_covariance``, side by side in this process (each the median of three runs);
+    the N-form Clarabel peer on the trajectory's first program (a subprocess, as in the grid);
+    a per-phase profile of the batch. Every design is certified."""
     from dpopt.accounting.budgets import ZCDP
     from dpopt.covariance.batch import design_covariance_batch
     from dpopt.covariance.design import design_covariance
@@ -403,13 +457,14 @@ def _bench_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
     for d, m, n in BATCHES:
         cell = Cell(d, m, "I", "0")
         sets = _trajectory(cell, n)
-        n_loop = min(n, 100)
+        n_loop = min(n, LOOP_ITEMS)
         # imports and first-call costs (design_covariance's first call imports cvxpy for its
         # fallback plan: 0.7 s that would otherwise be charged to the loop)
-        design_covariance_batch(sets[:2], budget)
+        design_covariance_batch(sets[:3], budget)
         design_covariance(sets[0], budget)
         batch, t_batch = _cpu(lambda s=sets: design_covariance_batch(s, budget))
-        _, t_cold = _cpu(lambda s=sets: design_covariance_batch(s, budget, warm_start=False))
+        _, t_cold = _cpu(lambda s=sets[:n_loop]: design_covariance_batch(s, budget,
+                                                                          warm_start=False))
         loop, t_loop = _cpu(lambda s=sets[:n_loop]: [design_covariance(v, budget) for v in s])
         certified = all(x.certified for x in batch) and all(x.certified for x in loop)
         dev = max(abs(a.value / b.value - 1.0) for a, b in zip(batch, loop, strict=False))
@@ -423,7 +478,8 @@ def _bench_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
         _, t_design = _cpu(lambda v=sets[0]: [design_covariance(v, budget) for _ in range(20)])
         newton_share = sols[0].stats.extra["newton_seconds"] / max(sols[0].stats.solve_time,
                                                                    1e-12)
-        per = {"dpopt-batch": t_batch / n, "dpopt-batch-cold": t_cold / n,
+        profile = _batch_profile(lambda s=sets: design_covariance_batch(s, budget))
+        per = {"dpopt-batch": t_batch / n, "dpopt-batch-cold": t_cold / n_loop,
                "dpopt-loop": t_loop / n_loop, "solve_structured-1": t_solve / 20,
                "check-1": t_check / 20, "design_covariance-1": t_design / 20}
         peer = (_run_peer(cell, "inverse/clarabel", 0.0, args.timeout, args.peer_tol)
@@ -431,8 +487,9 @@ def _bench_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
         label = f"batch d={d} J={cell.count} n={n} W=I eta=0 (trajectory)"
         print(label, flush=True)
         print(f"  every design certified: {certified}; largest relative deviation of a batch "
-              f"value from the loop's {dev:.1e}; {stacked} of {n} designs solved stacked on a "
-              "neighbour's support (design.path)", flush=True)
+              f"value from the loop's {dev:.1e}; {stacked} of {n} designs solved stacked "
+              "(design.path); the loop and the cold batch on the first "
+              f"{n_loop} releases", flush=True)
         for method, t in per.items():
             print(f"  {method:<20} cpu/design={1e3 * t:8.3f} ms designs/s={1 / t:7.0f} "
                   f"x{t_loop / n_loop / t:.1f} the loop's throughput", flush=True)
@@ -441,6 +498,10 @@ def _bench_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
         print(f"  {'inverse/clarabel':<17} {str(peer.get('status'))[:22]:<22} "
               f"cpu/design={_fmt(t_peer, '8.3f')} s (first program only; dpopt's batch "
               f"x{t_peer / per['dpopt-batch']:.0f})", flush=True)
+        total = profile.pop("total")
+        split = ", ".join(f"{k} {1e3 * v / n:.3f}" for k, v in profile.items() if v > 0)
+        print(f"  profile of the batch (CPU ms per design, one run of {1e3 * total / n:.3f}): "
+              f"{split}", flush=True)
         for method, t in [*per.items(), ("inverse/clarabel", t_peer)]:
             rows.append({
                 "cell": label, "d": d, "J": cell.count, "W": "I", "eta": 0.0,
@@ -453,6 +514,7 @@ def _bench_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "newton_s": newton_share * t if method == "solve_structured-1" else math.nan,
                 "pass_s": math.nan,
             })
+        _BATCH_PROFILES[label] = split
     return rows
 
 
@@ -478,8 +540,12 @@ def _print_batch_targets(rows: list[dict[str, Any]]) -> None:
                   f"{'met' if rate >= 1000 else 'MISSED'}); x{ratio:.1f} a loop over "
                   "design_covariance")
         else:
-            print(f"  {r['cell']}: x{ratio:.1f} the throughput of a loop over design_covariance "
-                  f"(target >= 10: {'met' if ratio >= 10 else 'MISSED'}); {rate:.0f} designs/s")
+            met = ratio >= 10 and r["time_s"] <= TARGET_D10_S
+            split = _BATCH_PROFILES.get(r["cell"], "")
+            note = "" if met else f"; profile (CPU ms per design): {split}"
+            print(f"  {r['cell']}: x{ratio:.1f} the throughput of a loop over design_covariance, "
+                  f"{1e3 * r['time_s']:.2f} ms and {rate:.0f} certified designs/s (target >= "
+                  f"x10 and <= {1e3 * TARGET_D10_S:.1f} ms: {'met' if met else 'MISSED'}){note}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -633,6 +699,159 @@ def _peer_side(p: dict[str, Any], ours_cpu: float) -> str:
     return f"{p['method']} {p['status']}"
 
 
+# ------------------------------------------------------------------------------------------------
+# one small design (issue 25, item 1): d = 10, J = 1,035, W = I, the new route and the previous one
+# ------------------------------------------------------------------------------------------------
+#: The previous release's figure for this cell (CPU, design_covariance by column generation).
+SMALL_PREVIOUS_MS = (5.8, 7.6)
+SMALL_TARGET_S = 2e-3
+
+
+class _PhaseClock:
+    """CPU time (time.process_time) spent inside named module functions while active: each is
+    wrapped for the duration of the ``with`` block and restored after."""
+
+    def __init__(self, targets: list[tuple[Any, str, str]]) -> None:
+        self.targets = targets
+        self.seconds: dict[str, float] = {label: 0.0 for _, _, label in targets}
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> _PhaseClock:
+        for module, name, label in self.targets:
+            fn = getattr(module, name)
+            self._saved.append((module, name, fn))
+
+            def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
+                t0 = time.process_time()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    self.seconds[_label] += time.process_time() - t0
+
+            setattr(module, name, timed)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for module, name, fn in self._saved:
+            setattr(module, name, fn)
+
+
+def _alternate(fns: dict[str, Any], calls: int, repeats: int) -> dict[str, float]:
+    """Median CPU time per call of each function, run alternately ``repeats`` times ``calls``
+    calls each (a loaded machine's drift hits every function alike)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            t0 = time.process_time()
+            for _ in range(calls):
+                fn()
+            times[key].append((time.process_time() - t0) / calls)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def _bench_small(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The small cell (d = 10, J = 1,035, W = I, eta = 0): ``design_covariance`` and
+    ``solve_structured`` by the priced Newton route (``solvers.restricted.priced_newton``) and
+    by the column generation of the previous release (the same code with the route switched
+    off), alternately in this process, CPU time (median of repeats); the certificate check
+    alone; a per-phase split of the new route; the N-form Clarabel peer's CPU time."""
+    import dpopt.covariance.design as design_mod
+    import solvers.structured as structured
+    from dpopt.accounting.budgets import ZCDP
+
+    cell = Cell(10, 46, "I", "0")
+    vectors = np.asarray(_vectors(cell))
+    budget = ZCDP(rho=0.5)  # q = 1, the grid's bound
+    problem = CovarianceProgram(vectors, None, 1.0)
+    design_mod.design_covariance(vectors, budget)  # imports and first-call costs
+
+    def previous(fn: Any) -> Any:
+        def run() -> Any:
+            saved = structured._PRICED_NEWTON_MAX
+            structured._PRICED_NEWTON_MAX = 0
+            try:
+                return fn()
+            finally:
+                structured._PRICED_NEWTON_MAX = saved
+        return run
+
+    def design() -> Any:
+        return design_mod.design_covariance(vectors, budget)
+
+    def solve() -> Any:
+        return solve_structured(problem, tol=1e-8)
+
+    new_design, old_design = design(), previous(design)()
+    sol, old_sol = solve(), previous(solve)()
+    per = _alternate({"design_covariance": design,
+                      "design_covariance (previous route)": previous(design),
+                      "solve_structured": solve,
+                      "solve_structured (previous route)": previous(solve),
+                      "check": lambda: check(problem, sol.covariance, sol.dual, tol=1e-6)},
+                     calls=20, repeats=args.repeats + 4)
+    calls = 100
+    targets = [(structured, "priced_newton", "priced Newton"),
+               (structured, "_finish", "solver's verified finish"),
+               (design_mod, "check", "certificate check"),
+               (design_mod, "privacy_from_sup", "privacy report")]
+    with _PhaseClock(targets) as clock:
+        t0 = time.process_time()
+        for _ in range(calls):
+            design()
+        total = (time.process_time() - t0) / calls
+    phases = {k: v / calls for k, v in clock.seconds.items()}
+    phases["the rest (validation, set-up, first working set, plan, design)"] = max(
+        total - sum(phases.values()), 0.0)
+    peer = (_run_peer(cell, "inverse/clarabel", 0.0, args.timeout, args.peer_tol)
+            if args.peers else {"status": "skip"})
+    t_peer = float(peer.get("cpu", math.nan))
+    label = f"small design d=10 J={cell.count} W=I eta=0"
+    dev = abs(new_design.value / old_design.value - 1.0)
+    print(label, flush=True)
+    print(f"  both certified: {new_design.certified and old_design.certified}; relative "
+          f"difference of the values {dev:.1e}; Newton steps {sol.stats.iterations} (previous "
+          f"route {old_sol.stats.iterations}); path {new_design.path!r}", flush=True)
+    for method, t in per.items():
+        print(f"  {method:<37} cpu={1e3 * t:7.3f} ms", flush=True)
+    ratio = t_peer / per["design_covariance"]
+    print(f"  {'inverse/clarabel (N-form peer)':<37} cpu={_fmt(1e3 * t_peer, '7.1f')} ms "
+          f"{peer.get('status')} (cvxpy compilation included; x{ratio:.0f} dpopt's design)",
+          flush=True)
+    print(f"  per-phase split of one design_covariance (CPU, {calls} calls, {1e3 * total:.3f} ms "
+          "each under the phase clock):", flush=True)
+    for name, t in phases.items():
+        print(f"    {name:<62} {1e3 * t:7.3f} ms", flush=True)
+    rows = []
+    for method, t in [*per.items(), ("inverse/clarabel", t_peer)]:
+        rows.append({
+            "cell": label, "d": 10, "J": cell.count, "W": "I", "eta": 0.0,
+            "rank_deficient": False, "method": method, "status": "certified",
+            "time_s": t, "gap": math.nan, "violation": math.nan, "floor_violation": math.nan,
+            "speedup_vs_peer": t_peer / t if math.isfinite(t_peer) else math.nan,
+            "passes": "", "pass_equivalents": "", "one_pass_s": "", "support": "",
+            "input": "array", "peak_mib": math.nan,
+            "newton_s": phases["priced Newton"] if method == "design_covariance" else math.nan,
+            "pass_s": math.nan,
+        })
+    return rows
+
+
+def _print_small_targets(rows: list[dict[str, Any]]) -> None:
+    times = {r["method"]: r["time_s"] for r in rows}
+    if "design_covariance" not in times:
+        return
+    new, old = times["design_covariance"], times["design_covariance (previous route)"]
+    lo, hi = SMALL_PREVIOUS_MS
+    newton = rows[0]["newton_s"]
+    print(f"  {rows[0]['cell']}: one design_covariance {1e3 * new:.2f} ms CPU (target < "
+          f"{1e3 * SMALL_TARGET_S:.0f} ms: {'met' if new < SMALL_TARGET_S else 'MISSED'}); "
+          f"the previous route {1e3 * old:.2f} ms in this run (x{old / new:.2f}; {lo}-{hi} ms "
+          f"measured for the previous release); solve_structured "
+          f"{1e3 * times['solve_structured']:.2f} ms (previous route "
+          f"{1e3 * times['solve_structured (previous route)']:.2f} ms), certificate check "
+          f"{1e3 * times['check']:.2f} ms, priced Newton {1e3 * newton:.2f} ms of the design")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the full grid of issue 5")
@@ -649,6 +868,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only the cells whose label contains TEXT (repeatable)")
     parser.add_argument("--no-batches", dest="batches", action="store_false",
                         help="skip the many-designs rows (design_covariance_batch)")
+    parser.add_argument("--no-small", dest="small", action="store_false",
+                        help="skip the small-design row (d = 10, J = 1,035, both routes)")
     parser.add_argument("--peer-json", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.peer_json is not None:
@@ -679,9 +900,13 @@ def main(argv: list[str] | None = None) -> int:
         run_batches = args.batches and (not args.only or any("batch" in t for t in args.only))
         batch_rows = _bench_batches(args) if run_batches else []
         writer.writerows(batch_rows)
+        run_small = args.small and (not args.only or any("small" in t for t in args.only))
+        small_rows = _bench_small(args) if run_small else []
+        writer.writerows(small_rows)
     print(f"done in {time.perf_counter() - t_all:.0f} s; CSV written to {out}")
     _print_targets(all_rows)
     _print_batch_targets(batch_rows)
+    _print_small_targets(small_rows)
     return 0
 
 

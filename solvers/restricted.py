@@ -24,7 +24,8 @@ from scipy.linalg import blas, lapack
 
 from certificates.errors import SolverError
 
-__all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inner_solve"]
+__all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inner_solve",
+           "priced_newton"]
 
 SOLVER_NAME = "dpopt-structured"
 #: eigh of the assembled A is trusted when a_min > _EIGH_RESOLVED a_max (else SVD of its factor).
@@ -788,3 +789,156 @@ def eliminate_floor(state: Restricted) -> None:
     state.floor_weights = np.diag(w[keep])
     state.floor_atoms = state.floor_atoms @ qv
     state.floor_rotation = state.floor_rotation @ qv
+
+
+def _fast_spectrum(atoms: FloatArray, mu: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """:func:`_vector_spectrum` by LAPACK ``dsyevd`` called directly (a third of
+    ``np.linalg.eigh``'s per-call cost on the small matrices of :func:`priced_newton`); the SVD
+    of the factor when the eigenvalues are not resolved."""
+    a, v, info = lapack.dsyevd((atoms.T * mu) @ atoms, compute_v=1, lower=1)
+    if info == 0 and a[0] > _EIGH_RESOLVED * a[-1]:
+        return a, v
+    return _vector_spectrum(atoms, mu)
+
+
+def priced_newton(
+    whitened: FloatArray, mu: FloatArray, tol: float, add: int, max_iter: int = 100
+) -> tuple[FloatArray, RestrictedPoint, float, int] | None:
+    r"""Projected Newton over ALL vectors at once, priced at every step (no restricted solves).
+
+    For a small in-memory program (rows :math:`y_j` of ``whitened``, :math:`J` of them) every
+    iterate prices all vectors, :math:`q_j = |A^{-1/4}V^\top y_j|^2` (one :math:`J \times p`
+    product), so the gap :math:`\max_j q_j/T - 1` of the whole program, the certificate's, is
+    known at every step. The Newton step of :func:`_projected_newton` (the same function
+    :math:`f(\mu) = 2T(\mu) - \sum_j\mu_j` over :math:`\mu \ge 0`, its Daleckii–Krein Hessian
+    and projected Armijo search) runs on the free weights: the support, less the weights the
+    gradient drives to zero, plus the ``add`` most violated vectors (:math:`q_j > T`) outside
+    it. This is column generation with one Newton step per restricted solve: the working set is
+    updated from the certified pricing at every iterate instead of after a restricted solve
+    to tolerance, so the inexact early solves, their pricing rounds and the working-set
+    bookkeeping disappear, and near the optimum the free set is the optimal support, on which
+    the step is Newton's (quadratic convergence). Coordinate ascent on a subset of the
+    coordinates with an Armijo search increases :math:`f` at every step, and a vector whose
+    score exceeds :math:`T` enters the free set as soon as it is among the ``add`` most
+    violated, so the method stops only at a point with :math:`\max_j q_j \le (1 + tol)T`,
+    the KKT conditions of the reduced dual (the Kiefer–Wolfowitz equivalence theorem).
+
+    Parameters
+    ----------
+    whitened : ndarray, shape (J, p)
+        Whitened, normalised vectors; the starting support must span.
+    mu : ndarray, shape (J,)
+        Starting weights (non-negative; their support spans).
+    tol : float
+        Stop at ``max_j q_j / T - 1 <= tol``.
+    add : int
+        Violated vectors freed per step.
+    max_iter : int
+        Newton steps at most.
+
+    Returns
+    -------
+    tuple or None
+        ``(mu, point, qmax, iterations)``: the weights on the simplex (shape (J,)), the
+        :class:`RestrictedPoint` of their support (in the order of ``np.flatnonzero(mu)``),
+        the largest score over all vectors and the steps taken; ``None`` when the search
+        stalls, the support loses rank or ``max_iter`` is reached (the caller's column
+        generation then solves the program).
+    """
+    count, p = whitened.shape
+    weights = np.asarray(mu, dtype=np.float64)
+    sup = np.flatnonzero(weights > 0)
+    w_sup = weights[sup] / float(weights[sup].sum())  # the weights of the support
+    a, v = _fast_spectrum(whitened[sup], w_sup)
+    stall = 0
+    for it in range(1, max_iter + 1):
+        if not a[0] > _RANK_RTOL * a[-1]:
+            return None
+        rt = np.sqrt(a)
+        t = float(rt.sum())
+        zs = whitened @ (v / np.sqrt(rt))
+        q = np.einsum("ij,ij->i", zs, zs)
+        arg = int(q.argmax())
+        kkt = float(q[arg]) / t - 1.0
+        if kkt <= tol:
+            order = np.argsort(sup)
+            sup, w_sup = sup[order], w_sup[order]
+            zsup = zs[sup]
+            out_mu = np.zeros(count)
+            out_mu[sup] = w_sup
+            point = RestrictedPoint(a, v, t, np.einsum("ij,ij->i", zsup, zsup),
+                                    np.zeros((p, 0)), np.zeros((0, 0)))
+            return out_mu, point, float(q[arg]), it - 1
+        scale = t * t
+        # the working set of this step: the support and the most violated vectors outside it
+        out = q > t
+        out[sup] = False
+        viol = out.nonzero()[0]
+        if viol.size > add:
+            viol = viol[np.argpartition(q[viol], viol.size - add)[viol.size - add:]]
+        ws = np.concatenate((sup, viol))
+        k = ws.size
+        g = q[ws] / t - 1.0
+        m = np.zeros(k)
+        m[: sup.size] = scale * w_sup
+        # weights the gradient pushes out go to zero when they are small against the mean
+        # weight scale / k in proportion to the KKT residual (the epsilon-active set of
+        # Bertsekas' projected Newton method; a looser epsilon than the restricted solves'
+        # drops the first working set's inactive atoms in fewer steps: 103 against 111 steps
+        # over twelve programs, d = 3..20)
+        residual = max(float(np.abs(g[: sup.size]).max()), kkt)
+        active = (m <= min(1.0, residual) * scale / k) & (g <= 0)
+        atoms = whitened[ws]
+        step = np.zeros(k)
+        if active.any():
+            free: NDArray[np.intp] | slice = (~active).nonzero()[0]
+            z = atoms[free] @ v
+            step[active] = -m[active]
+        else:
+            free = slice(None)
+            z = atoms @ v
+        gf = g[free]
+        if gf.size**2 * p * (p + 1) / 2 > _DIRECT_FLOPS:
+            step[free] = _newton_cg(z, scale * a, gf, min(0.1, math.sqrt(kkt)))
+        else:
+            i0, i1, _ = _triu(p)
+            pair = _pair_weights(p) * math.sqrt(2.0)
+            rts = t * rt
+            ra, rb = rts[i0], rts[i1]
+            rows = z[:, i0] * z[:, i1] * (pair / np.sqrt(ra * rb * (ra + rb)))
+            hess = rows @ rows.T
+            # a Levenberg-Marquardt ridge in proportion to the gap: far from the optimum (more
+            # free weights than p(p+1)/2, a singular Hessian) the step bends towards the
+            # gradient instead of running along the null space; near it the step is Newton's
+            tau = (1e-12 + kkt) * max(float(hess.diagonal().max()), 1e-300) + 1e-300
+            hess.flat[:: gf.size + 1] += tau
+            _, sol, info = lapack.dposv(hess, gf, lower=1)  # factor and solve in one call
+            step[free] = sol if info == 0 else _cho_solve(_cho(hess, tau), gf)
+        cond_floor = max(_RANK_RTOL * 10, 1e-6 * float(a[0] / a[-1]))
+        longest = float(np.abs(step).max())
+        alpha = min(1.0, scale / longest) if longest > 0 else 1.0
+        accepted = False
+        g_m = float(g @ m)
+        for _ in range(60):
+            m_new = m + alpha * step
+            np.maximum(m_new, 0.0, out=m_new)
+            predicted = float(g @ m_new) - g_m
+            total = float(m_new.sum())
+            a_new, v_new = _fast_spectrum(atoms, m_new)
+            f_new = 2.0 * float(np.sqrt(np.maximum(a_new, 0.0)).sum()) - total
+            tiny = 0 <= predicted <= 1e-11 * scale
+            armijo = f_new >= scale + 1e-4 * predicted - 4e-16 * scale
+            if a_new[0] > cond_floor * a_new[-1] and total > 0 and (tiny or armijo):
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            return None
+        stall = stall + 1 if f_new <= scale * (1.0 + 1e-15) else 0
+        if stall > 8:
+            return None
+        keep = m_new > 0
+        sup = ws[keep]
+        w_sup = m_new[keep] / total
+        a, v = a_new / total, v_new
+    return None

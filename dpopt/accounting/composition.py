@@ -1017,18 +1017,19 @@ def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str
 
 
 def _progress_bar(progress: bool | None, expected: tuple[float, float]) -> Any:
-    """The search's status line (:class:`dpopt.progress.Progress`, its time left measured on
-    the search's own evaluations, weighted by their expected cost): on stderr always
-    (``progress=True``), never (``False``), or (``None``) where the command line allows
-    displays and only once the search has run for a second."""
+    """The search's status line (:class:`dpopt.progress.Progress`: its evaluations, weighted by
+    their expected cost, and the time so far; no time left, which the counts do not bound): on
+    stderr always (``progress=True``), never (``False``), or (``None``) where the command line
+    allows displays and only once the search has run for a second."""
     from dpopt import progress as display
 
     desc = "calibrating the noise (PLD/RDP evaluations)"
     if progress is None:
-        bar = display.auto(desc, expected=expected, unit="step")
+        bar = display.auto(desc, expected=expected, unit="step", count_only=True)
         bar.delay = 1.0
         return bar
-    return display.Progress(desc, expected=expected, unit="step", enabled=progress)
+    return display.Progress(desc, expected=expected, unit="step", enabled=progress,
+                            count_only=True)
 
 
 def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: float = 1.0,

@@ -14,12 +14,14 @@ call with one BLAS thread-limit context, the weight validated once, each distinc
 computed once, and a warm start of each problem from its predecessor's support and dual weights
 (:class:`solvers.structured.WarmStart`), and certifies **every** answer
 independently with the certificate of :func:`certificates.covariance.check`, exactly as
-:func:`~dpopt.covariance.design.design_covariance` does. When the items are arrays (or small
-sources) of one shape and :math:`\eta = 0`, they are solved in waves: an item solved on its
-own hands its support to the following items, which are solved on it at once
-(:func:`solvers.stacked.solve_on_support`,
-every small linear system of the items in one stacked LAPACK call) and certified at once
-(:func:`certificates.stacked.check_stacked`, each item's proof complete on its own). An item
+:func:`~dpopt.covariance.design.design_covariance` does. When :math:`\eta = 0`, the items of
+the batch's most common shape (arrays, or small sources) are solved in waves: item 0 on its
+own, then the next unsolved items all at once (:func:`solvers.stacked.solve_on_support`, every
+small linear system of the items in one stacked LAPACK call), each started on its nearest
+solved predecessor's support and dual weights, and certified at once
+(:func:`certificates.stacked.check_stacked`, each item's proof complete on its own); an item
+the stack leaves open is tried again from a nearer predecessor, and alone (warm-started) from
+its immediate one. Items of other shapes go one by one. An item
 whose certificate does not close is re-designed by
 :func:`~dpopt.covariance.design.design_covariance` (its generic fallbacks included), so the
 batch is never less accurate, and never less private, than a loop; ``design.path`` says which
@@ -78,7 +80,7 @@ SMALL_VECTORS = 2**18
 STACK_NUMBERS = 2**24
 #: Items tried at once on one support: the first window, and the most.
 _WINDOW_START = 4
-_WINDOW_MAX = 256
+_WINDOW_MAX = 64
 #: ... and at most this many numbers (n J d) of vectors in one wave.
 _WINDOW_NUMBERS = 2**22
 
@@ -222,13 +224,23 @@ def design_covariance_batch(
     job = _Batch(items, per_item, [bounds[id(b)] for b in per_item], shared_weight, eta, tol,
                  rigorous, rel)
     with blas_limits(1):  # one thread-limit context for the whole batch
-        stack = _stack(job) if warm_start and eta == 0.0 and len(items) > 2 else None
-        if stack is not None:
-            return _waves(job, *stack)
+        done: list[Design | None] = [None] * len(items)
+        group = _stack(job) if warm_start and eta == 0.0 and len(items) > 2 else None
+        if group is not None:  # the items of the most common shape, in waves
+            members, problems = group
+            for index, design in zip(members, _waves(job.subset(members), problems),
+                                     strict=True):
+                done[index] = design
+        # the others one by one, each warm-started from the item before it
         designs: list[Design] = []
         warm: tuple[WarmStart, int] | None = None  # the previous support and its set's size
         for i in range(len(items)):
-            design, sol = _design_one(job, i, warm if warm_start else None)
+            sol: Solution | None
+            if done[i] is None:
+                design, sol = _design_one(job, i, warm if warm_start else None)
+            else:
+                design = done[i]  # type: ignore[assignment]
+                sol = design.solution
             designs.append(design)
             start = WarmStart.from_solution(sol) if sol is not None else None
             warm = (start, design.program.count) if start is not None else None
@@ -248,10 +260,22 @@ class _Batch:
     tol: float
     rigorous: bool
     relation: NeighbouringRelation
+    labels: tuple[int, ...] = ()  # the caller's index of each item (when a subset)
 
     @property
     def solve_tol(self) -> float:
         return method_tolerance("structured", self.tol)
+
+    def name(self, index: int) -> int:
+        """The caller's index of item ``index`` (what paths and errors name)."""
+        return self.labels[index] if self.labels else index
+
+    def subset(self, indices: Sequence[int]) -> _Batch:
+        """The batch of the items ``indices`` (named by their index in this batch)."""
+        return replace(self, items=[self.items[i] for i in indices],
+                       budgets=[self.budgets[i] for i in indices],
+                       bounds=[self.bounds[i] for i in indices],
+                       labels=tuple(self.name(i) for i in indices))
 
     def program(self, index: int, dense: ArrayLike | VectorSource) -> CovarianceProgram:
         """Item ``index``'s program (its data validated, errors naming the item)."""
@@ -260,36 +284,43 @@ class _Batch:
                                      add_remove_bound(self.bounds[index][0], self.relation),
                                      self.eta)
         except InvalidParameterError as exc:  # name the item
-            raise InvalidParameterError(f"sensitivities[{index}] ({exc.name})", exc.value,
+            raise InvalidParameterError(f"sensitivities[{self.name(index)}] ({exc.name})",
+                                        exc.value,
                                         exc.requirement) from None
 
 
-def _stack(job: _Batch) -> tuple[list[CovarianceProgram], NDArray[np.float64]] | None:
-    """The items' programs and their vectors as one (n, J, d) array, when every item is an
-    array, or a source of at most ``SMALL_VECTORS`` numbers (generated here), of one shape
-    (d >= 2) and all of them together hold at most ``STACK_NUMBERS`` numbers; ``None``
-    otherwise (larger sources, sets of several sizes: the items then go one by one, as does
-    anything malformed, to be refused by name)."""
-    dense: list[NDArray[np.float64]] = []
-    total = 0
+def _stack(job: _Batch) -> tuple[list[int], list[CovarianceProgram]] | None:
+    """The items of the batch's most common shape (J, d), d >= 2, with their programs (over
+    in-memory arrays): arrays, and sources of at most ``SMALL_VECTORS`` numbers (generated
+    here), in order while they hold at most ``STACK_NUMBERS`` numbers together; ``None`` when
+    fewer than three items share a shape. The other items (another
+    size, larger sources, anything malformed, to be refused by name) go one by one."""
+    shapes: list[tuple[int, int] | None] = []
     for item in job.items:
         if not isinstance(item, np.ndarray) and isinstance(item, VectorSource):
-            if item.count * item.dim > SMALL_VECTORS or (
-                    total + item.count * item.dim > STACK_NUMBERS):
-                return None
-            item = _materialised(item)
+            small = item.count * item.dim <= SMALL_VECTORS
+            shapes.append((int(item.count), int(item.dim)) if small else None)
+            continue
         try:
-            arr = np.asarray(item, dtype=np.float64)
+            dims = np.shape(item)
         except (TypeError, ValueError):
-            return None
-        if arr.ndim != 2 or arr.shape[1] < 2 or (dense and arr.shape != dense[0].shape):
-            return None
-        total += arr.size
-        if total > STACK_NUMBERS:
-            return None
-        dense.append(arr)
-    problems = [job.program(i, x) for i, x in enumerate(dense)]
-    return problems, np.stack([np.asarray(p.vectors, dtype=np.float64) for p in problems])
+            dims = ()
+        shapes.append((int(dims[0]), int(dims[1])) if len(dims) == 2 else None)
+    counts: dict[tuple[int, int], int] = {}
+    for shape in shapes:
+        if shape is not None and shape[1] >= 2:
+            counts[shape] = counts.get(shape, 0) + 1
+    if not counts:
+        return None
+    common = max(counts, key=lambda sh: counts[sh])  # the first of the most frequent
+    per_item = common[0] * common[1]
+    members = [i for i, shape in enumerate(shapes) if shape == common]
+    members = members[:max(1, STACK_NUMBERS // max(1, per_item))]
+    if len(members) < 3:
+        return None
+    problems = [job.program(i, np.asarray(_materialised(job.items[i]), dtype=np.float64))
+                for i in members]
+    return members, problems
 
 
 def _described(job: _Batch, index: int, problem: CovarianceProgram) -> CovarianceProgram:
@@ -301,16 +332,16 @@ def _described(job: _Batch, index: int, problem: CovarianceProgram) -> Covarianc
     return CovarianceProgram(item, problem.weight, problem.bound, problem.noise_floor)
 
 
-def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.float64],
-           ) -> list[Design]:
-    """The batch in waves: an item solved on its own (warm-started from its predecessor) hands
-    its support to the next unsolved items, which are solved on it all at once
-    (:func:`solvers.stacked.solve_on_support`) and certified all at once
-    (:func:`certificates.stacked.check_stacked`: each item's proof complete); an item whose
-    optimum needs a vector outside that support is left for the next wave, which starts at it.
-    The window of items tried on one support doubles while every item closes on it and shrinks
-    to twice the items that did, so a trajectory whose support changes often costs little
-    stacked work that is thrown away."""
+def _waves(job: _Batch, problems: list[CovarianceProgram]) -> list[Design]:
+    """The batch in waves: item 0 is solved on its own; then the next unsolved items (a window)
+    are solved all at once (:func:`solvers.stacked.solve_on_support`), each item started on
+    the support and the dual weights of its nearest solved predecessor, and certified all at
+    once (:func:`certificates.stacked.check_stacked`: each item's proof complete). An item the
+    stack leaves open is tried again in a later wave from a nearer predecessor; one that
+    fails from its immediate predecessor is solved on its own (warm-started from it), so
+    every wave makes progress. The window doubles while every item of a wave closes and
+    shrinks to twice the leading items that did, so a trajectory whose support changes often
+    costs little stacked work that is thrown away."""
     n = len(problems)
     designs: list[Design | None] = [None] * n
     sols: list[Solution | None] = [None] * n
@@ -319,43 +350,84 @@ def _waves(job: _Batch, problems: list[CovarianceProgram], vectors: NDArray[np.f
     window = _WINDOW_START
     # the most items a wave may hold at once: their vectors are copied for the stacked solve
     # and its certificate (about 32 MB at most, however large the sets)
-    most = max(2, min(_WINDOW_MAX, _WINDOW_NUMBERS // max(1, vectors[0].size)))
-    i = 0
-    while i < n:
-        if designs[i] is None:
-            prev = sols[i - 1] if i else None
-            start = WarmStart.from_solution(prev) if prev is not None else None
-            designs[i], sols[i] = _design_one(
-                job, i, (start, problems[i].count) if start is not None else None, problems[i])
-        here = sols[i]
-        support = WarmStart.from_solution(here) if here is not None else None
-        todo = [j for j in range(i + 1, min(n, i + 1 + min(window, most)))
-                if designs[j] is None]
-        if support is not None and todo:
-            res = solve_on_support(vectors[todo], weight, bounds[todo], support.indices,
-                                   support.weights, job.solve_tol)
-            got = [j for j, ok in zip(todo, res.solved.tolist(), strict=True) if ok]
-            found = [s for s in (res.solutions[todo.index(j)] for j in got) if s is not None]
-            certs = check_stacked([problems[j] for j in got], [s.covariance for s in found],
-                                  [s.dual for s in found if s.dual is not None], tol=job.tol,
-                                  rigorous=job.rigorous) if len(found) == len(got) else []
-            for j, sol, cert in zip(got, found, certs, strict=False):
-                if cert.certified and math.isfinite(cert.upper):
-                    path = f"structured, stacked (batch item {j}, on the support of item {i})"
-                    designs[j] = _assemble(problems[j], _described(job, j, problems[j]),
-                                           job.bounds[j][0],
-                                           job.relation, cert, sol, job.tol, path,
-                                           job.bounds[j][1])
-                    sols[j] = sol
-            lead = 0
-            while lead < len(todo) and designs[todo[lead]] is not None:
-                lead += 1
-            window = (min(_WINDOW_MAX, 2 * window) if lead == len(todo)
-                      else max(_WINDOW_START // 2, 2 * lead))
-        i += 1
-        while i < n and designs[i] is not None:
-            i += 1
+    most = max(2, min(_WINDOW_MAX, _WINDOW_NUMBERS // max(1, problems[0].count
+                                                          * problems[0].dim)))
+    designs[0], sols[0] = _design_one(job, 0, None, problems[0])
+    while True:
+        pending = [j for j in range(1, n) if designs[j] is None]
+        if not pending:
+            break
+        wave = pending[:min(window, most)]
+        # each item's start: its nearest solved predecessor (every item before pending[0] is)
+        starts: list[tuple[int, WarmStart | None]] = []
+        last = wave[0] - 1
+        for j in wave:
+            while last + 1 < j and designs[last + 1] is not None:
+                last += 1
+            here = sols[last]
+            starts.append((last, WarmStart.from_solution(here) if here is not None else None))
+        on = [pos for pos, (_, st) in enumerate(starts) if st is not None]
+        closed = _stacked_wave(job, problems, bounds, weight,
+                               [wave[pos] for pos in on], [starts[pos] for pos in on],
+                               designs, sols)
+        # an item left open from its immediate predecessor (or with no support to start
+        # from) is solved on its own; the others wait for a nearer start
+        for j, (origin, start) in zip(wave, starts, strict=True):
+            if designs[j] is None and (origin == j - 1 or start is None):
+                if designs[j - 1] is None:
+                    continue
+                prev = sols[j - 1]
+                warm = WarmStart.from_solution(prev) if prev is not None else None
+                designs[j], sols[j] = _design_one(
+                    job, j, (warm, problems[j].count) if warm is not None else None,
+                    problems[j])
+        lead = 0
+        while lead < len(wave) and wave[lead] in closed:
+            lead += 1
+        window = (min(_WINDOW_MAX, 2 * window) if lead == len(wave)
+                  else max(_WINDOW_START // 2, 2 * lead))
     return [d for d in designs if d is not None]
+
+
+def _stacked_wave(job: _Batch, problems: list[CovarianceProgram], bounds: NDArray[np.float64],
+                  weight: NDArray[np.float64], todo: list[int],
+                  starts: list[tuple[int, WarmStart | None]], designs: list[Design | None],
+                  sols: list[Solution | None]) -> set[int]:
+    """Items ``todo`` solved at once, each from its start (``(origin, support)``), certified
+    at once; the certified ones are entered in ``designs`` / ``sols``. Returns them."""
+    if not todo:
+        return set()
+    width = max(st.indices.size for _, st in starts if st is not None)
+    support = np.full((len(todo), width), -1, dtype=np.intp)
+    weights = np.zeros((len(todo), width))
+    for row, (_, st) in enumerate(starts):
+        if st is not None:
+            support[row, :st.indices.size] = st.indices
+            weights[row, :st.indices.size] = st.weights
+    # the wave's vectors stacked (the programs' validated arrays, copied once per wave)
+    stack = np.stack([np.asarray(problems[j].vectors, dtype=np.float64) for j in todo])
+    res = solve_on_support(stack, weight, bounds[todo], support, weights,
+                           job.solve_tol)
+    got = [pos for pos, ok in enumerate(res.solved.tolist()) if ok]
+    found = [res.solutions[pos] for pos in got]
+    good = [(pos, s) for pos, s in zip(got, found, strict=True)
+            if s is not None and s.dual is not None]
+    certs = check_stacked([problems[todo[pos]] for pos, _ in good],
+                          [s.covariance for _, s in good],
+                          [s.dual for _, s in good if s.dual is not None], tol=job.tol,
+                          rigorous=job.rigorous)
+    closed: set[int] = set()
+    for (pos, sol), cert in zip(good, certs, strict=True):
+        j, origin = todo[pos], starts[pos][0]
+        if cert.certified and math.isfinite(cert.upper):
+            path = (f"structured, stacked (batch item {job.name(j)}, on the support of item "
+                    f"{job.name(origin)})")
+            designs[j] = _assemble(problems[j], _described(job, j, problems[j]),
+                                   job.bounds[j][0], job.relation, cert, sol, job.tol, path,
+                                   job.bounds[j][1])
+            sols[j] = sol
+            closed.add(j)
+    return closed
 
 
 def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
@@ -387,7 +459,8 @@ def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
                                    rigorous=rigorous, relation=rel)
         why = ("failed" if sol is None or cert is None
                else f"was not certified (gap {cert.gap:.2g})")
-        path = (f"{design.path or 'design_covariance'} (batch item {index}: the batch's "
+        path = (f"{design.path or 'design_covariance'} (batch item {job.name(index)}: the "
+                f"batch's "
                 f"structured answer {why}, so design_covariance designed it)")
         return replace(design, path=path), design.solution
     # the design describes the caller's set (a source stays a source: a design does not keep
@@ -396,8 +469,9 @@ def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
         vectors, problem.weight, problem.bound, problem.noise_floor)
     form = sol.stats.extra.get("closed_form")
     path = ("structured" + (f", closed form ({form})" if form else "")
-            + f" (batch item {index}, "
-            + (f"warm start from item {index - 1})" if start is not None else "cold start)"))
+            + f" (batch item {job.name(index)}, "
+            + (f"warm start from item {job.name(index - 1)})" if start is not None
+               else "cold start)"))
     return _assemble(problem, described, q, rel, cert, sol, tol, path, stated), sol
 
 

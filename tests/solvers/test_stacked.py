@@ -109,3 +109,30 @@ def test_column_generation_on_the_stack_reaches_the_optimum(seed: int, d: int) -
         assert sol.value == pytest.approx(ref.value, rel=1e-6)
         assert check(CovarianceProgram(vecs[i], w, 1.0), sol.covariance, sol.dual,
                      tol=1e-7).certified
+
+
+def test_each_program_from_its_own_support() -> None:
+    """Working sets given per program (rows padded with -1): a program started on its own
+    optimal support is solved and certified; one whose set holds fewer than d rows, or only
+    padding, is left unsolved (nothing is returned for it)."""
+    vecs, w, q = _stack(5, 5, 3, 9)
+    sols = [solve_structured(CovarianceProgram(vecs[i], w, float(q[i])), tol=1e-9)
+            for i in range(5)]
+    width = max(s.dual.support.size for s in sols if s.dual is not None) + 2
+    support = np.full((5, width), -1, dtype=np.intp)
+    weights = np.zeros((5, width))
+    for i, s in enumerate(sols):
+        assert s.dual is not None
+        k = s.dual.support.size
+        support[i, 1:k + 1], weights[i, 1:k + 1] = s.dual.support, s.dual.multipliers
+    support[3, 3:] = -1  # two rows: fewer than d = 3
+    support[4] = -1
+    res = solve_on_support(vecs, w, q, support, weights, 1e-9)
+    assert res.solved.tolist() == [True, True, True, False, False]
+    assert res.solutions[3] is None and res.solutions[4] is None
+    for i in range(3):
+        sol = res.solutions[i]
+        assert sol is not None and sol.dual is not None
+        prog = CovarianceProgram(vecs[i], w, float(q[i]))
+        assert sol.value == pytest.approx(sols[i].value, rel=1e-8)
+        assert check(prog, sol.covariance, sol.dual, tol=1e-7).certified

@@ -158,9 +158,10 @@ def test_laplace_event_trees_get_a_lower_end() -> None:
 
 def test_the_calibration_reports_its_steps_to_a_progress_line(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """progress=True draws dpopt.progress's line (measured time per step, time left) on
-    stderr; progress=None outside the command line draws nothing. The steps are the search's
-    evaluations weighted by their expected cost, so the work done reaches the expected range."""
+    """progress=True draws dpopt.progress's line (measured time per step, the time so far, no
+    time left: the counts do not bound the proving evaluations' cost) on stderr; progress=None
+    outside the command line draws nothing. The steps are the search's evaluations weighted by
+    their expected cost, so the work done reaches the expected range."""
     from dpopt import progress
     from dpopt.accounting.composition import calibrate_noise
 
@@ -179,8 +180,9 @@ def test_the_calibration_reports_its_steps_to_a_progress_line(
         quiet = capsys.readouterr().err
     finally:
         progress.Progress.finish = original  # type: ignore[method-assign]
-    assert "calibrating the noise" in drawn and "left" in drawn
+    assert "calibrating the noise" in drawn and "so far" in drawn and "left" not in drawn
     assert quiet == ""
+    assert all(bar.count_only for bar in seen)
     first = seen[0]
     assert first.done > 0 and first.expected is not None
     assert first.expected[0] <= first.done + first.expected[1]  # a range, not a count
