@@ -46,7 +46,9 @@ active-set Newton method maximises :math:`T` (:mod:`solvers.restricted`); one fu
 every :math:`q_j`, the certified gap and the most violated vectors, which join the working set;
 when the floor binds the solver switches to the floor block. *Finish*: the returned matrix is
 re-verified by its own pass (a factor :math:`B` of :math:`\Sigma^{-1}` checked by its residual
-:math:`\|B^\top\Sigma B - I\|`) and scaled to feasibility.
+:math:`\|B^\top\Sigma B - I\|`) and scaled to feasibility; with a floor, a candidate below it in
+some eigendirections only is lifted there (:func:`solvers.floor_block.lift_to_floor`) rather
+than scaled as a whole.
 
 Every full pass goes through a :class:`~solvers.passes.PassExecutor`.
 
@@ -87,7 +89,7 @@ from certificates.problem import (
 )
 from certificates.validate import as_int, as_scalar
 from solvers._types import Solution, SolverStats
-from solvers.floor_block import FloorBlock, floor_block_solve
+from solvers.floor_block import FloorBlock, floor_block_solve, lift_to_floor
 from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
 from solvers.reductions import SpanReduction, column_generation, psd_factor, top_k
@@ -249,7 +251,7 @@ class _Candidate:
     """The last evaluated reduced-dual point and its certified bound ``r`` (pricing pass)."""
 
     point: RestrictedPoint
-    max_score: float  # r = max(max_j q_j, q eta / lambda_min(Sigma_mu))
+    max_score: float  # r = max(max_j q_j, q eta / lambda_min(Sigma_mu)), or the lifted r
     sigma_mu: FloatArray  # Sigma_mu in the original coordinates
     mu: FloatArray
     indices: IntArray
@@ -260,6 +262,7 @@ class _Candidate:
     geometry: _Geometry
     sigma_eig: tuple[FloatArray, FloatArray]  # eigen-decomposition of sigma_mu
     floor_score: float  # q eta / lambda_min(Sigma_mu) in floor mode, else 0
+    lifted: FloatArray | None = None  # floor mode: the feasible candidate (lift_to_floor)
 
 
 @dataclass
@@ -1064,11 +1067,18 @@ def _candidate(run: _Run, point: RestrictedPoint, qmax: float) -> _Candidate:
     sigma_mu = _sym(geo.unwhiten @ root @ geo.unwhiten.T)
     sig_w, sig_v = np.linalg.eigh(sigma_mu)
     floor_score = run.eta / sig_w[0] if run.floor_mode else 0.0
+    max_score, lifted = max(qmax, floor_score), None
+    if run.floor_mode and qmax < floor_score:
+        # the floor violated along some eigenvectors only: lift those (r = cost / tr W Sigma_mu)
+        lift, cost, extra = lift_to_floor(sig_w, sig_v, run.weight, run.eta, qmax)
+        if qmax + extra / cost < max_score:
+            max_score = qmax + extra / cost
+            lifted = _sym(qmax * sigma_mu + (sig_v * lift) @ sig_v.T)
     state = run.state()
     floor_basis = (run.floor_basis @ state.floor_rotation if run.floor_basis.shape[1]
                    else run.floor_basis)
     return _Candidate(
-        point=point, max_score=max(qmax, floor_score), sigma_mu=sigma_mu,
+        point=point, max_score=max_score, sigma_mu=sigma_mu, lifted=lifted,
         mu=state.mu.copy(), indices=run.indices.copy(), vectors=run.vectors.copy(),
         floor_weights=state.floor_weights.copy(), floor_basis=floor_basis,
         floor_mode=run.floor_mode, geometry=geo, sigma_eig=(sig_w, sig_v),
@@ -1502,7 +1512,7 @@ def _finish(run: _Run) -> Solution:
     if cand is None:
         raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")
     t = cand.point.root_trace
-    sigma = cand.max_score * cand.sigma_mu
+    sigma = cand.max_score * cand.sigma_mu if cand.lifted is None else cand.lifted
     ridge = 0.0
     comp = run.complement
     if not cand.floor_mode and comp.shape[1]:

@@ -14,10 +14,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: numbered references to the unnamed paper, and the ways it was named without a title
+#: numbered references to the unnamed paper, and the ways it was named without a title (a
+#: sub-numbered theorem such as "Theorem 3.2" belongs to a paper cited by authors and title)
 DANGLING = re.compile(
     r"optimal-covariance paper|ideal-denoiser (?:covariance )?paper|"
-    r"\bTheorem [13]\b|\bCorollary 1\b|\bFig\. 1\b|\beqs?\. \(?(?:1|2|3|6|8|11|19)\)?(?![.\d])"
+    r"\bTheorem [13]\b(?!\.\d)|\bCorollary 1\b|\bFig\. 1\b|"
+    r"\beqs?\. \(?(?:1|2|3|6|8|11|19)\)?(?![.\d])"
 )
 #: the names the theory page gives those results
 NAMED = ("two-record theorem", "uniform-query corollary", "replacement bound",

@@ -201,10 +201,11 @@ def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: fl
     return _call("a privacy loss distribution", build)
 
 
-def pld_points(groups: Sequence[tuple[float, float, int]], discretization: float) -> int:
+def pld_points(groups: Sequence[tuple[float, float, int]], discretization: float,
+               replace_one: bool = False) -> int:
     """Grid points of the (cached) composed PLD, both directions: its cost is about linear in
-    them, and they scale like 1/discretisation."""
-    pld = _pld(groups, discretization)
+    them, and they scale like 1/discretisation (``replace_one`` as in :func:`pld_epsilon`)."""
+    pld = _pld(groups, discretization, replace_one)
     total = 0
     for pmf in (getattr(pld, "_pmf_remove", None), getattr(pld, "_pmf_add", None)):
         probs = getattr(pmf, "_probs", None)

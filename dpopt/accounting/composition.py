@@ -30,9 +30,10 @@ of neighbours every sampling scheme realises — see :func:`lower_epsilon`).
 
 The inverses (:func:`calibrate_noise`, and :func:`largest_bound`,
 :func:`smallest_noise_multiplier` on top of it) search q coarse to fine — the RDP curve for a
-certified start, a coarse pessimistic PLD to bracket, the fine PLD only to finish — with the same
-never-optimistic accounting, check every answer they return, and refute a slightly larger q with
-the lower bound, so the exact answer is bracketed from both sides.
+certified start, a coarse pessimistic PLD to bracket, one PLD on the coarsest grid the tolerance
+allows to finish (:func:`_pld_search`) — with the same never-optimistic accounting, check
+every answer they return, and refute a slightly larger q with the lower bound, so the exact
+answer is bracketed from both sides.
 
 Sampling schemes and their neighbouring relations are those of
 :class:`dpopt.relation.SamplingScheme`; ``"without_replacement"`` runs are stated over the
@@ -677,9 +678,12 @@ PLD_MIN_SIGMA = 0.25
 
 
 def coarse_discretization(discretization: float, epsilon: float) -> float:
-    """The bracketing PLD grid of a calibration for target ε: 7·10⁻⁴ ε, within
-    [``discretization``, 0.1] (the pessimistic PLD's excess in ε grows with the grid)."""
-    return min(max(discretization, 7e-4 * epsilon), 0.1)
+    r"""The bracketing PLD grid of a calibration for target ε: :math:`1.2\cdot10^{-3}
+    \sqrt\varepsilon`, within [``discretization``, 0.1]. The pessimistic PLD's excess in ε is
+    about :math:`c h^2` with c of order 10⁴ over this sweep's targets, so this grid's relative
+    excess :math:`c h^2/\varepsilon` is a few percent at every ε (small enough for the
+    extrapolation of :func:`_pld_search`, and a cheap PLD)."""
+    return min(max(discretization, 1.2e-3 * math.sqrt(epsilon)), 0.1)
 
 
 class _OutOfTime(Exception):
@@ -729,8 +733,9 @@ class NoiseCalibration:
     seconds : float
         Wall time of the search.
     discretization : float
-        The finest PLD grid the search evaluated (the requested one unless ``note`` says
-        otherwise).
+        The finest PLD grid the search evaluated: the grid it finished on, the coarsest whose
+        excess over the requested grid the tolerance allows (the answer is certified on it;
+        see :func:`_pld_search`), or the finest that fits when ``note`` says so.
     pld_used : bool
         Whether any PLD was built (False: RDP or exact GDP only).
     """
@@ -776,6 +781,15 @@ class NoiseCalibration:
         """(upper − lower) / upper of the σ interval (1 when nothing was refuted)."""
         lo, hi = self.noise_multiplier_interval
         return (hi - lo) / hi
+
+    def checking_accountants(self, accountants: Sequence[str]) -> tuple[str, ...]:
+        """Which of ``accountants`` re-check the answer at :attr:`discretization` at no more
+        cost than the search paid: no PLD where the search built none (its grid may be costly),
+        and only the PLD where it certified the answer (no RDP curve over every order)."""
+        acc = tuple(accountants)
+        if not self.pld_used:
+            return tuple(a for a in acc if a != "pld") or acc
+        return ("pld",) if self.accountant == "pld" else acc
 
 
 def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, slope: float,
@@ -825,12 +839,14 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
 
     t0 = time.perf_counter()
     deadline = t0 + time_budget
-    # work in units of one coarse PLD: a fine PLD (and a lower bound) costs about the grid
-    # ratio r of them (a lower bound 3/4 of that), an RDP evaluation a fiftieth; 4-10 coarse,
-    # 1-3 fine and 1-2 lower-bound evaluations
+    # work in units of one coarse PLD: a finishing PLD costs about the grid ratio r of them, a
+    # lower bound about four finishing PLDs (3/4 of the coarse-to-requested ratio until the
+    # finishing grid is known), an RDP evaluation a fiftieth; 3-6 coarse, 1-2 finishing and
+    # 1-2 lower-bound evaluations
     ratio = min(coarse_discretization(discretization, epsilon) / discretization, 40.0)
     lib._library()  # imported before the clock starts: its import is not one of the steps
     bar = _progress_bar(progress, (4.0 + 1.75 * ratio, 10.0 + 5.0 * ratio))
+    lower_units = [0.75 * ratio]  # one lower bound's expected cost in coarse PLDs
     notes: list[str] = []
 
     used: dict[str, float] = {"disc": math.inf, "pld": 0.0}
@@ -856,7 +872,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     lower_how: dict[float, str] = {}
 
     def lower_of(q: float) -> float:
-        bar.update(0.75 * ratio)
+        bar.update(lower_units[0])
         # only "above the target" matters here: stop at the first bound that shows it
         value, how = lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
                                    scale=epsilon, enough=epsilon * (1.0 + 1e-9))
@@ -899,7 +915,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def expect(fine: float | None) -> None:
         """What is left once the search knows its finishing grid (None: no PLD to finish)."""
         r = 0.0 if fine is None else ratio_of(fine)
-        bar.expected = (bar.done + r + 0.75 * ratio, bar.done + 3.0 * r + 2.0 * ratio)
+        if fine is not None:  # a lower bound costs a few finishing PLDs (measured: 3-15)
+            lower_units[0] = 4.0 * max(r, 1.0)
+        bar.expected = (bar.done + r + lower_units[0], bar.done + 3.0 * r + 2.0 * lower_units[0])
 
     def timed(names: tuple[str, ...], disc: float, slow: float = math.inf,
               budgeted: bool = True, orders: tuple[float, ...] = DEFAULT_ORDERS
@@ -930,9 +948,12 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
                 and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS and q_gdp > 0.0)
     best_q, best_how = 0.0, ""
     slope = 0.5
+    seeded = False  # the RDP answer is a loose start (a PLD is to finish)
+    pld_ok = ("pld" in accountants and delta >= lib.PLD_MIN_DELTA
+              and steps <= lib.PLD_MAX_STEPS)
 
-    def rdp_search() -> None:
-        nonlocal best_q, best_how, x0, orders
+    def rdp_search(loose: bool) -> None:
+        nonlocal best_q, best_how, x0, orders, slope, seeded
         # the RDP search runs on the orders around the best one at the starting point (any
         # subset of orders gives a valid bound; the best order moves little near the root)
         start = uniform_epsilon(math.exp(x0), steps, rate, sampling, delta, ("rdp",),
@@ -940,72 +961,58 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         if start.order is not None and epsilon / 4.0 <= start.value <= 4.0 * epsilon:
             near = tuple(a for a in orders if start.order / 3.0 <= a <= 3.0 * start.order)
             orders = near or orders
-        # the RDP search is never cut short: it is what guarantees an answer
-        q = _solve(timed(("rdp",), discretization, budgeted=False, orders=orders),
-                   epsilon, math.exp(x0), rtol, what)
+        # the RDP search is never cut short: it is what guarantees an answer. When a PLD
+        # finishes, the RDP answer is only its (certified) start: a few secant steps will do.
+        eps_r = timed(("rdp",), discretization, budgeted=False, orders=orders)
+        q, s = 0.0, slope
+        if loose and epsilon > 0.0:  # (the secant works on log ε)
+            pts, s = _secant(eps_r, epsilon, x0, slope, RDP_START_GTOL, 4)
+            q = max((math.exp(x) for x, e in pts if e <= epsilon), default=0.0)
+        rough = q > 0.0
+        if not rough:
+            q = _solve(eps_r, epsilon, math.exp(x0), rtol, what)
         if q > best_q:
-            best_q, best_how = q, "rdp"
+            best_q, best_how, slope, seeded = q, "rdp", s, rough
             x0 = math.log(best_q)
 
+    def finish_rdp() -> None:
+        """A loose RDP start that stayed the answer is finished to ``rtol``."""
+        nonlocal best_q
+        if seeded and best_how == "rdp":
+            best_q = _solve(timed(("rdp",), discretization, budgeted=False, orders=orders),
+                            epsilon, best_q, rtol, what)
+
     if "rdp" in accountants and not rdp_late:
-        rdp_search()
+        rdp_search(loose=pld_ok)
     if q_gdp > best_q:
         best_q, best_how = q_gdp, "gdp-exact"
         # the PLD's bracket starts from the RDP answer, or the CLT's guess when RDP comes late
         x0 = max(x0, math.log(best_q)) if rdp_late else math.log(best_q)
-    pld_ok = ("pld" in accountants
-              and delta >= lib.PLD_MIN_DELTA and steps <= lib.PLD_MAX_STEPS
-              and not best_q >= MAX_BOUND)
+    pld_ok = pld_ok and not best_q >= MAX_BOUND
     if pld_ok and best_q > 0.0 and 1.0 / math.sqrt(best_q) < PLD_MIN_SIGMA:
         pld_ok = False
         notes.append(f"no PLD below a noise multiplier of {PLD_MIN_SIGMA:g} per sensitivity (its "
                      "grid would take long to build): certified by RDP")
     if not pld_ok:
+        finish_rdp()
         expect(None)
     if pld_ok:
-        # coarse grid scaled to the target: the pessimistic PLD's excess in ε grows with the grid
-        coarse = coarse_discretization(discretization, epsilon)
+        best = _Best(best_q, best_how, slope)
         try:
-            fine = discretization
-            g_start = 0.0
-            if lib.pld_feasible(((math.exp(x0) * 4.0, rate, steps),), coarse):
-                eps_c = timed(("pld",), coarse, slow=2.5 * FINE_SECONDS)
-                q_c = _solve(eps_c, epsilon, math.exp(x0), rtol, what)
-                if q_c > best_q:
-                    best_q, best_how = q_c, "pld"
-                e1, e2 = eps_c(best_q), eps_c(best_q * 1.01)
-                # the pessimistic PLD's excess shrinks like the square of the discretisation:
-                # one PLD at twice the coarse grid extrapolates the fine value (a guess only;
-                # every accepted point is checked by the fine PLD)
-                e4 = timed(("pld",), min(2.0 * coarse, 0.1))(best_q)
-                guess = e1 - (e4 - e1) / 3.0 if 0.0 < e1 < e4 < 1.5 * e1 else e1
-                g_start = math.log(max(guess, 1e-300)) - math.log(epsilon)
-                if e1 > 0.0 and e2 > e1:
-                    slope = math.log(e2 / e1) / math.log(1.01)
-                # a PLD's grid (and cost) grows like 1/discretisation: finish on the finest grid
-                # of at most FINE_POINTS points (the requested one when it fits) — decided from
-                # the coarse PLD's size, so the answer does not depend on the machine's load
-                size = lib.pld_points(((best_q, rate, steps),), coarse)
-                fine = max(discretization, min(coarse * size / FINE_POINTS, coarse / 2.0))
-                expect(fine)
-                if fine > discretization:
-                    notes.append(f"finished with the PLD at discretisation {fine:.2g} (the one at "
-                                 f"{discretization:g} would have about "
-                                 f"{size * coarse / discretization:.2g} grid points)")
-            if coarse > fine and best_q > 0.0 and lib.pld_feasible(
-                    ((best_q * 1.1, rate, steps),), fine):
-                best_q, best_how, slope = _finish(
-                    timed(("pld",), fine), epsilon, best_q, best_how, slope, rtol, g_start)
+            _pld_search(best, timed, epsilon, x0, rtol, discretization, rate, steps, notes,
+                        expect, what, sampling is SamplingScheme.WITHOUT_REPLACEMENT)
         except _OutOfTime:
             if time.perf_counter() > deadline:
                 notes.append(f"time budget of {time_budget:g} s reached: the answer is "
                              "certified but may be looser than the fine PLD's (raise "
                              "time_budget)")
         except InfeasibleError:
-            if best_q <= 0.0:
+            if best.q <= 0.0:
                 raise
+        best_q, best_how, slope = best.q, best.how, best.slope
+        finish_rdp()
     if rdp_late and best_how != "pld" and "rdp" in accountants:
-        rdp_search()
+        rdp_search(loose=False)
     if best_q <= 0.0:
         if "pld" in accountants and not pld_ok and "rdp" not in accountants:
             raise InvalidParameterError(
@@ -1015,37 +1022,189 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         raise InfeasibleError(what)
     refuted = None
     if two_sided:
-        # the binned route's bias is below about 1 % of ε in the sweep's cells
-        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget, 0.012)
+        # the binned route's bias is below about 1 % of ε in the sweep's cells (ε = 0: any
+        # positive lower bound refutes)
+        gap = 0.012 if epsilon > 0.0 else 0.05
+        refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget, gap)
     return done(best_q, best_how, refuted,
                 lower_how.get(refuted, "none") if refuted is not None else "none")
 
 
-def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str, slope: float,
-            rtol: float, g_start: float) -> tuple[float, str, float]:
-    """Refine a certified ``q`` with the fine PLD: a Newton step on log ε(log q) from the coarse
-    value ``g_start`` = log(ε_coarse(q)/target) and slope, then Newton / regula falsi on the fine
-    values, at most eight fine evaluations, stopping once a passing point is predicted to be within
-    the tolerance of the root. Every accepted point was checked by the fine PLD; if none passes,
-    the coarse (certified) ``q`` stands."""
+@dataclass
+class _Best:
+    """The search's best certified bound so far, what certified it, and the slope
+    d log ε / d log q there (mutable: an interrupted search keeps what it found)."""
+
+    q: float
+    how: str
+    slope: float
+
+    def offer(self, q: float, eps: float, target: float) -> None:
+        """Keep ``q`` if it is certified (``eps <= target``) and larger than the best."""
+        if eps <= target and q > self.q:
+            self.q, self.how = q, "pld"
+
+
+def _secant(eps_of: Callable[[float], float], epsilon: float, x: float, slope: float,
+            gtol: float, evals: int) -> tuple[list[tuple[float, float]], float]:
+    r"""Points :math:`(\log q, \varepsilon(q))` along a safeguarded secant on
+    :math:`g(x) = \log\varepsilon(e^x) - \log\varepsilon_{target}` (increasing, nearly linear
+    in x), from ``x`` with the slope guess ``slope``, until :math:`|g| \le` ``gtol`` or
+    ``evals`` evaluations; a step moves q by at most ×4 until the root is bracketed, and then
+    stays inside the bracket (regula falsi when the secant leaves it). Returns the points and
+    the last slope."""
+    pts: list[tuple[float, float]] = []
+    s = min(max(slope, 0.05), 10.0)
+    lo: tuple[float, float] | None = None  # (x, g) with g <= 0, the largest x
+    hi: tuple[float, float] | None = None  # (x, g) with g > 0, the smallest x
+    reach = math.log(4.0)
+    for _ in range(evals):
+        e = eps_of(math.exp(x))
+        g = math.log(e) - math.log(epsilon) if e > 0.0 else -math.inf
+        pts.append((x, e))
+        if g <= 0.0 and (lo is None or x > lo[0]):
+            lo = (x, g)
+        elif g > 0.0 and (hi is None or x < hi[0]):
+            hi = (x, g)
+        if len(pts) >= 2:
+            (xa, ea), (xb, eb) = pts[-2], pts[-1]
+            if xb != xa and 0.0 < min(ea, eb) and math.isfinite(max(ea, eb)):
+                local = math.log(eb / ea) / (xb - xa)
+                if local > 0.0:
+                    s = min(max(local, 0.05), 10.0)
+        if abs(g) <= gtol:
+            break
+        step = -g / s if math.isfinite(g) else (reach if g < 0.0 else -reach)
+        nxt = x + min(max(step, -reach), reach)
+        if lo is not None and hi is not None and not lo[0] < nxt < hi[0]:
+            (xl, gl), (xh, gh) = lo, hi
+            nxt = (xl + (xh - xl) * (-gl) / (gh - gl) if math.isfinite(gh - gl)
+                   else 0.5 * (xl + xh))
+        nxt = min(max(nxt, math.log(MIN_BOUND)), math.log(MAX_BOUND))
+        if nxt == x:
+            break
+        x = nxt
+    return pts, s
+
+
+#: The RDP start's secant stops within this of the target in log ε when a PLD finishes the
+#: search (the start only seeds the PLD's and is the certified fallback).
+RDP_START_GTOL = 0.01
+#: The coarse secant toward the target shifted by the grid excess stops within this in log ε.
+SHIFT_GTOL = 2e-4
+#: The coarse secant stops within this of the target in log ε (its point only seeds the fine
+#: search, shifted by the extrapolated grid excess).
+COARSE_GTOL = 2e-3
+
+
+def _pld_search(best: _Best, timed: Callable[..., Callable[[float], float]], epsilon: float,
+                x0: float, rtol: float, discretization: float, rate: float, steps: int,
+                notes: list[str], expect: Callable[[float | None], None], what: str,
+                replace_one: bool = False) -> None:
+    r"""The PLD part of the calibration, updating ``best`` (every accepted point certified;
+    ``replace_one``: fixed-size batches, the symmetrised PLD).
+
+    1. **Coarse.** A safeguarded secant (:func:`_secant`) on the pessimistic PLD at the coarse
+       grid :math:`h_1` (:func:`coarse_discretization`) from the RDP answer ``x0`` = log q.
+    2. **Grid excess.** Connect-the-dots discretisation makes the pessimistic ε exceed the
+       exact one by about :math:`c\,h^2` (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi,
+       "Connect the Dots: Tighter Discrete Approximations of Privacy Loss Distributions"); one
+       more PLD at :math:`h_2 = 2h_1` at the same q gives :math:`c = (\varepsilon_{h_2} -
+       \varepsilon_{h_1})/(h_2^2 - h_1^2)` (a Richardson estimate).
+    3. **Finishing grid.** The coarsest h whose excess over the PLD at ``discretization`` (d)
+       costs at most half the tolerance in q: :math:`c(h^2 - d^2) \le s\,\varepsilon\,
+       r_{tol}/2` (s = d log ε / d log q), i.e. :math:`h = \sqrt{d^2 + s\varepsilon r_{tol}/
+       (2c)}`, within :math:`[d, h_1]` and at most :data:`FINE_POINTS` grid points (predicted
+       from the coarse PLD's size, so the answer does not depend on the machine's load).
+    4. **Finish** (:func:`_finish`) at h from the extrapolated value: usually one PLD.
+
+    The estimate of c only chooses the grid; every returned q was checked by the pessimistic
+    PLD (or RDP) it names, so a poor estimate costs tightness or time, never privacy.
+    """
+    from dpopt.accounting import _dp_accounting as lib
+
+    coarse = coarse_discretization(discretization, epsilon)
+    if not lib.pld_feasible(((math.exp(x0) * 4.0, rate, steps),), coarse):
+        expect(None)
+        return
+    eps_c = timed(("pld",), coarse, slow=2.5 * FINE_SECONDS)
+    if epsilon <= 0.0:  # ε = 0 (reached only where δ covers δ(0)): no log ε, bracket instead
+        q = _solve(eps_c, epsilon, math.exp(x0), rtol, what)
+        best.offer(q, eps_c(q), epsilon)
+        expect(None)
+        return
+    pts, slope = _secant(eps_c, epsilon, x0, best.slope, COARSE_GTOL, 6)
+    for x, e in pts:
+        best.offer(math.exp(x), e, epsilon)
+    if best.q <= 0.0:  # no RDP start and the secant found no certified point: bracket
+        best.q, best.how = _solve(eps_c, epsilon, math.exp(pts[-1][0]), rtol, what), "pld"
+        pts.append((math.log(best.q), eps_c(best.q)))
+    best.slope = slope
+    # the point nearest the target seeds the fine search
+    x1, e1 = min(pts, key=lambda pe: abs(math.log(max(pe[1], 1e-300) / epsilon)))
+    # the grid's excess from a second grid, half the coarse one, at the same q
+    ha = 0.5 * coarse
+    e_ha = timed(("pld",), ha)(math.exp(x1))
+    c = (e1 - e_ha) / (coarse * coarse - ha * ha)
+    asymptotic = 0.0 < e_ha < e1 < 1.5 * e_ha and c > 0.0
+    size = lib.pld_points(((math.exp(x1), rate, steps),), ha, replace_one)
+    cap = ha * size / FINE_POINTS  # finest grid within FINE_POINTS points
+    if asymptotic:
+        fine = math.sqrt(discretization ** 2 + slope * e_ha * rtol / (2.0 * c))
+    else:  # no estimate: the finest grid that fits, the half-coarse value as the guess
+        fine = discretization
+    fine = max(fine, discretization, cap)
+    # on a grid already evaluated when the tolerance allows it (its PLDs are cached)
+    fine = coarse if fine >= coarse else (ha if fine >= ha else fine)
+    e_pred = e_ha - c * (ha * ha - fine * fine) if asymptotic else e_ha
+    if cap > discretization and fine == cap:
+        notes.append(f"finished with the PLD at discretisation {fine:.2g} (the one at "
+                     f"{discretization:g} would have about "
+                     f"{size * ha / discretization:.2g} grid points)")
+    expect(fine)
+    if asymptotic and fine < ha and abs(math.log(e_pred / epsilon)) > SHIFT_GTOL:
+        # the coarse grid's excess over the finishing one, e1 - e_pred, barely changes with q:
+        # a secant step or two on the coarse grid toward the shifted target brings the seed
+        # next to the finishing root (a cheap PLD instead of a second finishing one)
+        shift = e1 - e_pred
+        more, slope = _secant(eps_c, epsilon + shift, x1, slope, SHIFT_GTOL, 3)
+        for x, e in more:
+            best.offer(math.exp(x), e, epsilon)
+        x1, e1 = min(more, key=lambda pe: abs(math.log(max(pe[1], 1e-300) / (epsilon + shift))))
+        e_pred = e1 - shift
+    g_pred = math.log(max(e_pred, 1e-300)) - math.log(epsilon)
+    if best.q > 0.0 and math.isfinite(g_pred) and lib.pld_feasible(
+            ((best.q * 1.1, rate, steps),), fine):
+        _finish(best, timed(("pld",), fine), epsilon, slope, rtol, x1, g_pred)
+
+
+def _finish(best: _Best, eps_of: Callable[[float], float], epsilon: float, slope: float,
+            rtol: float, x_pred: float, g_pred: float) -> None:
+    """Refine ``best`` with the finishing PLD: a Newton step on log ε(log q) from the predicted
+    value ``g_pred`` = log(ε(e^x_pred)/target) (extrapolated from the coarse grids) and the
+    slope, aimed a little below the root; then Newton / regula falsi on the finishing values, at
+    most six evaluations, stopping once a passing point is predicted to be within the tolerance
+    (half of ``rtol`` in q) of the root. Every accepted point was checked by that PLD; if none
+    passes, the earlier certified ``best`` stands."""
     tol = math.log1p(rtol) / 2.0
     s = max(slope, 0.05)
-    floor_x = math.log(q)
+    floor_x = math.log(best.q)
     lo_x, hi_x = -math.inf, math.inf
     g_lo = g_hi = 0.0
-    best = (q, how)
-    x = floor_x - g_start / s - tol / 2.0
-    for _ in range(8):
-        g = math.log(max(eps_of(math.exp(x)), 1e-300)) - math.log(epsilon)
+    x = x_pred - g_pred / s - 0.75 * tol
+    for _ in range(6):
+        e = eps_of(math.exp(x))
+        g = math.log(max(e, 1e-300)) - math.log(epsilon)
         if g <= 0.0:
-            if x > math.log(best[0]):
-                best = (math.exp(x), "pld")
+            best.offer(math.exp(x), e, epsilon)
             lo_x, g_lo = x, g
         else:
             hi_x, g_hi = x, g
         if math.isfinite(lo_x) and math.isfinite(hi_x):
             local = (g_hi - g_lo) / (hi_x - lo_x) if hi_x > lo_x else s
-            if hi_x - lo_x <= tol or -g_lo / max(local, 1e-12) <= tol:
+            if local > 0.0:
+                best.slope = s = max(local, 0.05)
+            if hi_x - lo_x <= tol or -g_lo / s <= tol:
                 break
             x = lo_x + (hi_x - lo_x) * (-g_lo) / (g_hi - g_lo) if g_hi > g_lo else (
                 0.5 * (lo_x + hi_x))
@@ -1056,9 +1215,8 @@ def _finish(eps_of: Callable[[float], float], epsilon: float, q: float, how: str
             x = lo_x - g_lo / s - tol / 4.0
         else:
             x = hi_x - g_hi / s - tol / 2.0
-            if x <= floor_x:  # below the coarse answer: keep that one
+            if x <= floor_x:  # below the certified answer: keep that one
                 break
-    return best[0], best[1], slope
 
 
 def _progress_bar(progress: bool | None, expected: tuple[float, float]) -> Any:
@@ -1085,11 +1243,14 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
                     progress: bool | None = None) -> NoiseCalibration:
     r"""The largest certified per-step bound (smallest noise) for a total (ε, δ), two-sided.
 
-    Coarse to fine: the RDP curve (cheap, valid at every δ) gives a certified start; a
-    pessimistic PLD at 20× the discretisation brackets the answer; the PLD at ``discretization``
-    only finishes it (Newton steps from the coarse slope, then regula falsi: two to five fine
-    PLDs). Every PLD is cached, every accepted point is certified by the accountant named. Then a
-    proven lower bound (:func:`lower_epsilon`) refutes a slightly larger bound, which brackets the
+    Coarse to fine (:func:`_pld_search`): the RDP curve (cheap, valid at every δ) gives a
+    certified start; a pessimistic PLD on a coarse grid brackets the answer by a secant on
+    log ε; a second grid measures the pessimistic excess :math:`c h^2`, which picks the coarsest
+    finishing grid whose excess over ``discretization`` costs at most ``rtol/2`` in q; the
+    finish there is usually one PLD. So the answer is within ``rtol`` in q of the PLD answer at
+    ``discretization``. Every PLD is cached, every accepted point is certified by the accountant
+    named (the PLD on the grid :attr:`NoiseCalibration.discretization`). Then a proven lower
+    bound (:func:`lower_epsilon`) refutes a slightly larger bound, which brackets the
     exact answer from the other side.
 
     Parameters
@@ -1097,9 +1258,11 @@ def calibrate_noise(epsilon: float, delta: float, steps: int, sampling_rate: flo
     epsilon, delta, steps, sampling_rate, sampling
         The target and the schedule (see :class:`GaussianSteps`).
     rtol : float
-        Relative tolerance on q of the finishing search (σ: about ``rtol/2``).
+        Relative tolerance on q against the PLD answer at ``discretization`` (σ: about
+        ``rtol/2``): half for the finishing search, half for the coarser finishing grid.
     discretization : float
-        The fine PLD's discretisation interval.
+        The requested PLD discretisation interval (the answer's reference; the search finishes
+        on a grid at least this fine only when the tolerance needs it).
     accountants : sequence of str
         Among ``"gdp-exact"``, ``"pld"``, ``"rdp"``.
     time_budget : float

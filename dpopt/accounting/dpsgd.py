@@ -209,7 +209,8 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                            sampling: str | SamplingScheme | None = None, rtol: float = 1e-3,
                            discretization: float = 1e-4, accountant: str = "auto",
                            time_budget: float = 10.0, two_sided: bool = True,
-                           progress: bool | None = None) -> DpsgdCalibration:
+                           progress: bool | None = None,
+                           epsilon_interval: bool = True) -> DpsgdCalibration:
     r"""Smallest noise multiplier σ such that DP-SGD is certified (ε, δ)-DP, two-sided.
 
     Parameters
@@ -239,6 +240,10 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
         Also prove the lower end of σ (``noise_multiplier_lower``).
     progress : bool or None
         Progress bar: always, never, or (None) only when the search takes longer than 2 s.
+    epsilon_interval : bool
+        Also prove the lower end of the certified ε at σ (``epsilon_lower``; one more
+        lower-bound evaluation, about as costly as the one behind ``noise_multiplier_lower``;
+        with ``False`` it is 0).
 
     Examples
     --------
@@ -267,16 +272,15 @@ def dpsgd_noise_multiplier(*, dataset_size: int, batch_size: int, epsilon: float
                           progress=progress)
     sigma = cal.noise_multiplier
     # the certified bound itself (its PLD is cached); σ rounded up only adds noise. The checks
-    # below use the grid the search finished on, and no PLD where the search built none.
+    # below use the grid the search finished on and the accountants it paid for.
     run = GaussianSteps(cal.bound, t, rate, scheme)
     disc = cal.discretization
-    if not cal.pld_used:
-        accs = tuple(a for a in accs if a != "pld") or accs
+    accs = cal.checking_accountants(accs)
     # fixed-size batches: the RDP bound of sampling without replacement costs O(α) per order,
     # so the report uses the search's orders (any subset of orders gives a valid bound)
     orders = WOR_SEARCH_ORDERS if scheme is SamplingScheme.WITHOUT_REPLACEMENT else DEFAULT_ORDERS
     cert = composed_epsilon(run, d, discretization=disc, accountants=accs, orders=orders,
-                            two_sided=two_sided)
+                            two_sided=two_sided and bool(epsilon_interval))
     clt_sigma = _clt_sigma(rate, t, e, d, scheme) if rate < 1.0 else sigma
     if rate < 1.0 and math.isfinite(clt_sigma):
         # at the same discretisation as the answer, so the CLT's excess is not overstated (the

@@ -96,14 +96,24 @@ def _cgf_int(p: float, q: float, alpha: int) -> float:
     return max(_log_a_int(p, q, alpha), 0.0)
 
 
-def _rdp_poisson(p: float, q: float, alpha: float) -> float:
+def _rdp_poisson(p: float, q: float, alpha: float, known: dict[int, float] | None = None
+                 ) -> float:
+    """ε_α of one Poisson-subsampled release; ``known`` memoises the integer-order values
+    :func:`_cgf_int` across the orders of one curve (a fractional order needs two of them)."""
     if p == 1.0:
         return alpha * q / 2.0
+    cgf_at = known if known is not None else {}
+
+    def at(a: int) -> float:
+        if a not in cgf_at:
+            cgf_at[a] = _cgf_int(p, q, a)
+        return cgf_at[a]
+
     lo = math.floor(alpha)
     if lo == alpha:
-        return _cgf_int(p, q, int(alpha)) / (alpha - 1.0)
+        return at(int(alpha)) / (alpha - 1.0)
     t = alpha - lo
-    cgf = (1.0 - t) * _cgf_int(p, q, lo) + t * _cgf_int(p, q, lo + 1)
+    cgf = (1.0 - t) * at(lo) + t * at(lo + 1)
     return cgf / (alpha - 1.0)
 
 
@@ -166,7 +176,9 @@ def subsampled_gaussian_rdp(
                                     "must be 1 with sampling='full_batch'")
     with np.errstate(over="ignore", invalid="ignore"):
         if sampling != "without_replacement" or p == 1.0:
-            out = np.array([_rdp_poisson(p, q, float(a)) for a in al], dtype=np.float64)
+            known: dict[int, float] = {}
+            out = np.array([_rdp_poisson(p, q, float(a), known) for a in al],
+                           dtype=np.float64)
         else:
             out = _rdp_without_replacement(p, q, [float(a) for a in al])
         out = np.where(np.isnan(out), np.inf, out)

@@ -772,6 +772,7 @@ def _cmd_dpsgd(args: argparse.Namespace, ctx: Context) -> int:
             discretization=args.discretization, accountant=args.accountant,
             time_budget=args.time_budget,
             progress=None if ctx.interactive else False,  # no bar into logs, pipes or -q
+            epsilon_interval=args.json,  # the text shows σ's interval, not the ε one
         )
     scheme = as_sampling(cal.sampling)
     result = {
@@ -837,8 +838,11 @@ def _cmd_schedule(args: argparse.Namespace, ctx: Context) -> int:
                                    time_budget=args.time_budget,
                                    progress=None if ctx.interactive else False)
         run = comp.GaussianSteps(cal.bound, args.steps, args.rate, scheme)
-        check = comp.composed_epsilon(run, args.delta, discretization=args.discretization,
-                                      accountants=accs)
+        # on the grid the search finished on (its PLD is cached); the ε interval's lower end
+        # only where it is printed
+        check = comp.composed_epsilon(run, args.delta, discretization=cal.discretization,
+                                      accountants=cal.checking_accountants(accs),
+                                      two_sided=args.json)
     q = cal.bound
     result = {
         "command": "account schedule",

@@ -167,12 +167,18 @@ def test_the_calibration_reports_its_steps_to_a_progress_line(
 
     seen: list[progress.Progress] = []
     original = progress.Progress.finish
+    original_draw = progress.Progress._draw
 
     def finish(self: progress.Progress) -> None:
         seen.append(self)
         original(self)
 
+    def draw(self: progress.Progress, *, force: bool = False) -> None:
+        # every step is drawn (the search may end before the line's 0.25 s redraw interval)
+        original_draw(self, force=True)
+
     progress.Progress.finish = finish  # type: ignore[method-assign]
+    progress.Progress._draw = draw  # type: ignore[method-assign]
     try:
         calibrate_noise(1.5, 1e-5, 400, 0.02, "poisson", discretization=1e-3, progress=True)
         drawn = capsys.readouterr().err
@@ -180,6 +186,7 @@ def test_the_calibration_reports_its_steps_to_a_progress_line(
         quiet = capsys.readouterr().err
     finally:
         progress.Progress.finish = original  # type: ignore[method-assign]
+        progress.Progress._draw = original_draw  # type: ignore[method-assign]
     assert "calibrating the noise" in drawn and "so far" in drawn and "left" not in drawn
     assert quiet == ""
     assert all(bar.count_only for bar in seen)
