@@ -53,6 +53,7 @@ from numpy.typing import NDArray
 from certificates.errors import SolverError
 from solvers.restricted import (
     _DIRECT_FLOPS,
+    SOLVER_NAME,
     _cho,
     _cho_solve,
     _smat,
@@ -60,11 +61,11 @@ from solvers.restricted import (
     _syrk,
     _triu,
     jacobi_cg,
+    step_accepted,
 )
 
 __all__ = ["FloorBlock", "floor_block_solve", "lift_to_floor"]
 
-SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
 #: eigh of the assembled A is trusted when a_min > _EIGH_RESOLVED a_max (else SVD of its factor).
 _EIGH_RESOLVED = 1e-6
@@ -462,9 +463,8 @@ def floor_block_solve(block: FloorBlock, tol: float, max_iter: int,
             mass = float(mu_new.sum() + new_w.sum())
             f_new = 2.0 * t_new - mass
             cond = float(trial.a[0] / max(float(trial.a[-1]), 1e-300))
-            tiny = not clipped and 0 <= predicted <= 1e-11 * abs(f0)
-            armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
-            if cond > cond_floor and mass > 0 and (tiny or armijo):
+            if cond > cond_floor and mass > 0 and step_accepted(f_new, f0, predicted,
+                                                                clipped=clipped):
                 accepted = True
                 break
             alpha *= 0.5

@@ -39,7 +39,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from solvers.restricted import _DIRECT_FLOPS, _cho, _cho_solve, _syrk, _triu, newton_cg_kernel
+from solvers.restricted import (
+    _DIRECT_FLOPS,
+    _cho,
+    _cho_solve,
+    _syrk,
+    _triu,
+    newton_cg_kernel,
+    step_accepted,
+)
 
 __all__ = ["FlooredPoint", "floored_evaluate", "floored_solve", "restricted_gap"]
 
@@ -187,9 +195,7 @@ def floored_solve(atoms: FloatArray, mu: FloatArray, eta: float, tol: float,
             f_new = _value(atoms, mu_new, eta)
             # near the optimum the increase (~predicted / 2) drowns in the rounding of g: an
             # unprojected Newton step is then taken as it stands (quadratic convergence region)
-            tiny = not clipped and 0 <= predicted <= 1e-11 * abs(f0)
-            armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
-            if mu_new.sum() > 0 and (tiny or armijo):
+            if mu_new.sum() > 0 and step_accepted(f_new, f0, predicted, clipped=clipped):
                 accepted = True
                 break
             alpha *= 0.5

@@ -28,6 +28,15 @@ __all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inne
            "priced_newton"]
 
 SOLVER_NAME = "dpopt-structured"
+
+
+def step_accepted(f_new: float, f0: float, predicted: float, *, clipped: bool = False) -> bool:
+    """The line searches' acceptance test on a concave objective f (maximised): Armijo's
+    sufficient increase ``f_new >= f0 + 1e-4 predicted`` with a few ulps of slack, or, for an
+    unprojected step (``clipped`` False), a predicted increase so small that it drowns in the
+    rounding of f (the quadratic convergence region: the Newton step is taken as it stands)."""
+    tiny = not clipped and 0 <= predicted <= 1e-11 * abs(f0)
+    return tiny or f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
 #: eigh of the assembled A is trusted when a_min > _EIGH_RESOLVED a_max (else SVD of its factor).
 _EIGH_RESOLVED = 1e-6
 #: The working set must keep a_min > _RANK_RTOL a_max (singular values resolved to ~1e-3).
@@ -345,9 +354,7 @@ def _projected_newton(state: Restricted, tol: float, max_iter: int) -> tuple[Res
             t_new = float(np.sum(np.sqrt(np.clip(a_new, 0.0, None))))
             cond = float(a_new[0] / max(a_new[-1], 1e-300))
             f_new = 2.0 * t_new - total
-            tiny = 0 <= predicted <= 1e-11 * abs(f0)
-            armijo = f_new >= f0 + 1e-4 * predicted - 4e-16 * abs(f0)
-            if cond > cond_floor and total > 0 and (tiny or armijo):
+            if cond > cond_floor and total > 0 and step_accepted(f_new, f0, predicted):
                 accepted = True
                 break
             alpha *= 0.5

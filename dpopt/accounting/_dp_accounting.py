@@ -164,6 +164,21 @@ def _without_replacement_pld(sigma: float, p: float, discretization: float) -> A
     return pldm.PrivacyLossDistribution(pmf)
 
 
+def _self_composed(one: Any, count: int) -> Any:
+    """``one`` composed with itself ``count`` times (the library's PLD self-composition)."""
+    return one.self_compose(count) if count > 1 else one
+
+
+def _compose_groups(groups: Sequence[tuple[float, float, int]],
+                    group: Callable[[float, float, int], Any]) -> Any:
+    """The composition over the groups (q, p, T) of ``group(q, p, T)``, each group's PLD."""
+    total = None
+    for q, p, count in groups:
+        one = group(q, p, count)
+        total = one if total is None else total.compose(one)
+    return total
+
+
 @lru_cache(maxsize=8)
 def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: float,
                 replace_one: bool = False) -> Any:
@@ -171,32 +186,21 @@ def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: fl
     (add/remove) or, with ``replace_one``, fixed-size batches without replacement."""
     _, pldm = _library()
 
+    def group(q: float, p: float, count: int) -> Any:
+        sigma = noise_multiplier_down(q)
+        if replace_one and p < 1.0:
+            return _self_composed(_without_replacement_pld(sigma, p, discretization), count)
+        if p == 1.0:
+            # T Gaussian releases compose exactly to one with σ/√T.
+            return pldm.from_gaussian_mechanism(
+                standard_deviation=math.nextafter(sigma / math.sqrt(count), 0.0),
+                pessimistic_estimate=True, value_discretization_interval=discretization)
+        return _self_composed(pldm.from_gaussian_mechanism(
+            standard_deviation=sigma, sampling_prob=p, pessimistic_estimate=True,
+            value_discretization_interval=discretization), count)
+
     def build() -> Any:
-        total = None
-        for q, p, count in groups:
-            sigma = noise_multiplier_down(q)
-            if replace_one and p < 1.0:
-                one = _without_replacement_pld(sigma, p, discretization)
-                if count > 1:
-                    one = one.self_compose(count)
-            elif p == 1.0:
-                # T Gaussian releases compose exactly to one with σ/√T.
-                one = pldm.from_gaussian_mechanism(
-                    standard_deviation=math.nextafter(sigma / math.sqrt(count), 0.0),
-                    pessimistic_estimate=True,
-                    value_discretization_interval=discretization,
-                )
-            else:
-                one = pldm.from_gaussian_mechanism(
-                    standard_deviation=sigma,
-                    sampling_prob=p,
-                    pessimistic_estimate=True,
-                    value_discretization_interval=discretization,
-                )
-                if count > 1:
-                    one = one.self_compose(count)
-            total = one if total is None else total.compose(one)
-        return total
+        return _compose_groups(groups, group)
 
     return _call("a privacy loss distribution", build)
 
@@ -319,23 +323,19 @@ def _optimistic_pld(groups: tuple[tuple[float, float, int], ...], discretization
     UP (more noise: the optimistic side), composed over the groups (q, p, T)."""
     _, pldm = _library()
 
+    def group(q: float, p: float, count: int) -> Any:
+        s = _up(1.0 / math.sqrt(q))
+        if p == 1.0:
+            return pldm.from_gaussian_mechanism(
+                standard_deviation=_up(_up(s / math.sqrt(count))),
+                pessimistic_estimate=False, use_connect_dots=False,
+                value_discretization_interval=discretization)
+        return _self_composed(pldm.from_gaussian_mechanism(
+            standard_deviation=s, sampling_prob=p, pessimistic_estimate=False,
+            use_connect_dots=False, value_discretization_interval=discretization), count)
+
     def build() -> Any:
-        total = None
-        for q, p, count in groups:
-            s = _up(1.0 / math.sqrt(q))
-            if p == 1.0:
-                one = pldm.from_gaussian_mechanism(
-                    standard_deviation=_up(_up(s / math.sqrt(count))),
-                    pessimistic_estimate=False, use_connect_dots=False,
-                    value_discretization_interval=discretization)
-            else:
-                one = pldm.from_gaussian_mechanism(
-                    standard_deviation=s, sampling_prob=p, pessimistic_estimate=False,
-                    use_connect_dots=False, value_discretization_interval=discretization)
-                if count > 1:
-                    one = one.self_compose(count)
-            total = one if total is None else total.compose(one)
-        return total
+        return _compose_groups(groups, group)
 
     return _call("an optimistic privacy loss distribution", build)
 
