@@ -310,7 +310,7 @@ def _gaussian_pld(sigma: float, p: float, discretization: float, pessimistic: bo
         try:
             with np.errstate(all="ignore"):
                 return pldm._pld_for_subsampled_mechanism(single, p)
-        except (ValueError, ArithmeticError):
+        except (ValueError, ArithmeticError, TypeError, AttributeError, KeyError):
             pass  # the library's own path decides (and raises what it raises)
     return _library_gaussian_pld(sigma, p, discretization, pessimistic)
 

@@ -281,14 +281,23 @@ def test_missing_internals_use_the_library(monkeypatch: pytest.MonkeyPatch,
 
 
 @needs_fast
+@pytest.mark.parametrize("failure", ["nan", "internals"])
 @pytest.mark.parametrize("pessimistic", [True, False])
 def test_an_input_the_fast_path_refuses_goes_to_the_library(
-        monkeypatch: pytest.MonkeyPatch, pessimistic: bool) -> None:
-    """Where the vectorised inverse answers NaN (the library would raise), the construction is
-    handed to the library's public function, whose answer is returned."""
+        monkeypatch: pytest.MonkeyPatch, pessimistic: bool, failure: str) -> None:
+    """Where the vectorised inverse answers NaN (the library would raise), or the library's
+    internals do not behave as expected, the construction is handed to the library's public
+    function, whose answer is returned."""
     cls = lib._fast_gaussian_loss()
-    monkeypatch.setattr(cls, "inverse_privacy_losses",
-                        lambda self, losses: np.full(np.shape(losses), np.nan))
+    if failure == "nan":
+        monkeypatch.setattr(cls, "inverse_privacy_losses",
+                            lambda self, losses: np.full(np.shape(losses), np.nan))
+    else:
+        def changed(*args: Any, **kwargs: Any) -> Any:
+            raise (TypeError if pessimistic else AttributeError)("an internal changed")
+
+        monkeypatch.setattr(cls, "get_delta_for_epsilon", changed)
+        monkeypatch.setattr(lib, "_bucket_pmf", changed)
     calls = _spy(monkeypatch)
     got = lib._gaussian_pld(0.9, 0.05, 1e-3, pessimistic)
     assert len(calls) == 1
