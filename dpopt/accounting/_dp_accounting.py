@@ -79,11 +79,13 @@ def _library() -> Any:
 # logarithms), once per ε of the connect-the-dots grid (inside ``get_delta_for_epsilon``) and once
 # per bucket of the privacy-buckets construction — 10^4 to 10^5 calls per PLD. dpopt builds the
 # same objects with that inverse evaluated on the whole grid at once, by the library's own closed
-# forms in the same order of floating-point operations; everything else (tails, truncation, the
-# connect-the-dots pmf, the pmf types) is the library's. This relies on private parts of the
-# library, so it is used only for the versions below, whose source was read against it, and only
-# while those parts are present; any other case, and any input the vectorised path would not
-# treat exactly as the library does, goes to the public ``from_gaussian_mechanism``.
+# forms in the same order of floating-point operations. The pessimistic PLD is then the library's
+# own connect-the-dots construction (tails, truncation, pmf) fed by the vectorised δ(ε); for the
+# optimistic one the bucket walk itself is rewritten on arrays (:func:`_bucket_pmf`, the same
+# edges, keys and order of sums), around the library's tails and pmf types. This relies on private
+# parts of the library, so it is used only for the versions below, whose source was read against
+# it, and only while those parts are present; any other case, and any input the vectorised path
+# would not treat exactly as the library does, goes to the public ``from_gaussian_mechanism``.
 
 #: dp-accounting releases (major, minor) whose PLD internals the vectorised construction follows.
 FAST_PLD_VERSIONS = frozenset({(0, 6)})
