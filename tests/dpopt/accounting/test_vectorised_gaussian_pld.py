@@ -361,3 +361,17 @@ def test_every_builder_uses_it_and_answers_as_before(monkeypatch: pytest.MonkeyP
     slow = answer()
     _clear_builders()
     assert fast == pytest.approx(slow, rel=1e-12, abs=1e-15)
+
+
+@needs_fast
+@pytest.mark.parametrize("pessimistic", [True, False])
+def test_across_the_sparse_to_dense_switch(pessimistic: bool, no_fallback: None) -> None:
+    """Grids whose pmfs have about the library's 1000-entry limit of a sparse pmf: the same
+    pmf kind and masses on both sides of it (the bucket construction counts its keys itself)."""
+    kinds = set()
+    for h in np.linspace(0.85e-3, 0.97e-3, 12):
+        ours, ref = lib._gaussian_pld(2.0, 0.01, float(h), pessimistic), _reference(
+            2.0, 0.01, float(h), pessimistic)
+        _assert_same_pld(ours, ref)
+        kinds |= {type(ours._pmf_remove).__name__, type(ours._pmf_add).__name__}
+    assert kinds == {"SparsePLDPmf", "DensePLDPmf"}
