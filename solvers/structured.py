@@ -72,7 +72,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy
@@ -227,6 +227,17 @@ class WarmStart:
 # ------------------------------------------------------------------------------------------------
 # typed state of one solve
 # ------------------------------------------------------------------------------------------------
+class _Dual(NamedTuple):
+    """The parts of the factored dual of the normalised program (a
+    :class:`~certificates.problem.FactoredDual` is made once, in the caller's units, by
+    :func:`_scaled_dual`)."""
+
+    support: IntArray
+    multipliers: FloatArray
+    directions: FloatArray
+    floor_factor: FloatArray
+
+
 @dataclass(frozen=True)
 class _Geometry:
     """Whitened coordinates of one phase: ``y = whiten^T s``; ``Sigma = unwhiten Sigma_w
@@ -1381,8 +1392,8 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
     strong, _, indices, vectors = model.strongest
     on = strong.mu > 0
     u, g = strong.dual(vectors[on], eta)
-    dual = FactoredDual(support=indices[on], multipliers=strong.mu[on], directions=u,
-                        floor_factor=g)
+    dual = _Dual(support=indices[on], multipliers=strong.mu[on], directions=u,
+                 floor_factor=g)
     details = {"support": int(np.sum(on)), "working_set": int(strong.mu.size),
                "floor_block": int(g.shape[1]), "ridge": 0.0,
                "floor": "eliminated in closed form (W = I)"}
@@ -1486,8 +1497,8 @@ def _trivial_solution(run: _Run) -> Solution | None:
     # eta I scaled to feasibility costs at most a factor top / eta more than the bound
     # eta tr(W): within tol / 10 of the optimum, certified as such
     if run.eta >= top * (1.0 - 0.1 * run.tol):
-        dual = FactoredDual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
-                            _psd_factor(weight))
+        dual = _Dual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
+                     _psd_factor(weight))
         run.status = "optimal"
         run.message = "eta I is optimal (eta q >= max_j |s_j|^2, within tol/10)"
         return _verified_solution(run, run.eta * np.eye(d), dual, run.eta * float(np.trace(weight)),
@@ -1506,8 +1517,8 @@ def _trivial_solution(run: _Run) -> Solution | None:
         ridge = max(_RIDGE, 0.05 * run.tol) * w_v * top / max(rest, 1e-300)
         sigma = sigma + ridge * (np.eye(d) - np.outer(v, v))
     s_top = run.source.take(np.array([res.argmax], dtype=np.intp)) / run.data_scale
-    dual = FactoredDual(np.array([res.argmax], dtype=np.intp), np.array([w_v * top]),
-                        s_top / top, _psd_factor(weight - w_v * np.outer(v, v)))
+    dual = _Dual(np.array([res.argmax], dtype=np.intp), np.array([w_v * top]),
+                 s_top / top, _psd_factor(weight - w_v * np.outer(v, v)))
     lower = run.eta * (float(np.trace(weight)) - w_v) + w_v * top
     run.status, run.message = "optimal", "one direction, an eigenvector of W (closed form)"
     return _verified_solution(run, _sym(sigma), dual, lower,
@@ -1531,8 +1542,8 @@ def _rank_one_any_weight(run: _Run, res: PassResult) -> Solution:
     rest = float(np.trace(weight)) - float(v @ weight @ v)
     ridge = max(_RIDGE, 0.05 * run.tol) * sws / max(rest, 1e-300) if d > 1 else 0.0
     sigma = top * np.outer(v, v) + ridge * (np.eye(d) - np.outer(v, v))
-    dual = FactoredDual(np.array([res.argmax], dtype=np.intp), np.array([sws]),
-                        (ws / sws)[None, :], _psd_factor(weight - np.outer(ws, ws) / sws))
+    dual = _Dual(np.array([res.argmax], dtype=np.intp), np.array([sws]),
+                 (ws / sws)[None, :], _psd_factor(weight - np.outer(ws, ws) / sws))
     run.status, run.message = "optimal", "one direction, no floor (closed form)"
     return _verified_solution(run, _sym(sigma), dual, sws,
                               {"support": 1, "ridge": ridge, "closed_form": "rank one"},
@@ -1631,7 +1642,7 @@ def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> floa
 
 
 def _verified_solution(
-    run: _Run, sigma_n: FloatArray, dual_n: FactoredDual, lower_n: float, details: dict[str, Any],
+    run: _Run, sigma_n: FloatArray, dual_n: _Dual, lower_n: float, details: dict[str, Any],
     exact_floor: bool = False,
 ) -> Solution:
     """Scale back to the caller's units, verify the returned matrix by its own pass (float64)
@@ -1709,12 +1720,13 @@ def _median(values: list[float]) -> float:
     return ordered[half] if len(ordered) % 2 else 0.5 * (ordered[half - 1] + ordered[half])
 
 
-def _scaled_dual(run: _Run, dual: FactoredDual) -> FactoredDual:
-    """The factored dual of the normalised program in the caller's units."""
-    return Normalisation(run.data_scale, run.bound, run.weight_scale).dual(dual)
+def _scaled_dual(run: _Run, dual: _Dual) -> FactoredDual:
+    """The factored dual of the normalised program in the caller's units (the one
+    :class:`FactoredDual` of the solve, validated once)."""
+    return Normalisation(run.data_scale, run.bound, run.weight_scale).dual_of(*dual)
 
 
-def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
+def _factored_dual(run: _Run, cand: _Candidate) -> _Dual:
     """Map the reduced-dual weights to the factored dual (normalised units, q = 1)."""
     point = cand.point
     t = point.root_trace
@@ -1751,4 +1763,4 @@ def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
         u, g = SpanReduction(span, comp).lift_dual(weight, u @ span)
     else:
         g = np.zeros((d, 0))
-    return FactoredDual(support=cand.indices[on], multipliers=lam, directions=u, floor_factor=g)
+    return _Dual(support=cand.indices[on], multipliers=lam, directions=u, floor_factor=g)
