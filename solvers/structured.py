@@ -329,6 +329,7 @@ class _Run:
     # the one with the largest lower bound T^2 (its dual is returned); see _keep
     best: _Candidate | None = None
     strongest: _Candidate | None = None
+    top_trace: float = 0.0  # the largest T of a certified candidate
     status: str = "iteration_limit"
     message: str = ""
     log: list[str] = field(default_factory=list)
@@ -524,6 +525,7 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
+    earlier: _Run | None = None  # an in-memory run that stopped short (its candidates count)
     # whatever the executor: a small in-memory array has nothing worth distributing, and one path
     # for it keeps a distributed solve bit-for-bit the in-process one
     if (run.eta == 0 and run.dim > 1
@@ -531,6 +533,7 @@ def _solve(
         small = _small(run, problem)
         if small is not None:
             return small
+        earlier = run
         run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
                      verbose, executor, warm_start)
     gram = _span_pass(run)
@@ -541,7 +544,24 @@ def _solve(
         return _floored(run, gram)
     _seed_working_set(run, gram)
     _column_generation(run)
+    if earlier is not None and run.status != "optimal" and _better_run(earlier, run):
+        # the general path ended short of the in-memory run's best certified candidate
+        earlier.status, earlier.message = run.status, run.message
+        earlier.passes += run.passes
+        earlier.log.extend(run.log)
+        return _finish(earlier)
     return _finish(run)
+
+
+def _better_run(earlier: _Run, run: _Run) -> bool:
+    """Does ``earlier`` hold a certified candidate cheaper than ``run``'s best (compared in the
+    caller's units: the two runs normalise the same data by separately computed scales)?"""
+    if earlier.best is None:
+        return False
+    if run.best is None:
+        return True
+    return bool(earlier.best.upper * earlier.value_scale * earlier.weight_scale
+                < run.best.upper * run.value_scale * run.weight_scale)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1083,14 +1103,19 @@ def _keep(run: _Run, cand: _Candidate) -> None:
     Column generation does not improve monotonically: an inexact restricted solve, a working
     set that dropped atoms, or a stopped or stalled loop can leave the latest candidate worse
     than an earlier one. Both halves of the answer are kept at their best over the certified
-    candidates: the covariance of least cost ``upper`` (:math:`\operatorname{tr}(W\Sigma)`
-    of the matrix :func:`_finish` verifies and returns) and, since every reduced-dual point
-    bounds the optimum from below (:math:`T(\mu)^2/q \le v_0(q) \le v_\eta(q)`), the dual
-    of the largest :math:`T`. A pool round's candidate (priced over the pool only) never
-    comes here."""
+    candidates: the covariance of least cost ``upper`` (:math:`\operatorname{tr}(W\Sigma)` of
+    the matrix :func:`_finish` verifies and returns) and, since every reduced-dual point bounds
+    the optimum from below (:math:`T(\mu)^2/q \le v_0(q) \le v_\eta(q)`), the dual of the
+    largest :math:`T` -- up to the requested accuracy: a later candidate whose :math:`T` is
+    within a relative ``tol`` of the largest seen replaces the kept dual (the later point is
+    the more refined one, and with an ill-conditioned W the check's bound depends on the
+    dual's accuracy more than on a difference of :math:`T` that small). A pool round's
+    candidate (priced over the pool only) never comes here."""
     if run.best is None or cand.upper < run.best.upper:
         run.best = cand
-    if run.strongest is None or cand.point.root_trace > run.strongest.point.root_trace:
+    t = cand.point.root_trace
+    run.top_trace = max(run.top_trace, t)
+    if run.strongest is None or t >= run.top_trace * (1.0 - run.tol):
         run.strongest = cand
 
 
@@ -1404,8 +1429,8 @@ class _Floored:
     r"""The inner model of :func:`_floored`: :math:`\max_{\mu\ge 0} g(\mu)` on the working set
     (:func:`solvers.floored.floored_solve`), priced by full passes and pool rounds; of the
     certified points (priced by a full pass) the one whose covariance costs least
-    (``r tr Sigma(mu)``, ``best``) and the one with the largest lower bound ``g(mu)``
-    (``strongest``, whose dual is returned) are kept, as :func:`_keep` does."""
+    (``r tr Sigma(mu)``, ``best``) and the one with the largest lower bound ``g(mu)`` up to a
+    relative ``tol`` (``strongest``, whose dual is returned) are kept, as :func:`_keep` does."""
 
     def __init__(self, run: _Run, mu: FloatArray) -> None:
         self.run = run
@@ -1414,6 +1439,7 @@ class _Floored:
         self.pricing: PassResult | None = None
         self.best: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
         self.strongest: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
+        self.top_lower = 0.0
 
     def passes_left(self) -> bool:
         return self.run.passes < self.run.max_passes - 1
@@ -1437,8 +1463,9 @@ class _Floored:
             here = (point, r, run.indices.copy(), run.vectors.copy())
             if self.best is None or r * point.trace_sigma < self.best[1] * self.best[0].trace_sigma:
                 self.best = here
-            if self.strongest is None or point.lower > self.strongest[0].lower:
-                self.strongest = here
+            self.top_lower = max(self.top_lower, point.lower)
+            if self.strongest is None or point.lower >= self.top_lower * (1.0 - run.tol):
+                self.strongest = here  # (near-ties to the later point, as _keep)
         run.say(f"{'pass' if certified else 'pool'} {run.passes:3d}: g={point.lower:.12g} "
                 f"r={r:.12g} gap={gap:.3e} ws={self.mu.size} "
                 f"support={int(np.sum(self.mu > 0))} newton={self.iterations} "
@@ -1585,7 +1612,7 @@ def _finish(run: _Run) -> Solution:
         "floor_full": bool(run.floor_full),
         **({"floor": ("floor block by projected Newton (solvers.floor_block)"
                       if run.floor_newton else "floor block by the log-det barrier"),
-            "floor_barrier_solves": run.floor_barrier} if cand.floor_mode else {}),
+            "floor_barrier_solves": run.floor_barrier} if dual_cand.floor_mode else {}),
         "ridge": ridge,
     }
     t_dual = dual_cand.point.root_trace
