@@ -128,7 +128,7 @@ def suite_offsets(small: bool) -> Counts:
 def _grid() -> Any:
     from dpopt.covariance.domains import Grid
 
-    return Grid([0.0, 0.0], [1.0, 1.0], (3, 3))
+    return Grid(np.zeros(2), np.ones(2), (3, 3))
 
 
 #: What the audit writes in place of the software versions a file records (``versions`` of the
