@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +76,6 @@ import scipy
 from numpy.typing import NDArray
 from scipy import linalg
 from scipy.linalg import lapack
-from threadpoolctl import ThreadpoolController
 
 from certificates.errors import InvalidTypeError, SolverError
 from certificates.problem import (
@@ -102,6 +100,7 @@ from solvers.restricted import (
     priced_newton,
 )
 from solvers.scaling import Normalisation
+from solvers.threads import blas_limits
 
 __all__ = ["WarmStart", "blas_limits", "solve_structured"]
 
@@ -395,19 +394,6 @@ def _lower_inverse(chol: FloatArray) -> FloatArray:
     return np.asarray(inv, dtype=np.float64)
 
 
-_CONTROLLER: list[ThreadpoolController] = []
-
-
-def blas_limits(threads: int) -> AbstractContextManager[object]:
-    """A context limiting the BLAS thread pools to ``threads`` (``threadpoolctl``).
-
-    The loaded BLAS libraries are found once per process (reading the process's memory map costs
-    about 0.7 ms, more than a whole small solve) and the controller is reused; entering the
-    context then costs microseconds. Batches enter it once for all their solves."""
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    limiter: AbstractContextManager[object] = _CONTROLLER[0].limit(limits=threads, user_api="blas")
-    return limiter
 
 
 # ------------------------------------------------------------------------------------------------

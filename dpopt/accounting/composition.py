@@ -72,6 +72,7 @@ from dpopt.relation import (
     required_sampling,
     sensitivity_factor,
 )
+from solvers.threads import single_blas_thread
 
 __all__ = [
     "ACCOUNTANTS",
@@ -362,25 +363,29 @@ def _binned_groups(run: tuple[GaussianSteps, ...]) -> list[tuple[Any, int]]:
 
 def _binned_lower(run: tuple[GaussianSteps, ...],
                   compute: Callable[[list[tuple[Any, int]], float], float | None],
-                  goal: float) -> float | None:
-    """The binned route's best value on the grids of :data:`~dpopt.accounting._binned.
-    POINTS_TRIED` in turn (``None`` when it does not fit): the finer grid only while the
-    coarser fell short of ``goal`` and its one-step pmfs were small (the finer one has about
-    four times their cells; decided from sizes, not from the clock)."""
+                  goal: float, grids: Sequence[int] | None = None) -> tuple[float | None, int]:
+    """The binned route's best value on the grids ``grids`` (default :data:`~dpopt.accounting.
+    _binned.POINTS_TRIED`) in turn (``None`` when it does not fit), and the last grid computed:
+    the finer grid only while the coarser fell short of ``goal`` and its one-step pmfs were
+    small (the finer one has about four times their cells; decided from sizes, not from the
+    clock)."""
     from dpopt.accounting import _binned
 
     pairs = _binned_groups(run)
     got: float | None = None
-    for points in _binned.POINTS_TRIED:
+    last = 0
+    for points in (_binned.POINTS_TRIED if grids is None else grids):
         found = compute(pairs, points)
         if found is None:
             break
+        last = points
         got = found if got is None else max(got, found)
         if got >= goal or _binned.pmf_cells(pairs, points) > _binned.RETRY_BINS:
             break
-    return got
+    return got, last
 
 
+@single_blas_thread
 def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
                   upper: float = math.inf, eps_error: float | None = None,
                   scale: float | None = None, enough: float | None = None
@@ -409,8 +414,17 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
     parameter: each is a proof). Never negative, never NaN; ``(0, "none")`` only when none of
     them applies.
     """
-    run = _as_run(releases)
-    d = _delta(delta)
+    del eps_error
+    value, how, _ = _lower_epsilon(_as_run(releases), _delta(delta), upper, scale, enough)
+    return value, how
+
+
+def _lower_epsilon(run: tuple[GaussianSteps, ...], d: float, upper: float, scale: float | None,
+                   enough: float | None, grids: Sequence[int] | None = None
+                   ) -> tuple[float, str, int]:
+    """:func:`lower_epsilon` on a validated run, with the binned route's grids ``grids`` and
+    the last binned grid it computed (0 when none): a search that saw the coarse grid fall
+    short starts the next bound on the finer one."""
     if not any(r.subsampled for r in run):
         total = _total_bound(run)
         ld = math.log(d)
@@ -419,25 +433,24 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
         for _ in range(30):
             lo = max(e * (1.0 - shave) - 1e-12, 0.0)
             if lo == 0.0:
-                return 0.0, "gdp-exact"
+                return 0.0, "gdp-exact", 0
             got = float(bw.log_delta(np.asarray(lo), np.asarray(total)))
             if got > ld + abs(float(bw.safety_margin(ld))):
-                return lo, "gdp-exact"
+                return lo, "gdp-exact", 0
             shave *= 10.0
-        return 0.0, "none"
+        return 0.0, "none", 0
     from dpopt.accounting import _binned, _lower
     from dpopt.accounting import _dp_accounting as lib
 
-    del eps_error
     groups = _groups(run)
     if scale is None:
         scale = upper if math.isfinite(upper) else 50.0
     goal = enough if enough is not None else (
         upper * (1.0 - 2e-3) if math.isfinite(upper) else math.inf)
-    best, how = _lower.sum_test_epsilon_lower(groups, d), "sum-test"
+    best, how, last = _lower.sum_test_epsilon_lower(groups, d), "sum-test", 0
     if best < goal:
-        found = _binned_lower(run, lambda g, n: _binned.binned_epsilon_lower(g, d, points=n),
-                              goal)
+        found, last = _binned_lower(
+            run, lambda g, n: _binned.binned_epsilon_lower(g, d, points=n), goal, grids)
         fits = found is not None
         if found is not None and found > best:
             best, how = found, "binned"
@@ -447,10 +460,11 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
             if opt is not None and opt > best:
                 best, how = opt, "pld-optimistic"
     if not best > 0.0:
-        return 0.0, "none"
-    return (min(best, upper), how)
+        return 0.0, "none", last
+    return min(best, upper), how, last
 
 
+@single_blas_thread
 def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, *,
                 upper: float = 1.0, eps_error: float = 0.01) -> tuple[float, str]:
     """A proven lower bound on the run's true δ at ε (the counterpart of :func:`lower_epsilon`:
@@ -469,7 +483,7 @@ def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: floa
     groups = _groups(run)
     best, how = _lower.sum_test_delta_lower(groups, e), "sum-test"
     if best < upper * (1.0 - 2e-3):
-        found = _binned_lower(run, lambda g, n: _binned.binned_delta_lower(g, e, points=n),
+        found, _ = _binned_lower(run, lambda g, n: _binned.binned_delta_lower(g, e, points=n),
                               upper * (1.0 - 2e-3))
         fits = found is not None
         if found is not None and found > best:
@@ -485,6 +499,7 @@ def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: floa
     return (min(best, upper), how)
 
 
+@single_blas_thread
 def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object, delta: float,
                      *, accountants: str | Sequence[str] = ACCOUNTANTS,
                      discretization: float = 1e-4,
@@ -566,6 +581,7 @@ def _replace_one(run: tuple[GaussianSteps, ...]) -> bool:
     return any(r.subsampled and r.relation is NeighbouringRelation.REPLACEMENT for r in run)
 
 
+@single_blas_thread
 def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps] | object, epsilon: float,
                    *, accountants: str | Sequence[str] = ACCOUNTANTS,
                    discretization: float = 1e-4,
@@ -792,14 +808,15 @@ class NoiseCalibration:
         return ("pld",) if self.accountant == "pld" else acc
 
 
-def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, slope: float,
+def _refute(eps_lower_of: Callable[[float, bool], float], q: float, epsilon: float, slope: float,
             deadline: float, rel_gap: float, tries: int = 6) -> float | None:
     """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
     ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
     (the lower bound's own error, relative) along the slope d log ε / d log q. While one lower
     bound costs under 0.05 s of CPU (the sum test), the refuted q is then bisected (in log q,
     at most five times) towards the last q that was not refuted. After a miss the next try
-    moves past the deficit seen (along the slope, with room), at least three times as far."""
+    moves past the deficit seen (along the slope, with room), at least three times as far.
+    ``eps_lower_of(q, bisecting)`` is told which of the two it serves."""
     import time
 
     step = max(1.25 * math.log1p(rel_gap) / max(slope, 0.05), 1e-6)
@@ -809,7 +826,7 @@ def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, sl
             return None
         cand = min(q * math.exp(step), MAX_BOUND * 1e3)
         c0 = time.process_time()
-        got = eps_lower_of(cand)
+        got = eps_lower_of(cand, False)
         if got > epsilon:
             above = math.log(cand)
             for _ in range(5):
@@ -817,7 +834,7 @@ def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, sl
                     break
                 mid = 0.5 * (below + above)
                 c0 = time.process_time()
-                if eps_lower_of(math.exp(mid)) > epsilon:
+                if eps_lower_of(math.exp(mid), True) > epsilon:
                     above = mid
                 else:
                     below = mid
@@ -830,6 +847,7 @@ def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, sl
 
 
 @lru_cache(maxsize=256)
+@single_blas_thread
 def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: SamplingScheme,
                rtol: float, discretization: float, accountants: tuple[str, ...],
                time_budget: float, two_sided: bool, progress: bool | None) -> NoiseCalibration:
@@ -866,16 +884,23 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def run_of(q: float) -> GaussianSteps:
         return GaussianSteps(q, steps, rate, sampling)
 
-    # the lower bound's error: 2 % of the target (as for the ε intervals; finer costs time)
-    lower_error = _eps_error(epsilon, None)
 
     lower_how: dict[float, str] = {}
+    # the binned grids still worth trying: once the coarse one fell short of the target (and the
+    # finer one was computed), the next bound starts on the finer one
+    grids: list[Sequence[int] | None] = [None]
 
-    def lower_of(q: float) -> float:
+    def lower_of(q: float, bisecting: bool = False) -> float:
+        from dpopt.accounting import _binned
+
         bar.update(lower_units[0])
-        # only "above the target" matters here: stop at the first bound that shows it
-        value, how = lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
-                                   scale=epsilon, enough=epsilon * (1.0 + 1e-9))
+        # only "above the target" matters here: stop at the first bound that shows it; a
+        # bisection step starts on the coarse grid again (it often suffices near a refuted q)
+        value, how, last = _lower_epsilon(_as_run(run_of(q)), _delta(delta), math.inf, epsilon,
+                                          epsilon * (1.0 + 1e-9),
+                                          None if bisecting else grids[0])
+        if last == _binned.POINTS_TRIED[-1] and not bisecting:
+            grids[0] = _binned.POINTS_TRIED[-1:]
         lower_how[q] = how
         return value
 

@@ -202,6 +202,7 @@ def add_account_parser(sub: Subparsers) -> None:
             "--sampling poisson\n"
         ),
     )
+    acc.set_defaults(one_blas_thread=True)  # one-dimensional arrays: see cli.main
     asub = acc.add_subparsers(dest="account_command", metavar="SUBCOMMAND")
     asub.required = True
 

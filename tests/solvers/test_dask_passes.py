@@ -323,7 +323,9 @@ def test_bad_arguments(client: Any) -> None:
 def test_unaligned_arrays_are_realigned() -> None:
     """Arrays unpickled on a worker can sit at an odd address; numpy then multiplies them without
     BLAS. ``_aligned`` copies exactly those (same values, aligned), and leaves aligned ones alone;
-    an unaligned chunk realigned gives the in-process Gram bit for bit."""
+    an unaligned chunk realigned gives the in-process Gram bit for bit. (Both sides form
+    ``a.T @ a`` from one array, as the passes do: numpy 2.4 computes that product by a symmetric
+    rank-k update, whose rounding differs from a general product of two copies.)"""
     from solvers.dask_passes import _aligned
 
     rng = np.random.default_rng(3)
@@ -341,7 +343,7 @@ def test_unaligned_arrays_are_realigned() -> None:
     np.testing.assert_array_equal(fixed.T @ fixed, x.T @ x)
     src = ArrayVectors(odd)
     np.testing.assert_array_equal(
-        np.sum([_aligned(b).T @ _aligned(b) for _, b in src.chunks(128)], axis=0),
+        np.sum([(a := _aligned(b)).T @ a for _, b in src.chunks(128)], axis=0),
         np.sum([b.T @ b for _, b in ArrayVectors(x).chunks(128)], axis=0),
     )
 

@@ -1,0 +1,49 @@
+"""The calibration's lower end after a try on the coarse binned grid fell short: the next try
+starts on the finer grid, and the σ it refutes is still refuted by a fresh, independent proof."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+from dp_accounting.pld import privacy_loss_distribution as pldm
+
+from dpopt.accounting import _binned
+from dpopt.accounting.composition import GaussianSteps, calibrate_noise, lower_epsilon
+
+
+def test_later_tries_skip_the_coarse_grid_and_still_refute(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    eps, delta, steps, p = 100.0, 1e-5, 100_000, 0.01  # a long run: 2^17 points fall short
+    calls: list[tuple[int, float]] = []
+    real = _binned.binned_epsilon_lower
+
+    def spy(groups, d, *, points):  # type: ignore[no-untyped-def]
+        calls.append((points, groups[0][0].s))
+        return real(groups, d, points=points)
+
+    monkeypatch.setattr(_binned, "binned_epsilon_lower", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = calibrate_noise(eps, delta, steps, p, "poisson", progress=False)
+    coarse, fine = _binned.POINTS_TRIED
+    assert cal.lower_accountant == "binned" and cal.noise_multiplier_lower < cal.noise_multiplier
+    first = calls[0][1]
+    assert (coarse, first) in calls and (fine, first) in calls  # the first try needed both
+    later = [s for _, s in calls if s != first]
+    assert later, "one try sufficed: the case no longer exercises the memory"
+    # every later try opened on the finer grid (a bisection step may use the coarse one, but
+    # none happens here: one fine bound costs more than the bisection's allowance)
+    assert all(pt == fine for pt, s in calls if s != first)
+    monkeypatch.undo()
+    # the refuted σ, re-proven from scratch by the public lower bound (default grids) …
+    lo = cal.noise_multiplier_lower
+    value, how = lower_epsilon(GaussianSteps(1.0 / lo ** 2, steps, p, "poisson"), delta)
+    assert value > eps
+    # … and consistent with dp-accounting's pessimistic PLD, which must refuse it too
+    one = pldm.from_gaussian_mechanism(standard_deviation=lo, sampling_prob=p,
+                                       pessimistic_estimate=True,
+                                       value_discretization_interval=cal.discretization)
+    assert float(one.self_compose(steps).get_epsilon_for_delta(delta)) > eps
+    assert math.isfinite(value)
