@@ -90,7 +90,8 @@ def _blas_after(argv: list[str], env_extra: dict[str, str]) -> dict[str, object]
     code = (
         "import contextlib, io, json, os\n"
         "from dpopt.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "sink = io.StringIO()\n"
+        "with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):\n"
         f"    main({argv!r})\n"
         "import numpy\n"
         "from threadpoolctl import threadpool_info\n"
