@@ -94,6 +94,7 @@ from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
 from solvers.reductions import SpanReduction, column_generation, psd_factor, top_k
 from solvers.restricted import (
+    SOLVER_NAME,
     Restricted,
     RestrictedPoint,
     evaluate,
@@ -105,7 +106,6 @@ from solvers.threads import blas_limits
 
 __all__ = ["WarmStart", "blas_limits", "solve_structured"]
 
-SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
