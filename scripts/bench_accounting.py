@@ -98,6 +98,17 @@ def _rates(call: Callable[[], Any], points: int, repeat: int) -> tuple[float, fl
     return points / min(wall), points / max(min(cpu), 1e-9)
 
 
+def _loop(one: Callable[[int], Any], k: int) -> Callable[[], list[Any]]:
+    """``one`` called on the points 0, ..., k - 1 in a Python loop."""
+    return lambda: [one(i) for i in range(k)]
+
+
+def _pairs_loop(peer: Callable[[float, float], float], first: np.ndarray, second: np.ndarray,
+                k: int) -> Callable[[], list[float]]:
+    """``peer`` called on the first ``k`` pairs ``(first[i], second[i])`` in a Python loop."""
+    return lambda: [peer(float(first[i]), float(second[i])) for i in range(k)]
+
+
 def _dp_accounting() -> dict[str, Callable[[float, float], float]] | None:
     try:
         from dp_accounting import gaussian_mechanism as gm
@@ -194,8 +205,7 @@ def _bench_range(
     print(head + f"{'target':>9}")
     for name in NAMES:
         wall, cpu = _rates(vector[name], args.n, args.repeat)
-        one = single[name]
-        loop = _rates(lambda one=one: [one(i) for i in range(k)], k, 1)[0]
+        loop = _rates(_loop(single[name], k), k, 1)[0]
         line = f"{name:<19}{wall:>9.3g}{cpu:>9.3g}{cpu / fwd_cpu:>7.2f}{loop:>8.3g}"
         line += f"{wall / loop:>7.0f}"
         if peers:
@@ -204,13 +214,7 @@ def _bench_range(
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    p = _rates(
-                        lambda peer=peer, first=first, second=second: [
-                            peer(float(first[i]), float(second[i])) for i in range(k)
-                        ],
-                        k,
-                        1,
-                    )[0]
+                    p = _rates(_pairs_loop(peer, first, second, k), k, 1)[0]
                 line += f"{p:>9.3g}{wall / p:>9.0f}"
             except Exception as exc:  # dp-accounting's own failure on this range
                 line += f"{'fails':>9}{'':>9}"

@@ -55,6 +55,7 @@ from certificates.errors import DpoptError, InvalidParameterError, InvalidTypeEr
 from certificates.problem import ArrayVectors, VectorSource
 from solvers.passes import PassResult
 from solvers.reductions import TopK, top_k
+from solvers.restricted import SOLVER_NAME
 from solvers.threads import blas_limits
 
 if TYPE_CHECKING:  # pragma: no cover - Dask is optional; imported at run time only when used
@@ -64,7 +65,6 @@ _R = TypeVar("_R")
 
 __all__ = ["BlockSource", "DaskPasses", "PassFailedError", "read_block"]
 
-SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 

@@ -363,26 +363,30 @@ def _binned_groups(run: tuple[GaussianSteps, ...]) -> list[tuple[Any, int]]:
 
 def _binned_lower(run: tuple[GaussianSteps, ...],
                   compute: Callable[[list[tuple[Any, int]], float], float | None],
-                  goal: float, grids: Sequence[int] | None = None) -> tuple[float | None, int]:
+                  goal: float, grids: Sequence[int] | None = None
+                  ) -> tuple[float | None, dict[int, float]]:
     """The binned route's best value on the grids ``grids`` (default :data:`~dpopt.accounting.
-    _binned.POINTS_TRIED`) in turn (``None`` when it does not fit), and the last grid computed:
-    the finer grid only while the coarser fell short of ``goal`` and its one-step pmfs were
-    small (the finer one has about four times their cells; decided from sizes, not from the
-    clock)."""
+    _binned.POINTS_TRIED`) in turn (``None`` when it does not fit), and the CPU seconds of each
+    grid computed: the finer grid only while the coarser fell short of ``goal`` and its
+    one-step pmfs were small (the finer one has about four times their cells; decided from
+    sizes, not from the clock)."""
+    import time
+
     from dpopt.accounting import _binned
 
     pairs = _binned_groups(run)
     got: float | None = None
-    last = 0
+    costs: dict[int, float] = {}
     for points in (_binned.POINTS_TRIED if grids is None else grids):
+        c0 = time.process_time()
         found = compute(pairs, points)
         if found is None:
             break
-        last = points
+        costs[points] = time.process_time() - c0
         got = found if got is None else max(got, found)
         if got >= goal or _binned.pmf_cells(pairs, points) > _binned.RETRY_BINS:
             break
-    return got, last
+    return got, costs
 
 
 @single_blas_thread
@@ -421,10 +425,9 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
 
 def _lower_epsilon(run: tuple[GaussianSteps, ...], d: float, upper: float, scale: float | None,
                    enough: float | None, grids: Sequence[int] | None = None
-                   ) -> tuple[float, str, int]:
+                   ) -> tuple[float, str, dict[int, float]]:
     """:func:`lower_epsilon` on a validated run, with the binned route's grids ``grids`` and
-    the last binned grid it computed (0 when none): a search that saw the coarse grid fall
-    short starts the next bound on the finer one."""
+    the CPU seconds of each binned grid it computed (none: empty)."""
     if not any(r.subsampled for r in run):
         total = _total_bound(run)
         ld = math.log(d)
@@ -433,12 +436,12 @@ def _lower_epsilon(run: tuple[GaussianSteps, ...], d: float, upper: float, scale
         for _ in range(30):
             lo = max(e * (1.0 - shave) - 1e-12, 0.0)
             if lo == 0.0:
-                return 0.0, "gdp-exact", 0
+                return 0.0, "gdp-exact", {}
             got = float(bw.log_delta(np.asarray(lo), np.asarray(total)))
             if got > ld + abs(float(bw.safety_margin(ld))):
-                return lo, "gdp-exact", 0
+                return lo, "gdp-exact", {}
             shave *= 10.0
-        return 0.0, "none", 0
+        return 0.0, "none", {}
     from dpopt.accounting import _binned, _lower
     from dpopt.accounting import _dp_accounting as lib
 
@@ -447,9 +450,10 @@ def _lower_epsilon(run: tuple[GaussianSteps, ...], d: float, upper: float, scale
         scale = upper if math.isfinite(upper) else 50.0
     goal = enough if enough is not None else (
         upper * (1.0 - 2e-3) if math.isfinite(upper) else math.inf)
-    best, how, last = _lower.sum_test_epsilon_lower(groups, d), "sum-test", 0
+    best, how = _lower.sum_test_epsilon_lower(groups, d), "sum-test"
+    costs: dict[int, float] = {}
     if best < goal:
-        found, last = _binned_lower(
+        found, costs = _binned_lower(
             run, lambda g, n: _binned.binned_epsilon_lower(g, d, points=n), goal, grids)
         fits = found is not None
         if found is not None and found > best:
@@ -460,8 +464,8 @@ def _lower_epsilon(run: tuple[GaussianSteps, ...], d: float, upper: float, scale
             if opt is not None and opt > best:
                 best, how = opt, "pld-optimistic"
     if not best > 0.0:
-        return 0.0, "none", last
-    return min(best, upper), how, last
+        return 0.0, "none", costs
+    return min(best, upper), how, costs
 
 
 @single_blas_thread
@@ -808,15 +812,66 @@ class NoiseCalibration:
         return ("pld",) if self.accountant == "pld" else acc
 
 
-def _refute(eps_lower_of: Callable[[float, bool], float], q: float, epsilon: float, slope: float,
+class _LowerBounds:
+    """The calibration's proven lower bounds on ε as q varies (:func:`lower_epsilon` routes),
+    with what a refutation search needs to spend little on them: once a try's coarse binned
+    grid fell short (and the finer one was computed), later tries open on the finer grid;
+    bisection steps use the coarse grid alone, and the search is told their expected cost and
+    whether the coarse grid is known to fall short here."""
+
+    def __init__(self, run_of: Callable[[float], GaussianSteps], delta: float, epsilon: float,
+                 tick: Callable[[], None]) -> None:
+        self._run_of, self._delta, self._epsilon, self._tick = run_of, delta, epsilon, tick
+        self._grids: Sequence[int] | None = None
+        self.how: dict[float, str] = {}
+        self.last_cost = 0.0
+        self._coarse_cost: float | None = None
+
+    @property
+    def coarse_short(self) -> bool:
+        """Whether a try needed the finer binned grid (the coarse one fell short there)."""
+        return self._grids is not None
+
+    @property
+    def bisect_cost(self) -> float:
+        """The expected CPU seconds of one bisection step (the last coarse-only bound's cost,
+        else the last bound's)."""
+        return self.last_cost if self._coarse_cost is None else self._coarse_cost
+
+    def __call__(self, q: float, bisecting: bool = False) -> float:
+        import time
+
+        from dpopt.accounting import _binned
+
+        self._tick()
+        c0 = time.process_time()
+        # only "above the target" matters here: stop at the first bound that shows it
+        coarse, fine = _binned.POINTS_TRIED[0], _binned.POINTS_TRIED[-1]
+        value, how, costs = _lower_epsilon(
+            _as_run(self._run_of(q)), self._delta, math.inf, self._epsilon,
+            self._epsilon * (1.0 + 1e-9), (coarse,) if bisecting else self._grids)
+        self.last_cost = time.process_time() - c0
+        if coarse in costs:  # a bisection step's cost: the sum test's and the coarse grid's
+            self._coarse_cost = self.last_cost - sum(c for p, c in costs.items() if p != coarse)
+        elif bisecting:  # the sum test sufficed
+            self._coarse_cost = self.last_cost
+        if fine in costs and fine != coarse and not bisecting:
+            self._grids = (fine,)
+        self.how[q] = how
+        return value
+
+
+def _refute(eps_lower_of: _LowerBounds, q: float, epsilon: float, slope: float,
             deadline: float, rel_gap: float, tries: int = 6) -> float | None:
     """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
     ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
-    (the lower bound's own error, relative) along the slope d log ε / d log q. While one lower
-    bound costs under 0.05 s of CPU (the sum test), the refuted q is then bisected (in log q,
-    at most five times) towards the last q that was not refuted. After a miss the next try
-    moves past the deficit seen (along the slope, with room), at least three times as far.
-    ``eps_lower_of(q, bisecting)`` is told which of the two it serves."""
+    (the lower bound's own error, relative) along the slope d log ε / d log q. The refuted q
+    is then bisected (in log q, at most five times) towards the last q that was not refuted,
+    while a bisection step is expected to cost under 0.08 s of CPU (the sum test, the coarse
+    binned grid), and not past a miss of the coarse grid where a try found it short. After a
+    miss the next try moves past the deficit seen (along the slope, with room), at least three
+    times as far. A bisection step may use a cheaper bound than a try: only a q it refutes is
+    returned."""
     import time
 
     step = max(1.25 * math.log1p(rel_gap) / max(slope, 0.05), 1e-6)
@@ -825,17 +880,17 @@ def _refute(eps_lower_of: Callable[[float, bool], float], q: float, epsilon: flo
         if time.perf_counter() > deadline:
             return None
         cand = min(q * math.exp(step), MAX_BOUND * 1e3)
-        c0 = time.process_time()
-        got = eps_lower_of(cand, False)
+        got = eps_lower_of(cand)
         if got > epsilon:
             above = math.log(cand)
             for _ in range(5):
-                if time.process_time() - c0 > 0.05 or time.perf_counter() > deadline:
+                if eps_lower_of.bisect_cost > 0.08 or time.perf_counter() > deadline:
                     break
                 mid = 0.5 * (below + above)
-                c0 = time.process_time()
                 if eps_lower_of(math.exp(mid), True) > epsilon:
                     above = mid
+                elif eps_lower_of.coarse_short:
+                    break  # the coarse grid falls short here: its misses say nothing
                 else:
                     below = mid
             return cand if above == math.log(cand) else math.exp(above)
@@ -885,24 +940,8 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         return GaussianSteps(q, steps, rate, sampling)
 
 
-    lower_how: dict[float, str] = {}
-    # the binned grids still worth trying: once the coarse one fell short of the target (and the
-    # finer one was computed), the next bound starts on the finer one
-    grids: list[Sequence[int] | None] = [None]
-
-    def lower_of(q: float, bisecting: bool = False) -> float:
-        from dpopt.accounting import _binned
-
-        bar.update(lower_units[0])
-        # only "above the target" matters here: stop at the first bound that shows it; a
-        # bisection step starts on the coarse grid again (it often suffices near a refuted q)
-        value, how, last = _lower_epsilon(_as_run(run_of(q)), _delta(delta), math.inf, epsilon,
-                                          epsilon * (1.0 + 1e-9),
-                                          None if bisecting else grids[0])
-        if last == _binned.POINTS_TRIED[-1] and not bisecting:
-            grids[0] = _binned.POINTS_TRIED[-1:]
-        lower_how[q] = how
-        return value
+    lower_of = _LowerBounds(run_of, _delta(delta), epsilon,
+                            lambda: bar.update(lower_units[0]))
 
     q_gdp = 0.0
     if "gdp-exact" in accountants:
@@ -1052,7 +1091,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         gap = 0.012 if epsilon > 0.0 else 0.05
         refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget, gap)
     return done(best_q, best_how, refuted,
-                lower_how.get(refuted, "none") if refuted is not None else "none")
+                lower_of.how.get(refuted, "none") if refuted is not None else "none")
 
 
 @dataclass
