@@ -24,6 +24,13 @@ It then re-checks a sample of every vectorised answer (both ranges) against an i
 relative distance and whether every answer is on the safe side. Rates are the best of
 ``--repeat`` runs; the load average is printed before and after.
 
+Then one PLD construction (``--no-pld-build`` skips it): dpopt's Poisson-subsampled Gaussian
+PLD (``_dp_accounting._gaussian_pld``, the inverse privacy loss vectorised) side by side with
+dp-accounting's ``from_gaussian_mechanism`` building the same object, pessimistic (connect the
+dots) and optimistic (privacy buckets), at the discretisations the calibration uses (1e-4, 1e-3,
+1e-2) and a few (σ, p): the median CPU time of each, their ratio and the largest mass difference
+(absolute, and relative to the mass) over both directions.
+
 Then the DP-SGD calibration rows (``--dpsgd``, on by default): for the README's schedule and a
 few fresh (N, B, T, ε, δ) points of both sampling schemes it times
 :func:`dpopt.accounting.dpsgd.dpsgd_noise_multiplier` (coarse-to-fine, two-sided) side by side
@@ -42,7 +49,7 @@ time and how far the progress line's predicted finish was from the real one; and
 target of the accounting issue with its measured figure.
 
 Usage: ``python scripts/bench_accounting.py [--n 100000] [--loop-n 300] [--check 100]
-[--no-dpsgd] [--dpsgd-full] [--no-latency]``.
+[--no-pld-build] [--no-dpsgd] [--dpsgd-full] [--no-latency]``.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -231,6 +239,69 @@ DPSGD_POINTS: tuple[tuple[int, int, int, float, float, str], ...] = (
     (28737, 1929, 29, 7.214, 2.6e-9, "without_replacement"),
     (10000, 200, 500, 2.0, 1e-5, "without_replacement"),
 )
+
+
+#: (σ, p) of the PLD construction rows: a DP-SGD rate at three noise levels, and no sampling
+PLD_BUILD_POINTS = ((0.7, 0.01), (2.0, 0.01), (10.0, 0.01), (1.0, 1.0))
+
+
+def _pld_masses(pld: Any) -> list[tuple[int, np.ndarray, float]]:
+    """(lowest loss index, masses, infinity mass) of both directions of a PLD."""
+    out = []
+    for pmf in (pld._pmf_remove, pld._pmf_add):
+        if hasattr(pmf, "_probs"):
+            low, probs = int(pmf._lower_loss), np.asarray(pmf._probs, dtype=float)
+        else:
+            low, high = min(pmf._loss_probs), max(pmf._loss_probs)
+            probs = np.array([pmf._loss_probs.get(k, 0.0) for k in range(low, high + 1)])
+        out.append((low, probs, float(pmf._infinity_mass)))
+    return out
+
+
+def _bench_pld_build(repeat: int) -> None:
+    """One Gaussian PLD built by dpopt and by dp-accounting, side by side (CPU seconds)."""
+    from dp_accounting.pld import privacy_loss_distribution as pldm
+
+    from dpopt.accounting import _dp_accounting as lib
+
+    fast = lib._fast_gaussian_loss() is not None
+    print(f"\nOne Poisson-subsampled Gaussian PLD: dpopt's vectorised construction "
+          f"({'in use' if fast else 'NOT in use: the library version is not one it follows'})"
+          f" against dp-accounting's from_gaussian_mechanism, median CPU of {repeat} runs each,"
+          f" interleaved; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'kind':>11} {'σ':>5} {'p':>5} {'grid':>7} {'points':>8} {'ours ms':>9} "
+          f"{'library ms':>11} {'ratio':>6} {'max |Δm|':>10} {'max rel':>9}")
+    ratios = []
+    for pessimistic in (True, False):
+        for sigma, p in PLD_BUILD_POINTS:
+            for h in (1e-4, 1e-3, 1e-2):
+                ours_t, ref_t = [], []
+                build = partial(lib._gaussian_pld, sigma, p, h, pessimistic)
+                library = partial(pldm.from_gaussian_mechanism, standard_deviation=sigma,
+                                  sampling_prob=p, pessimistic_estimate=pessimistic,
+                                  use_connect_dots=pessimistic, value_discretization_interval=h)
+                for _ in range(max(repeat, 1)):
+                    ours, t = _cpu(build)
+                    ours_t.append(t)
+                    ref, t = _cpu(library)
+                    ref_t.append(t)
+                diff, rel, points = 0.0, 0.0, 0
+                for (la, ma, ia), (lb, mb, ib) in zip(_pld_masses(ours), _pld_masses(ref),
+                                                      strict=True):
+                    if la != lb or ma.size != mb.size:
+                        diff = rel = math.inf
+                        continue
+                    points += ma.size
+                    d = np.abs(ma - mb)
+                    diff = max(diff, float(d.max(initial=0.0)), abs(ia - ib))
+                    rel = max(rel, float((d / np.maximum(np.abs(mb), 1e-300)).max(initial=0.0)))
+                a, b = float(np.median(ours_t)), float(np.median(ref_t))
+                ratios.append(b / max(a, 1e-9))
+                kind = "pessimistic" if pessimistic else "optimistic"
+                print(f"{kind:>11} {sigma:>5g} {p:>5g} {h:>7.0e} {points:>8d} {1e3 * a:>9.2f} "
+                      f"{1e3 * b:>11.2f} {ratios[-1]:>6.1f} {diff:>10.2e} {rel:>9.2e}")
+    print(f"  ratio library/ours: median {np.median(ratios):.1f}, range "
+          f"{min(ratios):.1f}-{max(ratios):.1f}")
 
 
 def _cpu(call: Callable[[], Any]) -> tuple[Any, float]:
@@ -692,6 +763,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop-n", type=int, default=300, help="points for the per-element loops")
     parser.add_argument("--check", type=int, default=100, help="points re-checked with mpmath")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-pld-build", action="store_true",
+                        help="skip the PLD construction rows (ours against dp-accounting's)")
     parser.add_argument("--no-dpsgd", action="store_true", help="skip the DP-SGD rows")
     parser.add_argument("--no-latency", action="store_true",
                         help="skip the latency sweep (15 calibrations)")
@@ -742,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{label}: max relative distance to the 60-digit mpmath root ({e.size} points)")
             for name, (dist, safe) in _accuracy(e, d).items():
                 print(f"{name:<19}{dist:>12.2e}   {'all on the safe side' if safe else 'UNSAFE'}")
+    if not args.no_pld_build:
+        _bench_pld_build(args.repeat)
     dpsgd = {} if args.no_dpsgd else _bench_dpsgd(full=args.dpsgd_full)
     if dpsgd:
         dpsgd |= _bench_readme(args.cmd_repeat)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -67,6 +68,253 @@ def _library() -> Any:
             "the PLD accountant needs the 'dp-accounting' package (pip install dp-accounting)"
         ) from None
     return dp_accounting, privacy_loss_distribution
+
+
+# --------------------------------------------------------------------------------------------
+# The Poisson-subsampled Gaussian PLD, with its inverse privacy loss vectorised
+# --------------------------------------------------------------------------------------------
+#
+# ``privacy_loss_distribution.from_gaussian_mechanism`` spends almost all of its time in one
+# scalar call per loss-grid point: ``inverse_privacy_loss`` (a Python function of a few
+# logarithms), once per ε of the connect-the-dots grid (inside ``get_delta_for_epsilon``) and once
+# per bucket of the privacy-buckets construction — 10^4 to 10^5 calls per PLD. dpopt builds the
+# same objects with that inverse evaluated on the whole grid at once, by the library's own closed
+# forms in the same order of floating-point operations. The pessimistic PLD is then the library's
+# own connect-the-dots construction (tails, truncation, pmf) fed by the vectorised δ(ε); for the
+# optimistic one the bucket walk itself is rewritten on arrays (:func:`_bucket_pmf`, the same
+# edges, keys and order of sums), around the library's tails and pmf types. This relies on private
+# parts of the library, so it is used only for the versions below, whose source was read against
+# it, and only while those parts are present; any other case, and any input the vectorised path
+# would not treat exactly as the library does, goes to the public ``from_gaussian_mechanism``.
+
+#: dp-accounting releases (major, minor) whose PLD internals the vectorised construction follows.
+FAST_PLD_VERSIONS = frozenset({(0, 6)})
+
+
+def _dp_accounting_version() -> tuple[int, ...] | None:
+    from importlib import metadata
+
+    try:
+        text = metadata.version("dp-accounting")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a core dependency
+        return None
+    parts = []
+    for piece in text.split(".")[:2]:
+        if not piece.isdigit():
+            return None
+        parts.append(int(piece))
+    return tuple(parts)
+
+
+def _isclose(a: NDArray[np.float64], b: float) -> NDArray[np.bool_]:
+    """``math.isclose(a_i, b)`` (relative tolerance 1e-9, no absolute one) for every a_i."""
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(b - a)
+        near = (diff <= abs(1e-9 * b)) | (diff <= np.abs(1e-9 * a))
+    return (a == b) | (near & np.isfinite(a) & math.isfinite(b))
+
+
+@lru_cache(maxsize=1)
+def _fast_gaussian_loss() -> Any | None:
+    """The vectorised subclass of the library's ``GaussianPrivacyLoss`` (``None`` when the
+    installed library is not one :data:`FAST_PLD_VERSIONS` names or lacks the parts used)."""
+    if _dp_accounting_version() not in FAST_PLD_VERSIONS:
+        return None
+    try:
+        from dp_accounting.pld import pld_pmf
+        from dp_accounting.pld import privacy_loss_distribution as pldm
+        from dp_accounting.pld import privacy_loss_mechanism as plm
+    except ImportError:  # pragma: no cover - a core dependency
+        return None
+    needed = [(pldm, "_create_pld_pmf_from_monotone_privacy_loss"),
+              (pldm, "_pld_for_subsampled_mechanism"), (pld_pmf, "_MAX_PMF_SPARSE_SIZE"),
+              (pld_pmf, "create_pmf"), (pld_pmf, "DensePLDPmf"), (plm, "GaussianPrivacyLoss")]
+    if not all(hasattr(module, name) for module, name in needed):
+        return None
+    remove, add = plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD
+
+    class VectorisedGaussianPrivacyLoss(plm.GaussianPrivacyLoss):  # type: ignore[misc]
+        r"""dp-accounting's privacy loss of the (Poisson-subsampled) Gaussian mechanism, with
+        :meth:`inverse_privacy_losses`, the inverse on an array, behind
+        :meth:`get_delta_for_epsilon`.
+
+        With noise N(0, σ²), sensitivity s and sampling probability q, the REMOVE pair
+        :math:`(qN(-s,σ^2) + (1-q)N(0,σ^2),\ N(0,σ^2))` has the decreasing loss
+        :math:`L(x) = \log(1 - q + q e^{\ell(x)})`, :math:`\ell(x) = s(-s/2 - x)/σ^2`, whose
+        inverse is :math:`x(L) = -s/2 - σ^2\ell/s` with
+        :math:`\ell = \log(e^{L}/q + 1 - 1/q)` for :math:`L > \log(1-q)` (x = +∞ at the
+        edge); the ADD pair's is :math:`x(L) = s + x_{\rm remove}(-\log(e^{-L}/q + 1 - 1/q))`
+        for :math:`L < -\log(1-q)` (x = −∞ at the edge); with q = 1 both are linear. Then
+        :math:`\delta(\varepsilon) = \mu_{\rm upper}(X \le x) - e^{\varepsilon}
+        \mu_{\rm lower}(X \le x)` at :math:`x = x(\varepsilon)` (the hockey-stick divergence
+        of a loss that decreases in x), and :math:`1 - e^{\varepsilon}` or 0 beyond the
+        loss range, as the library does (its supplementary note "Privacy Loss Distributions",
+        and Doroshenko, Ghazi, Kamath, Kumar & Manurangsi, "Connect the Dots").
+        """
+
+        def inverse_privacy_losses(self, losses: Any) -> NDArray[np.float64]:
+            """The library's ``inverse_privacy_loss`` at every point of ``losses`` (same
+            branches and operations); NaN where the library raises ``ValueError``."""
+            loss = np.asarray(losses, dtype=float)
+            s, q = self.sensitivity, self.sampling_prob
+            var = self.standard_deviation ** 2
+
+            def plain(value: Any) -> Any:  # the REMOVE inverse without subsampling
+                return -0.5 * s - value * var / s
+
+            if self.adjacency_type not in (remove, add):
+                return np.array([self.inverse_privacy_loss(v) for v in loss.ravel()],
+                                dtype=float).reshape(loss.shape)
+            is_add = self.adjacency_type == add
+            if q == 1.0:
+                return s + plain(loss) if is_add else plain(loss)  # type: ignore[no-any-return]
+            a, c = 1 / q, 1 - 1 / q
+            log_a, edge = np.log(a), (-math.log(1 - q) if is_add else math.log(1 - q))
+            b = -loss if is_add else loss
+            with np.errstate(all="ignore"):
+                d = b + log_a
+                if c == 0:
+                    inner = d
+                    bad = np.zeros(loss.shape, dtype=bool)
+                else:  # c < 0: log(e^d - e^{log(-c)}), defined only for d > log(-c)
+                    log_neg_c = np.log(-c)
+                    inner = d + np.log1p(-np.exp(log_neg_c - d))
+                    bad = log_neg_c >= d
+                zero = b == 0
+                inner = np.where(zero, np.log(a + c), inner)
+                bad &= ~zero
+                close = _isclose(loss, edge)
+                bad |= (loss > edge) if is_add else (loss <= edge)
+                x = s + plain(-inner) if is_add else plain(inner)
+                x = np.where(bad, np.nan, x)
+                at_edge = s + plain(math.inf) if is_add else plain(-math.inf)
+            return np.where(close, at_edge, x)  # type: ignore[no-any-return]
+
+        def get_delta_for_epsilon(self, epsilon: Any) -> Any:
+            if self.adjacency_type not in (remove, add):
+                return super().get_delta_for_epsilon(epsilon)
+            scalar = isinstance(epsilon, numbers.Number)
+            eps = np.asarray([epsilon] if scalar else epsilon, dtype=float)
+            deltas = np.zeros(eps.shape, dtype=float)
+            q = self.sampling_prob
+            if q == 1.0:
+                inside = np.ones(eps.shape, dtype=bool)
+            elif self.adjacency_type == add:
+                inside = eps < -math.log1p(-q)  # beyond: δ = 0
+            else:
+                inside = eps > math.log1p(-q)  # below: δ = 1 - e^ε
+                deltas[~inside] = -np.expm1(eps[~inside])
+            x = self.inverse_privacy_losses(eps[inside])
+            if bool(np.any(np.isnan(x))):
+                raise ValueError("an ε of the grid lies outside the privacy loss's range")
+            deltas[inside] = (self.mu_upper_cdf(x)
+                              - np.exp(eps[inside] + self.mu_lower_log_cdf(x)))
+            deltas = np.clip(deltas, 0, 1)
+            return float(deltas[0]) if scalar else deltas
+
+    return VectorisedGaussianPrivacyLoss
+
+
+def _bucket_pmf(loss: Any, discretization: float, pessimistic: bool) -> Any:
+    r"""The library's "privacy buckets" pmf of a continuous monotone ``loss`` (what
+    ``_create_pld_pmf_from_monotone_privacy_loss`` returns with ``use_connect_dots=False``),
+    with the bucket edges :math:`x_k = x(h(r_0 - k))` from one vectorised inverse.
+
+    The tail masses come first; then the k-th bucket :math:`[x_k, x_{k+1}]` of
+    :math:`\mu_{\rm upper}` has loss in :math:`[h(r_0 - k - 1), h(r_0 - k)]` and goes to the
+    grid point rounded up (``pessimistic``) or down, until the loss falls below that of the
+    upper truncation point, whose bucket ends there (Meiser & Mohammadi, "Tight on Budget?",
+    privacy buckets; the rounding direction is what makes the result an upper or a lower
+    bound)."""
+    from dp_accounting.pld import pld_pmf
+
+    h = discretization
+    tail = loss.privacy_loss_tail()
+    lower_x, upper_x = tail.lower_x_truncation, tail.upper_x_truncation
+    rounded = math.ceil if pessimistic else math.floor
+    tail_masses = [(rounded(value / h), mass)
+                   for value, mass in tail.tail_probability_mass_function.items()
+                   if value != math.inf]
+    infinity_mass = tail.tail_probability_mass_function.get(math.inf, 0)
+    r0 = math.floor(loss.privacy_loss(lower_x) / h)
+    upper_loss = loss.privacy_loss(upper_x)
+    keys = np.zeros(0, dtype=np.int64)
+    probs = np.zeros(0)
+    if lower_x < upper_x:
+        if not math.isfinite(upper_loss):
+            raise ValueError("the upper truncation point's privacy loss is not finite")
+        r = np.arange(r0, math.floor(upper_loss / h) - 3, -1, dtype=np.int64)
+        below = h * r.astype(float) <= upper_loss
+        if r.size == 0 or not bool(below[-1]):
+            raise ValueError("the bucket grid does not reach the upper truncation point")
+        stop = int(np.argmax(below))  # the first grid value at or below upper_loss
+        edges = np.append(loss.inverse_privacy_losses(h * r[:stop].astype(float)), upper_x)
+        if bool(np.any(np.isnan(edges))):
+            raise ValueError("a bucket edge lies outside the privacy loss's range")
+        last = int(np.argmax(edges >= upper_x))  # the construction stops at the first edge
+        xs = np.concatenate(([lower_x], edges[: last + 1]))
+        cdf = np.asarray(loss.mu_upper_cdf(xs), dtype=float)
+        probs = cdf[1:] - cdf[:-1]
+        keys = r[: last + 1] + (1 if pessimistic else 0)  # rounded(r + 1/2)
+    tail_keys = {k for k, _ in tail_masses}
+    outside = len(tail_keys) if keys.size == 0 else sum(
+        1 for k in tail_keys if not int(keys[-1]) <= k <= int(keys[0]))
+    if keys.size + outside <= pld_pmf._MAX_PMF_SPARSE_SIZE:
+        masses: dict[int, float] = {}
+        for k, m in [*tail_masses, *zip(keys.tolist(), probs.tolist(), strict=True)]:
+            masses[k] = masses.get(k, 0) + m
+        return pld_pmf.create_pmf(masses, h, infinity_mass, pessimistic_estimate=pessimistic)
+    low = min([int(keys[-1]), *tail_keys])
+    high = max([int(keys[0]), *tail_keys])
+    dense = np.zeros(high - low + 1)
+    for k, m in tail_masses:
+        dense[k - low] += m
+    dense[keys - low] += probs  # the keys are distinct
+    return pld_pmf.DensePLDPmf(h, low, dense, infinity_mass, pessimistic)
+
+
+def _library_gaussian_pld(sigma: float, p: float, discretization: float,
+                          pessimistic: bool) -> Any:
+    """The library's public construction that :func:`_gaussian_pld` reproduces."""
+    _, pldm = _library()
+    return pldm.from_gaussian_mechanism(
+        standard_deviation=sigma, sampling_prob=p, pessimistic_estimate=pessimistic,
+        use_connect_dots=pessimistic, value_discretization_interval=discretization)
+
+
+def _gaussian_pld(sigma: float, p: float, discretization: float, pessimistic: bool) -> Any:
+    r"""The PLD of one Gaussian step with noise multiplier ``sigma`` on a Poisson sample of
+    rate ``p`` (add/remove neighbours; p = 1: no sampling), exactly the object of dp-accounting's
+    ``from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=p,
+    pessimistic_estimate=pessimistic, use_connect_dots=pessimistic,
+    value_discretization_interval=discretization)``: pessimistic by "connect the dots"
+    (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi, "Connect the Dots"), an upper bound on
+    δ(ε); optimistic by privacy buckets rounded down, a lower bound.
+
+    Built with :func:`_fast_gaussian_loss`'s vectorised inverse privacy loss (every mass the
+    same to round-off, see the tests) where the installed library allows it, else — and
+    whenever the vectorised path meets an input it does not treat as the library does — by the
+    library's public function.
+    """
+    loss_class = _fast_gaussian_loss()
+    if loss_class is not None:
+        from dp_accounting.pld import privacy_loss_distribution as pldm
+
+        def single(adjacency: Any) -> Any:
+            loss = loss_class(sigma, pessimistic_estimate=pessimistic, sampling_prob=p,
+                              adjacency_type=adjacency)
+            if pessimistic:
+                return pldm._create_pld_pmf_from_monotone_privacy_loss(
+                    loss, pessimistic_estimate=True,
+                    value_discretization_interval=discretization, use_connect_dots=True)
+            return _bucket_pmf(loss, discretization, pessimistic=False)
+
+        try:
+            with np.errstate(all="ignore"):
+                return pldm._pld_for_subsampled_mechanism(single, p)
+        except (ValueError, ArithmeticError, TypeError, AttributeError, KeyError):
+            pass  # the library's own path decides (and raises what it raises)
+    return _library_gaussian_pld(sigma, p, discretization, pessimistic)
 
 
 def noise_multiplier_down(bound: float) -> float:
@@ -149,9 +397,7 @@ def _without_replacement_pld(sigma: float, p: float, discretization: float) -> A
     from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_mechanism as plm
 
-    poisson = pldm.from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=p,
-                                           pessimistic_estimate=True,
-                                           value_discretization_interval=discretization)
+    poisson = _gaussian_pld(sigma, p, discretization, pessimistic=True)
     bounds = [plm.GaussianPrivacyLoss(sigma, pessimistic_estimate=True, sampling_prob=p,
                                       adjacency_type=kind).connect_dots_bounds()
               for kind in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD)]
@@ -210,7 +456,7 @@ def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: fl
                 replace_one: bool = False) -> Any:
     """PLD of the composition; ``groups`` are (bound q, rate p, count T), Poisson-sampled
     (add/remove) or, with ``replace_one``, fixed-size batches without replacement."""
-    _, pldm = _library()
+    _library()
 
     def group(q: float, p: float, count: int) -> Any:
         sigma = noise_multiplier_down(q)
@@ -218,12 +464,9 @@ def _pld_cached(groups: tuple[tuple[float, float, int], ...], discretization: fl
             return _self_composed(_without_replacement_pld(sigma, p, discretization), count)
         if p == 1.0:
             # T Gaussian releases compose exactly to one with σ/√T.
-            return pldm.from_gaussian_mechanism(
-                standard_deviation=math.nextafter(sigma / math.sqrt(count), 0.0),
-                pessimistic_estimate=True, value_discretization_interval=discretization)
-        return _self_composed(pldm.from_gaussian_mechanism(
-            standard_deviation=sigma, sampling_prob=p, pessimistic_estimate=True,
-            value_discretization_interval=discretization), count)
+            return _gaussian_pld(math.nextafter(sigma / math.sqrt(count), 0.0), 1.0,
+                                 discretization, pessimistic=True)
+        return _self_composed(_gaussian_pld(sigma, p, discretization, pessimistic=True), count)
 
     def build() -> Any:
         return _compose_groups(groups, group)
@@ -347,18 +590,14 @@ def optimistic_discretization(total_steps: int, scale: float) -> float:
 def _optimistic_pld(groups: tuple[tuple[float, float, int], ...], discretization: float) -> Any:
     """Optimistic PLD of the remove pair ((1-p)N(0,s²) + pN(1,s²), N(0,s²)), s = 1/√q rounded
     UP (more noise: the optimistic side), composed over the groups (q, p, T)."""
-    _, pldm = _library()
+    _library()
 
     def group(q: float, p: float, count: int) -> Any:
         s = _up(1.0 / math.sqrt(q))
         if p == 1.0:
-            return pldm.from_gaussian_mechanism(
-                standard_deviation=_up(_up(s / math.sqrt(count))),
-                pessimistic_estimate=False, use_connect_dots=False,
-                value_discretization_interval=discretization)
-        return _self_composed(pldm.from_gaussian_mechanism(
-            standard_deviation=s, sampling_prob=p, pessimistic_estimate=False,
-            use_connect_dots=False, value_discretization_interval=discretization), count)
+            return _gaussian_pld(_up(_up(s / math.sqrt(count))), 1.0, discretization,
+                                 pessimistic=False)
+        return _self_composed(_gaussian_pld(s, p, discretization, pessimistic=False), count)
 
     def build() -> Any:
         return _compose_groups(groups, group)
@@ -428,8 +667,7 @@ def _optimistic_event_pld(event: Any, discretization: float) -> Any:
 
     def leaf(e: Any, p: float) -> Any:
         if isinstance(e, dpa.GaussianDpEvent):
-            return pldm.from_gaussian_mechanism(standard_deviation=_up(e.noise_multiplier),
-                                                sampling_prob=p, **common)
+            return _gaussian_pld(_up(e.noise_multiplier), p, discretization, pessimistic=False)
         if isinstance(e, dpa.LaplaceDpEvent):
             return pldm.from_laplace_mechanism(parameter=_up(e.noise_multiplier),
                                                sampling_prob=p, **common)
