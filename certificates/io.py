@@ -58,12 +58,9 @@ True
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
-import platform
 from dataclasses import dataclass, replace
-from importlib import metadata
 from typing import Any, TypedDict
 
 import numpy as np
@@ -84,6 +81,9 @@ from certificates.strict_json import (
     FieldError,
     JSONValue,
     boolean,
+    check_digest,
+    check_versions,
+    digest,
     fail,
     hex64,
     integer,
@@ -94,6 +94,8 @@ from certificates.strict_json import (
     obj,
     rejection,
     vector,
+    versions,
+    write_signed,
 )
 from certificates.validate import as_vectors
 
@@ -116,6 +118,10 @@ __all__ = [
 FORMAT = "dpopt-covariance-certificate/1"
 #: Relative outward widening of the certified interval before it is stored as the claim.
 CLAIM_MARGIN = 1e-8
+#: The digest of a file's content, under the name earlier versions of the certificates guide
+#: imported (its owner is :func:`certificates.strict_json.digest`).
+_canonical = digest
+
 _TOP = ("format", "problem", "covariance", "dual", "claim", "versions", "sha256")
 _PROBLEM = (
     "dim", "count", "vectors", "vectors_description", "vectors_sha256", "weight", "bound",
@@ -185,24 +191,6 @@ def vectors_digest(source: VectorSource | NDArray[np.float64]) -> str:
     return h.hexdigest()
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "numpy": np.__version__}
-    for pkg in ("scipy", "dpopt", "cvxpy", "clarabel", "scs"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
-def _canonical(content: dict[str, Any]) -> str:
-    """sha256 of the content without its ``sha256`` field (sorted keys, no spaces)."""
-    body = {k: v for k, v in content.items() if k != "sha256"}
-    try:
-        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise CertificateError(f"content cannot be digested: {exc}") from None
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _floats(a: Any) -> Any:
@@ -299,19 +287,10 @@ def write_certificate(
             "rigorous": bool(certificate.rigorous),
             "tol": float(certificate.tol),
         },
-        "versions": {**_versions(),
+        "versions": {**versions("cvxpy", "clarabel", "scs"),
                      **({"produced_by": produced_by[:200]} if produced_by else {})},
     }
-    content["sha256"] = _canonical(content)
-    mode = "w" if overwrite else "x"
-    try:
-        with open(path, mode, encoding="utf-8") as fh:
-            json.dump(content, fh, indent=1, allow_nan=False)
-    except FileExistsError:
-        raise InvalidParameterError(
-            "path", os.fspath(path), "exists; pass overwrite=True to replace it"
-        ) from None
-    return str(content["sha256"])
+    return write_signed(path, content, overwrite=overwrite)
 
 
 # ----------------------------------------------------------------------------- strict parsing
@@ -381,14 +360,8 @@ def _parse(content: Any) -> CertificateFile:
         "rigorous": _bool("claim.rigorous", cl["rigorous"]),
         "tol": _number("claim.tol", cl["tol"], 0.0, low_open=True),
     }
-    versions = top["versions"]
-    if type(versions) is not dict or len(versions) > 64 or not all(
-        type(v) is str and len(v) <= 200 and len(kk) <= 200 for kk, v in versions.items()
-    ):
-        _fail("versions", "must be an object of at most 64 short strings")
-    if sha != _canonical(top):
-        _fail("sha256", "does not match the content (the file is corrupted or was edited "
-                        "without updating its digest)")
+    check_versions(top["versions"])
+    check_digest(top, sha)
     if vec is not None and vectors_digest(vec) != vec_sha:
         _fail("problem.vectors_sha256", "does not match the stored vectors")
     try:
@@ -397,7 +370,7 @@ def _parse(content: Any) -> CertificateFile:
     except (DpoptError, ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
         _fail("problem", str(exc))
     return CertificateFile(
-        problem=problem, covariance=cov, dual=dual, claim=claim, versions=dict(versions),
+        problem=problem, covariance=cov, dual=dual, claim=claim, versions=dict(top["versions"]),
         sha256=sha, vectors_description=desc, vectors_sha256=vec_sha, weight=weight,
         bound=bound, noise_floor=eta, dim=d, count=count,
     )

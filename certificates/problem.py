@@ -191,6 +191,43 @@ class CovarianceProgram:
         self.__post_init__()
 
     def __post_init__(self) -> None:
+        self._validate(weight_checked=False)
+
+    def with_vectors(self, vectors: ArrayLike | VectorSource, bound: float | None = None,
+                     noise_floor: float | None = None) -> CovarianceProgram:
+        r"""The program on other sensitivity vectors with this program's weight :math:`W`.
+
+        ``vectors``, ``bound`` and ``noise_floor`` (this program's when omitted) are validated
+        exactly as by the constructor; :math:`W` was validated (symmetric positive definite,
+        finite) when this program was made and is shared, not checked again, so a batch of
+        programs over one weight pays for its eigen-decomposition once. Only its dimension is
+        compared with the new vectors'.
+
+        Raises
+        ------
+        InvalidParameterError, InvalidTypeError
+            As the constructor, for the vectors, the bound and the floor; also when the vectors'
+            dimension is not W's.
+
+        Examples
+        --------
+        >>> base = CovarianceProgram(np.eye(2), weight=np.diag([1.0, 4.0]), bound=2.0)
+        >>> other = base.with_vectors(np.array([[1.0, 1.0]]))
+        >>> other.bound, float(other.weight[1, 1])
+        (2.0, 4.0)
+        """
+        new = object.__new__(CovarianceProgram)
+        object.__setattr__(new, "vectors", vectors)
+        object.__setattr__(new, "weight", self.weight)
+        object.__setattr__(new, "bound", self.bound if bound is None else bound)
+        object.__setattr__(new, "noise_floor",
+                           self.noise_floor if noise_floor is None else noise_floor)
+        new._validate(weight_checked=True)
+        return new
+
+    def _validate(self, weight_checked: bool) -> None:
+        """Validate the fields in place; ``weight_checked``: ``weight`` is another program's
+        validated W (only its dimension is checked)."""
         if not isinstance(self.vectors, np.ndarray) and isinstance(self.vectors, VectorSource):
             src: VectorSource = self.vectors
             if src.count < 1 or src.dim < 1:
@@ -206,7 +243,14 @@ class CovarianceProgram:
             object.__setattr__(self, "_max_sq_norm", top)
         object.__setattr__(self, "source", src)
         d = src.dim
-        w = np.eye(d) if self.weight is None else as_psd_matrix("weight", self.weight, dim=d)
+        if weight_checked:
+            w = np.asarray(self.weight, dtype=np.float64)
+            if w.shape != (d, d):
+                raise InvalidParameterError(
+                    "weight", f"array of shape {w.shape}",
+                    f"must be {d} x {d} to match the vectors' dimension")
+        else:
+            w = np.eye(d) if self.weight is None else as_psd_matrix("weight", self.weight, dim=d)
         object.__setattr__(self, "weight", w)
         object.__setattr__(self, "bound", as_scalar("bound", self.bound, low=0.0))
         object.__setattr__(

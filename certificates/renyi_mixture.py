@@ -65,14 +65,10 @@ References
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
-import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -1042,26 +1038,9 @@ def check_calibration(
 
 
 # ---------------------------------------------------------------------------------- files
-def _canonical(content: dict[str, Any]) -> str:
-    body = {k: v for k, v in content.items() if k != "sha256"}
-    return hashlib.sha256(
-        json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    ).hexdigest()
-
-
 def _num(v: float) -> float | None:
     """JSON-safe float: ``null`` for +infinity (format ``/2``; JSON has no infinity)."""
     return None if math.isinf(v) and v > 0 else float(v)
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "numpy": np.__version__}
-    for pkg in ("scipy", "dpopt"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def write_mixture_certificate(
@@ -1102,17 +1081,9 @@ def write_mixture_certificate(
             "certified": c.certified,
             "tight": c.tight,
         },
-        "versions": _versions(),
+        "versions": sj.versions(),
     }
-    content["sha256"] = _canonical(content)
-    try:
-        with open(path, "w" if overwrite else "x", encoding="utf-8") as fh:
-            json.dump(content, fh, indent=1, allow_nan=False)
-    except FileExistsError:
-        raise InvalidParameterError(
-            "path", os.fspath(path), "exists; pass overwrite=True to replace it"
-        ) from None
-    return str(content["sha256"])
+    return sj.write_signed(path, content, overwrite=overwrite)
 
 
 #: Largest number of (prior, pair) entries and of atoms per law a file may hold.
@@ -1197,14 +1168,8 @@ def _parse_mixture(content: Any) -> dict[str, Any]:
         sj.fail("claim.tight", "true, but there is no refuted_scale")
     if certified and not upper <= eps:
         sj.fail("claim.certified", f"true, but the claimed upper {upper!r} exceeds epsilon")
-    versions = top["versions"]
-    if type(versions) is not dict or len(versions) > 64 or not all(
-        type(v) is str and len(v) <= 200 and len(kk) <= 200 for kk, v in versions.items()
-    ):
-        sj.fail("versions", "must be an object of at most 64 short strings")
-    if sha != _canonical(top):
-        sj.fail("sha256", "does not match the content (the file is corrupted or was edited "
-                          "without updating its digest)")
+    sj.check_versions(top["versions"])
+    sj.check_digest(top, sha)
     return {
         "format": tag, "noise": noise, "alpha": alpha, "epsilon": eps, "scale": scale,
         "refuted_scale": refuted,

@@ -1,4 +1,5 @@
-r"""The strict JSON reader shared by every certificate file dpopt writes.
+r"""The strict JSON reader (and the digest-stamped writer) shared by every certificate file dpopt
+writes.
 
 Certificate files are read by a verifier that must trust nothing in them, so a malformed file is
 *rejected with the offending field named*, never turned into a Python exception from deep inside
@@ -21,6 +22,12 @@ Fields (:func:`obj`, :func:`integer`, :func:`number`, :func:`boolean`, :func:`st
       for a double is refused) and may be range-checked;
     * arrays must have exactly the declared shape, every entry a number.
 
+Digest and versions (:func:`digest`, :func:`versions`, :func:`write_signed`,
+:func:`check_versions`, :func:`check_digest`)
+    * a file carries the sha256 of its canonical content (sorted keys, no spaces, without the
+      ``sha256`` field itself) and the versions of the packages that wrote it; the writer refuses
+      to replace an existing file unless asked to.
+
 Every rejection raises :class:`FieldError` whose message starts with the field's dotted path,
 e.g. ``claim.gap: must be a number, got a string``; callers turn it into a
 :class:`~certificates.errors.CertificateError` naming the file (:func:`rejection`).
@@ -41,10 +48,13 @@ scale: must be a number, got a string
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import platform
 import re
+from importlib import metadata
 from typing import Any, NoReturn, TypeAlias, cast
 
 import numpy as np
@@ -57,6 +67,9 @@ __all__ = [
     "FieldError",
     "JSONValue",
     "boolean",
+    "check_digest",
+    "check_versions",
+    "digest",
     "fail",
     "hex64",
     "integer",
@@ -68,6 +81,8 @@ __all__ = [
     "rejection",
     "string",
     "vector",
+    "versions",
+    "write_signed",
 ]
 
 #: Largest certificate file read (bytes); a larger file is rejected before parsing.
@@ -267,3 +282,58 @@ def vector(field: str, items: object, n: int | None = None, *,
     if not np.all(np.isfinite(out)):
         fail(field, "non-finite number")
     return out
+
+
+# ------------------------------------------------------------------- digest and versions
+def digest(content: dict[str, Any]) -> str:
+    """sha256 of ``content`` without its ``sha256`` field (sorted keys, no spaces)."""
+    body = {k: v for k, v in content.items() if k != "sha256"}
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise CertificateError(f"content cannot be digested: {exc}") from None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def versions(*packages: str) -> dict[str, str]:
+    """Python's, numpy's, scipy's and dpopt's versions, and those of ``packages`` that are
+    installed (the ``versions`` field of a file)."""
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    for pkg in ("scipy", "dpopt", *packages):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def write_signed(path: str | os.PathLike[str], content: dict[str, Any], *,
+                 overwrite: bool) -> str:
+    """Stamp ``content`` with its :func:`digest` (field ``sha256``) and write it to ``path`` as
+    JSON; an existing file is replaced only with ``overwrite``. Returns the digest."""
+    from certificates.errors import InvalidParameterError
+
+    content["sha256"] = digest(content)
+    try:
+        with open(path, "w" if overwrite else "x", encoding="utf-8") as fh:
+            json.dump(content, fh, indent=1, allow_nan=False)
+    except FileExistsError:
+        raise InvalidParameterError(
+            "path", os.fspath(path), "exists; pass overwrite=True to replace it"
+        ) from None
+    return str(content["sha256"])
+
+
+def check_versions(value: object) -> None:
+    """The ``versions`` field: an object of at most 64 short strings."""
+    if type(value) is not dict or len(value) > 64 or not all(
+        type(v) is str and len(v) <= 200 and len(k) <= 200 for k, v in value.items()
+    ):
+        fail("versions", "must be an object of at most 64 short strings")
+
+
+def check_digest(content: dict[str, Any], sha: str) -> None:
+    """The stored ``sha`` must be the :func:`digest` of the file's ``content``."""
+    if sha != digest(content):
+        fail("sha256", "does not match the content (the file is corrupted or was edited "
+                       "without updating its digest)")

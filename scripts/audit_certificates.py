@@ -130,7 +130,7 @@ def suite_offsets(small: bool) -> Counts:
 def _grid() -> Any:
     from dpopt.covariance.domains import Grid
 
-    return Grid([0.0, 0.0], [1.0, 1.0], (3, 3))
+    return Grid(np.zeros(2), np.ones(2), (3, 3))
 
 
 #: What the audit writes in place of the software versions a file records (``versions`` of the
@@ -435,6 +435,8 @@ WRITERS: dict[str, str] = {
     "dpopt/diffusion/record.py": "certificate:dpopt-diffusion-run/2",
     "dpopt/cli/sample.py": "certificate:dpopt-diffusion-run/2 (-o); data: --samples-out CSV",
     "dpopt/cli/common.py": "helper: write_text_safely (used by the writers above)",
+    "certificates/strict_json.py": "helper: write_signed (the digest-stamped certificate files "
+                                   "of certificates/io.py and certificates/renyi_mixture.py)",
     "dpopt/cli/design.py": "plot: --plot image of a design",
     "dpopt/experiments/tables.py": "data: write_table (the figures' CSV tables, finite or empty)",
     "dpopt/figures/denoiser.py": "figure: CSV table and PNG",
@@ -443,7 +445,8 @@ WRITERS: dict[str, str] = {
     "dpopt/figures/dpsgd.py": "figure: CSV tables and PNG",
     "dpopt/figures/sampler.py": "figure: CSV tables and PNG",
 }
-_WRITE = re.compile(r"json\.dump\(|\.write_text\(|write_text_safely\(|\.write_bytes\(|"
+_WRITE = re.compile(r"json\.dump\(|\.write_text\(|write_text_safely\(|write_signed\(|"
+                    r"\.write_bytes\(|"
                     r"\.to_csv\(|\.savefig\(|open\([^)]*['\"][wax]b?['\"]|os\.open\(")
 
 

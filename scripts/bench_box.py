@@ -25,6 +25,7 @@ import json
 import math
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -33,7 +34,10 @@ import dpopt
 from certificates.box_sup import certified_box_sup
 from dpopt.covariance.sensitivity import uniform_query_set
 
-TARGETS = {1: (1e-6, 1.0), 2: (1e-6, 1.0), 3: (1e-4, 2.0), 5: (1e-2, 10.0), 10: (None, None)}
+#: d -> (target gap, target CPU seconds); d = 10 has no target, only a valid bound.
+TARGETS: dict[int, tuple[float | None, float | None]] = {
+    1: (1e-6, 1.0), 2: (1e-6, 1.0), 3: (1e-4, 2.0), 5: (1e-2, 10.0), 10: (None, None),
+}
 
 
 def _spd(d: int, seed: int) -> np.ndarray:
@@ -92,8 +96,8 @@ def _peer_decoupled(lo: np.ndarray, hi: np.ndarray, g: np.ndarray, sigma: float,
     return max(upper, best), best
 
 
-def sup_table(quick: bool) -> list[dict[str, object]]:
-    rows = []
+def sup_table(quick: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     cases = [(1, 0.05), (2, 0.3), (2, 0.05), (3, 0.1), (3, 0.3), (5, 0.2), (10, 0.3)]
     if quick:
         cases = [(1, 0.05), (2, 0.3), (3, 0.1), (5, 0.2)]
@@ -113,15 +117,16 @@ def sup_table(quick: bool) -> list[dict[str, object]]:
             "d": d, "sigma": sigma, "target_gap": tol, "target_seconds": limit,
             "gap": res.gap, "cpu": cpu, "nodes": res.nodes, "upper": res.upper,
             "lower": res.lower,
-            "met": None if tol is None else bool(res.gap <= tol and cpu < limit),
+            "met": (None if tol is None or limit is None
+                    else bool(res.gap <= tol and cpu < limit)),
             "peer_gap": p_up / p_low - 1 if p_low > 0 else math.inf, "peer_cpu": peer_cpu,
         })
     return rows
 
 
-def design_table(quick: bool) -> list[dict[str, object]]:
+def design_table(quick: bool) -> list[dict[str, Any]]:
     budget = dpopt.ApproxDP(epsilon=1.0, delta=1e-6)
-    rows = []
+    rows: list[dict[str, Any]] = []
     cases = [(1, 0.05), (2, 0.1), (3, 0.1)] if not quick else [(1, 0.05), (2, 0.1)]
     for d, sigma in cases:
         lo, hi, g = np.zeros(d), np.ones(d), np.full(d, 0.5)

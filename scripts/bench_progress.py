@@ -88,6 +88,10 @@ class Recording(progress.Progress):
         self.previous: list[tuple[float, float | None]] = []
         self.changes = previous_settings(self)
 
+    def __enter__(self) -> Recording:
+        super().__enter__()
+        return self
+
     def advance(self, steps: float = 1.0) -> None:
         super().advance(steps)
         now = self.clock()
@@ -173,7 +177,8 @@ def bench_sampler(spec: str) -> dict[str, Any]:
 
     steps, samples, dataset, schedule, *rest = spec.split(":")
     box = rest == ["box"]
-    domain = Box([0, 0], [1, 1]) if box else Grid([0, 0], [1, 1], (20, 20))
+    lo, hi = np.zeros(2), np.ones(2)
+    domain = Box(lo, hi) if box else Grid(lo, hi, (20, 20))
     data = load_pair(dataset, seed=0).train
     with patched_progress() as lines:
         start = CLOCK()
@@ -247,9 +252,9 @@ def profile_sampler(spec: str) -> None:
 
         Recording.advance = advance  # type: ignore[method-assign]
         try:
-            smp.sample_private(load_pair(dataset, seed=0).train, Grid([0, 0], [1, 1], (20, 20)),
-                               GDP(1.0), samples=int(samples), steps=int(steps), rng=0,
-                               schedule=schedule)
+            smp.sample_private(load_pair(dataset, seed=0).train,
+                               Grid(np.zeros(2), np.ones(2), (20, 20)), GDP(1.0),
+                               samples=int(samples), steps=int(steps), rng=0, schedule=schedule)
         finally:
             Recording.advance = original  # type: ignore[method-assign]
             batch.solve_on_support, batch._design_one = stacked, alone

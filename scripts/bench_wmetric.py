@@ -59,8 +59,11 @@ def main() -> int:
             stored = check(problem, sol.covariance, sol.dual, tol=1e-8, rigorous=True)
         finally:
             cc.refine_whitened_dual = original
-        sup = vectors[sol.dual.support]
-        lower, _, _ = exact_dual_bound(sup, weight, 1.3, 0.0, sol.dual,
+        dual = sol.dual
+        if dual is None:
+            raise SystemExit(f"d = {d}, J = {count}: the solver returned no dual ({sol.status})")
+        sup = vectors[dual.support]
+        lower, _, _ = exact_dual_bound(sup, weight, 1.3, 0.0, dual,
                                        certified_min_eigenvalue(weight))
         residual = (full.upper - max(lower, 0.0)) / full.upper
         print(f"{d:>3} {count:>5}  {residual:9.1e}  {stored.gap:11.1e}  {full.gap:10.1e}  "

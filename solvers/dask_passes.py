@@ -50,12 +50,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
-from threadpoolctl import threadpool_limits
 
 from certificates.errors import DpoptError, InvalidParameterError, InvalidTypeError, SolverError
 from certificates.problem import ArrayVectors, VectorSource
 from solvers.passes import PassResult
 from solvers.reductions import TopK, top_k
+from solvers.restricted import SOLVER_NAME
+from solvers.threads import blas_limits
 
 if TYPE_CHECKING:  # pragma: no cover - Dask is optional; imported at run time only when used
     from distributed import Client
@@ -64,7 +65,6 @@ _R = TypeVar("_R")
 
 __all__ = ["BlockSource", "DaskPasses", "PassFailedError", "read_block"]
 
-SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
@@ -145,7 +145,7 @@ def _gram_block(
 ) -> tuple[FloatArray, IntArray]:
     """Per-chunk Gram contributions ``b^T b`` (stacked) and chunk sizes of one block."""
     d = source.dim
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_limits(1):
         starts = range(start, stop, chunk)
         grams = np.empty((len(starts), d, d))
         sizes = np.empty(len(starts), dtype=np.intp)
@@ -174,7 +174,7 @@ def _score_block(
     the candidates being what :func:`solvers.passes.score_pass` keeps from that chunk."""
     out: list[_ChunkScore] = []
     bmat = _aligned(bmat)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_limits(1):
         for s in range(start, stop, chunk):
             b = _checked(source, s, min(stop, s + chunk))
             z = b @ bmat
@@ -190,7 +190,7 @@ def _map_block(source: VectorSource, start: int, stop: int, chunk: int, fn: Any,
     """``fn(chunk_vectors, chunk_start, *args)`` for every solver chunk of one block, in order."""
     out: list[Any] = []
     args = tuple(_aligned(a) for a in args)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_limits(1):
         for s in range(start, stop, chunk):
             out.append(fn(_checked(source, s, min(stop, s + chunk)), s, *args))
     return out

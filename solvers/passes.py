@@ -28,7 +28,6 @@ from solvers.reductions import TopK
 
 __all__ = ["IN_PROCESS", "InProcessPasses", "PassExecutor", "PassResult", "gram_pass", "score_pass"]
 
-SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 

@@ -27,6 +27,9 @@ from certificates.errors import SolverError
 __all__ = ["Restricted", "RestrictedPoint", "eliminate_floor", "evaluate", "inner_solve",
            "priced_newton"]
 
+#: The structured solver's name in ``SolverStats.solver`` and at the head of its error messages;
+#: the one definition (the Dask passes, the floor block, the stacked and the structured
+#: solvers import it from here).
 SOLVER_NAME = "dpopt-structured"
 
 

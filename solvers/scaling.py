@@ -75,10 +75,18 @@ class Normalisation:
 
     def dual(self, dual: FactoredDual) -> FactoredDual:
         """The factored dual of the normalised program in the caller's units."""
+        return self.dual_of(dual.support, dual.multipliers, dual.directions, dual.floor_factor)
+
+    def dual_of(self, support: NDArray[np.intp], multipliers: FloatArray,
+                directions: FloatArray, floor_factor: FloatArray) -> FactoredDual:
+        r"""The factored dual in the caller's units from the parts of the normalised one
+        (:math:`\lambda = \omega (c/q)^2 \lambda'`, :math:`u = u' q / c`,
+        :math:`G = \sqrt\omega\, G'`): one :class:`FactoredDual`, validated once, in the
+        units it is returned in."""
         ratio = self.data / self.bound
         return FactoredDual(
-            support=dual.support,
-            multipliers=dual.multipliers * (self.weight * ratio * ratio),
-            directions=dual.directions / ratio,
-            floor_factor=dual.floor_factor * math.sqrt(self.weight),
+            support=support,
+            multipliers=multipliers * (self.weight * ratio * ratio),
+            directions=directions / ratio,
+            floor_factor=floor_factor * math.sqrt(self.weight),
         )

@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from certificates.problem import FactoredDual
 from solvers._types import Solution, SolverStats
-from solvers.restricted import _pair_weights, _triu
+from solvers.restricted import SOLVER_NAME, _pair_weights, _triu
 
 __all__ = ["StackedResult", "solve_on_support"]
 
@@ -62,7 +62,7 @@ _START_MARGIN = 0.05
 _BLOCK_NUMBERS = 65536
 #: Relative safety on the pricing maximum (the certificate re-verifies and repairs anyway).
 _SAFETY = 1e-12
-_NAME = "dpopt-structured (stacked)"
+_NAME = f"{SOLVER_NAME} (stacked)"
 
 
 @dataclass(frozen=True)

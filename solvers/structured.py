@@ -44,7 +44,9 @@ eigenvalue; the result is scaled back, so the solver behaves identically from 1e
 covariance, completed until it spans. *Column generation*: on the working set a damped
 active-set Newton method maximises :math:`T` (:mod:`solvers.restricted`); one full pass computes
 every :math:`q_j`, the certified gap and the most violated vectors, which join the working set;
-when the floor binds the solver switches to the floor block. *Finish*: the returned matrix is
+when the floor binds the solver switches to the floor block. *Finish*: of the candidates a
+pass certified, the covariance of least cost and the dual of the largest :math:`T` are kept
+(column generation does not improve monotonically, :func:`_keep`); the returned matrix is
 re-verified by its own pass (a factor :math:`B` of :math:`\Sigma^{-1}` checked by its residual
 :math:`\|B^\top\Sigma B - I\|`) and scaled to feasibility; with a floor, a candidate below it in
 some eigendirections only is lifted there (:func:`solvers.floor_block.lift_to_floor`) rather
@@ -68,16 +70,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy
 from numpy.typing import NDArray
 from scipy import linalg
 from scipy.linalg import lapack
-from threadpoolctl import ThreadpoolController
 
 from certificates.errors import InvalidTypeError, SolverError
 from certificates.problem import (
@@ -94,6 +94,7 @@ from solvers.floored import FlooredPoint, floored_solve
 from solvers.passes import IN_PROCESS, PassExecutor, PassResult
 from solvers.reductions import SpanReduction, column_generation, psd_factor, top_k
 from solvers.restricted import (
+    SOLVER_NAME,
     Restricted,
     RestrictedPoint,
     evaluate,
@@ -101,10 +102,10 @@ from solvers.restricted import (
     priced_newton,
 )
 from solvers.scaling import Normalisation
+from solvers.threads import blas_limits
 
 __all__ = ["WarmStart", "blas_limits", "solve_structured"]
 
-SOLVER_NAME = "dpopt-structured"
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
@@ -225,6 +226,17 @@ class WarmStart:
 # ------------------------------------------------------------------------------------------------
 # typed state of one solve
 # ------------------------------------------------------------------------------------------------
+class _Dual(NamedTuple):
+    """The parts of the factored dual of the normalised program (a
+    :class:`~certificates.problem.FactoredDual` is made once, in the caller's units, by
+    :func:`_scaled_dual`)."""
+
+    support: IntArray
+    multipliers: FloatArray
+    directions: FloatArray
+    floor_factor: FloatArray
+
+
 @dataclass(frozen=True)
 class _Geometry:
     """Whitened coordinates of one phase: ``y = whiten^T s``; ``Sigma = unwhiten Sigma_w
@@ -248,10 +260,12 @@ class _Geometry:
 
 @dataclass
 class _Candidate:
-    """The last evaluated reduced-dual point and its certified bound ``r`` (pricing pass)."""
+    """An evaluated reduced-dual point and its bound ``r`` (certified when a pricing pass over
+    every vector gave it), with the value ``upper`` of the covariance it stands for."""
 
     point: RestrictedPoint
     max_score: float  # r = max(max_j q_j, q eta / lambda_min(Sigma_mu)), or the lifted r
+    upper: float  # tr(W Sigma) of the covariance _finish would return from it (normalised)
     sigma_mu: FloatArray  # Sigma_mu in the original coordinates
     mu: FloatArray
     indices: IntArray
@@ -310,8 +324,11 @@ class _Run:
     floor_full: bool = False  # the floor block spans every direction (see _enter_floor_mode)
     floor_newton: bool = False  # projected Newton on the floor block (see _enter_floor_block)
     floor_barrier: int = 0  # floor-block restricted solves finished by the barrier
-    # outcome
+    # outcome: of the certified candidates, the one whose covariance costs least (returned) and
+    # the one with the largest lower bound T^2 (its dual is returned); see _keep
     best: _Candidate | None = None
+    strongest: _Candidate | None = None
+    top_trace: float = 0.0  # the largest T of a certified candidate
     status: str = "iteration_limit"
     message: str = ""
     log: list[str] = field(default_factory=list)
@@ -395,19 +412,6 @@ def _lower_inverse(chol: FloatArray) -> FloatArray:
     return np.asarray(inv, dtype=np.float64)
 
 
-_CONTROLLER: list[ThreadpoolController] = []
-
-
-def blas_limits(threads: int) -> AbstractContextManager[object]:
-    """A context limiting the BLAS thread pools to ``threads`` (``threadpoolctl``).
-
-    The loaded BLAS libraries are found once per process (reading the process's memory map costs
-    about 0.7 ms, more than a whole small solve) and the controller is reused; entering the
-    context then costs microseconds. Batches enter it once for all their solves."""
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    limiter: AbstractContextManager[object] = _CONTROLLER[0].limit(limits=threads, user_api="blas")
-    return limiter
 
 
 # ------------------------------------------------------------------------------------------------
@@ -507,6 +511,7 @@ def _solve(
     """The phases of one solve: setup, span, seeding, column generation, finish."""
     run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set, verbose,
                  executor, warm_start)
+    earlier: _Run | None = None  # an in-memory run that stopped short (its candidates count)
     # whatever the executor: a small in-memory array has nothing worth distributing, and one path
     # for it keeps a distributed solve bit-for-bit the in-process one
     if (run.eta == 0 and run.dim > 1
@@ -514,6 +519,7 @@ def _solve(
         small = _small(run, problem)
         if small is not None:
             return small
+        earlier = run
         run = _setup(problem, tol, max_passes, chunk_size, memory_budget_bytes, working_set,
                      verbose, executor, warm_start)
     gram = _span_pass(run)
@@ -524,7 +530,24 @@ def _solve(
         return _floored(run, gram)
     _seed_working_set(run, gram)
     _column_generation(run)
+    if earlier is not None and run.status != "optimal" and _better_run(earlier, run):
+        # the general path ended short of the in-memory run's best certified candidate
+        earlier.status, earlier.message = run.status, run.message
+        earlier.passes += run.passes
+        earlier.log.extend(run.log)
+        return _finish(earlier)
     return _finish(run)
+
+
+def _better_run(earlier: _Run, run: _Run) -> bool:
+    """Does ``earlier`` hold a certified candidate cheaper than ``run``'s best (compared in the
+    caller's units: the two runs normalise the same data by separately computed scales)?"""
+    if earlier.best is None:
+        return False
+    if run.best is None:
+        return True
+    return bool(earlier.best.upper * earlier.value_scale * earlier.weight_scale
+                < run.best.upper * run.value_scale * run.weight_scale)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -636,7 +659,7 @@ def _priced_small(run: _Run, raw: FloatArray, data_scale: float, whitened: Float
     run.indices, run.vectors = sup, raw[sup] / data_scale
     run.restricted = Restricted(atoms=whitened[sup], mu=mu[sup], floor_atoms=np.zeros((run.dim, 0)),
                                 floor_weights=np.zeros((0, 0)), floor_rotation=np.zeros((0, 0)))
-    run.best = _candidate(run, point, qmax)
+    _keep(run, _candidate(run, point, qmax))
     run.say(f"priced Newton: {iterations} steps, T={point.root_trace:.12g} r={qmax:.12g} "
             f"gap={qmax / point.root_trace - 1.0:.3e} support={sup.size} (in memory)")
     run.status = "optimal"
@@ -992,7 +1015,7 @@ class _InMemory(_WorkingSet):
         run.passes += 1
         run.pass_seconds.append(time.perf_counter() - t0)
         self.cand = cand = _candidate(run, point, self.pricing.qmax)
-        run.best = cand
+        _keep(run, cand)  # every vector priced: certified
         gap = cand.max_score / t - 1.0
         run.say(f"pass {run.passes:3d}: T={t:.12g} r={cand.max_score:.12g} gap={gap:.3e} "
                 f"ws={point.scores.size} newton={self.iterations} (in memory)")
@@ -1056,8 +1079,30 @@ def _price(run: _Run, point: RestrictedPoint, inner_tol: float) -> tuple[_Candid
     inverse_factor = run.whitening().whiten @ (point.eigvecs * point.eigvals**-0.25)
     res = _pricing(run, inverse_factor, point.root_trace * (1.0 + 0.5 * inner_tol), True)
     cand = _candidate(run, point, res.qmax)
-    run.best = cand
+    _keep(run, cand)
     return cand, res
+
+
+def _keep(run: _Run, cand: _Candidate) -> None:
+    r"""Record a certified candidate (its ``r`` from a pricing of every vector).
+
+    Column generation does not improve monotonically: an inexact restricted solve, a working
+    set that dropped atoms, or a stopped or stalled loop can leave the latest candidate worse
+    than an earlier one. Both halves of the answer are kept at their best over the certified
+    candidates: the covariance of least cost ``upper`` (:math:`\operatorname{tr}(W\Sigma)` of
+    the matrix :func:`_finish` verifies and returns) and, since every reduced-dual point bounds
+    the optimum from below (:math:`T(\mu)^2/q \le v_0(q) \le v_\eta(q)`), the dual of the
+    largest :math:`T` -- up to the requested accuracy: a later candidate whose :math:`T` is
+    within a relative ``tol`` of the largest seen replaces the kept dual (the later point is
+    the more refined one, and with an ill-conditioned W the check's bound depends on the
+    dual's accuracy more than on a difference of :math:`T` that small). A pool round's
+    candidate (priced over the pool only) never comes here."""
+    if run.best is None or cand.upper < run.best.upper:
+        run.best = cand
+    t = cand.point.root_trace
+    run.top_trace = max(run.top_trace, t)
+    if run.strongest is None or t >= run.top_trace * (1.0 - run.tol):
+        run.strongest = cand
 
 
 def _candidate(run: _Run, point: RestrictedPoint, qmax: float) -> _Candidate:
@@ -1068,17 +1113,27 @@ def _candidate(run: _Run, point: RestrictedPoint, qmax: float) -> _Candidate:
     sig_w, sig_v = np.linalg.eigh(sigma_mu)
     floor_score = run.eta / sig_w[0] if run.floor_mode else 0.0
     max_score, lifted = max(qmax, floor_score), None
+    cost = float(np.einsum("ij,ji->", run.weight, sigma_mu))  # tr(W Sigma_mu)
+    # the value of the covariance _finish returns: r Sigma_mu, which the verification raises to
+    # the floor when a candidate outside floor mode is below it (eta > 0): scaled as a whole,
+    # or, singular on a direction, plus eta I (_verified_solution)
+    upper = cost * max_score
+    if run.eta > 0 and not run.floor_mode:
+        low = max_score * float(sig_w[0])
+        upper = (upper * max(1.0, run.eta / low) if low > 0
+                 else upper + run.eta * float(np.trace(run.weight)))
     if run.floor_mode and qmax < floor_score:
         # the floor violated along some eigenvectors only: lift those (r = cost / tr W Sigma_mu)
         lift, cost, extra = lift_to_floor(sig_w, sig_v, run.weight, run.eta, qmax)
         if qmax + extra / cost < max_score:
             max_score = qmax + extra / cost
             lifted = _sym(qmax * sigma_mu + (sig_v * lift) @ sig_v.T)
+            upper = qmax * cost + extra
     state = run.state()
     floor_basis = (run.floor_basis @ state.floor_rotation if run.floor_basis.shape[1]
                    else run.floor_basis)
     return _Candidate(
-        point=point, max_score=max_score, sigma_mu=sigma_mu, lifted=lifted,
+        point=point, max_score=max_score, upper=upper, sigma_mu=sigma_mu, lifted=lifted,
         mu=state.mu.copy(), indices=run.indices.copy(), vectors=run.vectors.copy(),
         floor_weights=state.floor_weights.copy(), floor_basis=floor_basis,
         floor_mode=run.floor_mode, geometry=geo, sigma_eig=(sig_w, sig_v),
@@ -1341,24 +1396,27 @@ def _floored(run: _Run, gram: FloatArray) -> Solution:
     model = _Floored(run, mu)
     _conclude(run, column_generation(model, run.tol, warm=bool(run.warm_idx.size),
                                      pooled=bool(run.pool_keep)))
-    if model.best is None:
+    if model.best is None or model.strongest is None:
         raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")
-    point, r, indices, vectors = model.best
+    point, r, _, _ = model.best
     sigma = r * point.covariance(eta)
-    on = point.mu > 0
-    u, g = point.dual(vectors[on], eta)
-    dual = FactoredDual(support=indices[on], multipliers=point.mu[on], directions=u,
-                        floor_factor=g)
-    details = {"support": int(np.sum(on)), "working_set": int(point.mu.size),
+    strong, _, indices, vectors = model.strongest
+    on = strong.mu > 0
+    u, g = strong.dual(vectors[on], eta)
+    dual = _Dual(support=indices[on], multipliers=strong.mu[on], directions=u,
+                 floor_factor=g)
+    details = {"support": int(np.sum(on)), "working_set": int(strong.mu.size),
                "floor_block": int(g.shape[1]), "ridge": 0.0,
                "floor": "eliminated in closed form (W = I)"}
-    return _verified_solution(run, _sym(sigma), dual, point.lower, details)
+    return _verified_solution(run, _sym(sigma), dual, strong.lower, details)
 
 
 class _Floored:
     r"""The inner model of :func:`_floored`: :math:`\max_{\mu\ge 0} g(\mu)` on the working set
-    (:func:`solvers.floored.floored_solve`), priced by full passes and pool rounds; the best
-    certified point is kept."""
+    (:func:`solvers.floored.floored_solve`), priced by full passes and pool rounds; of the
+    certified points (priced by a full pass) the one whose covariance costs least
+    (``r tr Sigma(mu)``, ``best``) and the one with the largest lower bound ``g(mu)`` up to a
+    relative ``tol`` (``strongest``, whose dual is returned) are kept, as :func:`_keep` does."""
 
     def __init__(self, run: _Run, mu: FloatArray) -> None:
         self.run = run
@@ -1366,6 +1424,8 @@ class _Floored:
         self.iterations = 0
         self.pricing: PassResult | None = None
         self.best: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
+        self.strongest: tuple[FlooredPoint, float, IntArray, FloatArray] | None = None
+        self.top_lower = 0.0
 
     def passes_left(self) -> bool:
         return self.run.passes < self.run.max_passes - 1
@@ -1386,7 +1446,12 @@ class _Floored:
         r = max(1.0, float(pricing.qmax))
         gap = r * point.trace_sigma / point.lower - 1.0 if point.lower > 0 else np.inf
         if certified:
-            self.best = (point, r, run.indices.copy(), run.vectors.copy())
+            here = (point, r, run.indices.copy(), run.vectors.copy())
+            if self.best is None or r * point.trace_sigma < self.best[1] * self.best[0].trace_sigma:
+                self.best = here
+            self.top_lower = max(self.top_lower, point.lower)
+            if self.strongest is None or point.lower >= self.top_lower * (1.0 - run.tol):
+                self.strongest = here  # (near-ties to the later point, as _keep)
         run.say(f"{'pass' if certified else 'pool'} {run.passes:3d}: g={point.lower:.12g} "
                 f"r={r:.12g} gap={gap:.3e} ws={self.mu.size} "
                 f"support={int(np.sum(self.mu > 0))} newton={self.iterations} "
@@ -1445,8 +1510,8 @@ def _trivial_solution(run: _Run) -> Solution | None:
     # eta I scaled to feasibility costs at most a factor top / eta more than the bound
     # eta tr(W): within tol / 10 of the optimum, certified as such
     if run.eta >= top * (1.0 - 0.1 * run.tol):
-        dual = FactoredDual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
-                            _psd_factor(weight))
+        dual = _Dual(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros((0, d)),
+                     _psd_factor(weight))
         run.status = "optimal"
         run.message = "eta I is optimal (eta q >= max_j |s_j|^2, within tol/10)"
         return _verified_solution(run, run.eta * np.eye(d), dual, run.eta * float(np.trace(weight)),
@@ -1465,8 +1530,8 @@ def _trivial_solution(run: _Run) -> Solution | None:
         ridge = max(_RIDGE, 0.05 * run.tol) * w_v * top / max(rest, 1e-300)
         sigma = sigma + ridge * (np.eye(d) - np.outer(v, v))
     s_top = run.source.take(np.array([res.argmax], dtype=np.intp)) / run.data_scale
-    dual = FactoredDual(np.array([res.argmax], dtype=np.intp), np.array([w_v * top]),
-                        s_top / top, _psd_factor(weight - w_v * np.outer(v, v)))
+    dual = _Dual(np.array([res.argmax], dtype=np.intp), np.array([w_v * top]),
+                 s_top / top, _psd_factor(weight - w_v * np.outer(v, v)))
     lower = run.eta * (float(np.trace(weight)) - w_v) + w_v * top
     run.status, run.message = "optimal", "one direction, an eigenvector of W (closed form)"
     return _verified_solution(run, _sym(sigma), dual, lower,
@@ -1490,8 +1555,8 @@ def _rank_one_any_weight(run: _Run, res: PassResult) -> Solution:
     rest = float(np.trace(weight)) - float(v @ weight @ v)
     ridge = max(_RIDGE, 0.05 * run.tol) * sws / max(rest, 1e-300) if d > 1 else 0.0
     sigma = top * np.outer(v, v) + ridge * (np.eye(d) - np.outer(v, v))
-    dual = FactoredDual(np.array([res.argmax], dtype=np.intp), np.array([sws]),
-                        (ws / sws)[None, :], _psd_factor(weight - np.outer(ws, ws) / sws))
+    dual = _Dual(np.array([res.argmax], dtype=np.intp), np.array([sws]),
+                 (ws / sws)[None, :], _psd_factor(weight - np.outer(ws, ws) / sws))
     run.status, run.message = "optimal", "one direction, no floor (closed form)"
     return _verified_solution(run, _sym(sigma), dual, sws,
                               {"support": 1, "ridge": ridge, "closed_form": "rank one"},
@@ -1508,8 +1573,10 @@ def _psd_factor(mat: FloatArray) -> FloatArray:
 # phase 4: the covariance, verified by its own pass, and its dual certificate
 # ------------------------------------------------------------------------------------------------
 def _finish(run: _Run) -> Solution:
-    cand = run.best
-    if cand is None:
+    """The covariance of the least costly certified candidate, with the dual of the one with
+    the largest lower bound (:func:`_keep`; the same candidate unless the loop went back)."""
+    cand, dual_cand = run.best, run.strongest
+    if cand is None or dual_cand is None:
         raise SolverError(f"{SOLVER_NAME}: max_passes too small to evaluate a candidate")
     t = cand.point.root_trace
     sigma = cand.max_score * cand.sigma_mu if cand.lifted is None else cand.lifted
@@ -1525,16 +1592,18 @@ def _finish(run: _Run) -> Solution:
         ridge = max(ridge, 20.0 * run.out_of_span / run.tol)
         sigma = span.ridged(sigma, ridge)
     details = {
-        "support": int(np.sum(cand.mu > 0)),
-        "working_set": int(cand.mu.size),
-        "floor_block": int(cand.floor_weights.shape[0]),
+        "support": int(np.sum(dual_cand.mu > 0)),
+        "working_set": int(dual_cand.mu.size),
+        "floor_block": int(dual_cand.floor_weights.shape[0]),
         "floor_full": bool(run.floor_full),
         **({"floor": ("floor block by projected Newton (solvers.floor_block)"
                       if run.floor_newton else "floor block by the log-det barrier"),
-            "floor_barrier_solves": run.floor_barrier} if cand.floor_mode else {}),
+            "floor_barrier_solves": run.floor_barrier} if dual_cand.floor_mode else {}),
         "ridge": ridge,
     }
-    return _verified_solution(run, _sym(sigma), _factored_dual(run, cand), t * t, details)
+    t_dual = dual_cand.point.root_trace
+    return _verified_solution(run, _sym(sigma), _factored_dual(run, dual_cand), t_dual * t_dual,
+                              details)
 
 
 def _inverse_factor(run: _Run, sigma: FloatArray, ridged: bool) -> tuple[FloatArray, float]:
@@ -1586,7 +1655,7 @@ def _floor_lower_bound(sigma: FloatArray, eta: float, exact_floor: bool) -> floa
 
 
 def _verified_solution(
-    run: _Run, sigma_n: FloatArray, dual_n: FactoredDual, lower_n: float, details: dict[str, Any],
+    run: _Run, sigma_n: FloatArray, dual_n: _Dual, lower_n: float, details: dict[str, Any],
     exact_floor: bool = False,
 ) -> Solution:
     """Scale back to the caller's units, verify the returned matrix by its own pass (float64)
@@ -1645,12 +1714,12 @@ def _verified_solution(
         setup_time=0.0, solve_time=elapsed, iterations=run.newton_iterations, passes=run.passes,
         extra=extra,
     )
-    best = run.best
+    strongest = run.strongest  # the reduced-dual point of the returned dual
     raw: dict[str, Any] = {}
-    if best is not None:
-        raw = {"mu": best.mu, "support_indices": best.indices, "floor_basis": best.floor_basis,
-               "floor_weights": best.floor_weights, "whiten": best.geometry.whiten,
-               "unwhiten": best.geometry.unwhiten}
+    if strongest is not None:
+        raw = {"mu": strongest.mu, "support_indices": strongest.indices,
+               "floor_basis": strongest.floor_basis, "floor_weights": strongest.floor_weights,
+               "whiten": strongest.geometry.whiten, "unwhiten": strongest.geometry.unwhiten}
     return Solution(covariance=sigma, value=value, dual=_scaled_dual(run, dual_n),
                     status=run.status, stats=stats, raw_duals=raw, message=run.message)
 
@@ -1664,12 +1733,13 @@ def _median(values: list[float]) -> float:
     return ordered[half] if len(ordered) % 2 else 0.5 * (ordered[half - 1] + ordered[half])
 
 
-def _scaled_dual(run: _Run, dual: FactoredDual) -> FactoredDual:
-    """The factored dual of the normalised program in the caller's units."""
-    return Normalisation(run.data_scale, run.bound, run.weight_scale).dual(dual)
+def _scaled_dual(run: _Run, dual: _Dual) -> FactoredDual:
+    """The factored dual of the normalised program in the caller's units (the one
+    :class:`FactoredDual` of the solve, validated once)."""
+    return Normalisation(run.data_scale, run.bound, run.weight_scale).dual_of(*dual)
 
 
-def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
+def _factored_dual(run: _Run, cand: _Candidate) -> _Dual:
     """Map the reduced-dual weights to the factored dual (normalised units, q = 1)."""
     point = cand.point
     t = point.root_trace
@@ -1706,4 +1776,4 @@ def _factored_dual(run: _Run, cand: _Candidate) -> FactoredDual:
         u, g = SpanReduction(span, comp).lift_dual(weight, u @ span)
     else:
         g = np.zeros((d, 0))
-    return FactoredDual(support=cand.indices[on], multipliers=lam, directions=u, floor_factor=g)
+    return _Dual(support=cand.indices[on], multipliers=lam, directions=u, floor_factor=g)

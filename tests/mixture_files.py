@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from certificates.renyi_mixture import _canonical, check_calibration, write_mixture_certificate
+from certificates.renyi_mixture import check_calibration, write_mixture_certificate
+from certificates.strict_json import digest
 
 PAIRS = [("R1", np.array([0.0, 1, 2]), np.array([0.5, 0.3, 0.2]),
           np.array([0.0, 1, 2, 3]), np.array([0.2, 0.3, 0.3, 0.2]))]
@@ -30,7 +31,7 @@ def to_v1(content: dict) -> dict:
         old["alpha"] = "inf"
     if old["claim"]["upper"] is None:
         old["claim"]["upper"] = "inf"
-    old["sha256"] = _canonical(old)
+    old["sha256"] = digest(old)
     return old
 
 
@@ -47,7 +48,7 @@ def mixed_spelling_file(tmp_path: Path, tag: str, field: str, value: object) -> 
         content["alpha"] = value
     else:
         content["claim"]["upper"] = value
-    content["sha256"] = _canonical(content)
+    content["sha256"] = digest(content)
     bad = tmp_path / "mixed.json"
     bad.write_text(json.dumps(content))
     return bad

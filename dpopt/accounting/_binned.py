@@ -177,12 +177,28 @@ def _log_mix_mass(edges: ArrayF, w: Sequence[float], m: Sequence[float], s: floa
     return out, err
 
 
+@lru_cache(maxsize=4)  # 3.2 MB a pair
 def _grid(pair: BinnedPair) -> tuple[ArrayF, ArrayF]:
-    """The loss on a fine x grid over the range where P has mass (made non-decreasing)."""
+    """The loss on a fine x grid over the range where P has mass (made non-decreasing); one
+    pair's grid serves every composition grid h and the window's size (cached, read-only)."""
     s = pair.s
     x_lo, x_hi = min(pair.p_means) - _SPAN * s, max(pair.p_means) + _SPAN * s
     xs = np.linspace(x_lo, x_hi, _XGRID)
-    return xs, np.maximum.accumulate(pair.loss(xs))
+    ls = np.maximum.accumulate(pair.loss(xs))
+    xs.setflags(write=False)
+    ls.setflags(write=False)
+    return xs, ls
+
+
+@lru_cache(maxsize=64)
+def _loss_moments(pair: BinnedPair) -> tuple[float, float, float]:
+    """(mean, variance, span) of the loss under P from the x grid by the trapezoid rule (a
+    size for the window, not a bound; cached per pair)."""
+    xs, ls = _grid(pair)
+    dens = np.exp(_log_density(xs, pair.p_weights, pair.p_means, pair.s))
+    dens /= float(np.sum(dens))
+    mu = float(np.dot(dens, ls))
+    return mu, float(np.dot(dens, (ls - mu) ** 2)), float(ls[-1] - ls[0])
 
 
 def _levels(ls: ArrayF, h: float, c: float) -> ArrayF:
@@ -392,12 +408,9 @@ def _step_for(groups: Sequence[tuple[BinnedPair, int]], points: float) -> float:
     var = 0.0
     span1 = 0.0
     for pair, t in groups:
-        xs, ls = _grid(pair)
-        dens = np.exp(_log_density(xs, pair.p_weights, pair.p_means, pair.s))
-        dens /= float(np.sum(dens))
-        mu = float(np.dot(dens, ls))
-        var += t * float(np.dot(dens, (ls - mu) ** 2))
-        span1 = max(span1, float(ls[-1] - ls[0]))
+        _, var1, span = _loss_moments(pair)
+        var += t * var1
+        span1 = max(span1, span)
     width = 30.0 * math.sqrt(var) + 2.0 * span1 / max(min(t for _, t in groups), 1) + 1e-3
     return max(width / points, 1e-7)
 

@@ -72,6 +72,7 @@ from dpopt.relation import (
     required_sampling,
     sensitivity_factor,
 )
+from solvers.threads import single_blas_thread
 
 __all__ = [
     "ACCOUNTANTS",
@@ -362,25 +363,33 @@ def _binned_groups(run: tuple[GaussianSteps, ...]) -> list[tuple[Any, int]]:
 
 def _binned_lower(run: tuple[GaussianSteps, ...],
                   compute: Callable[[list[tuple[Any, int]], float], float | None],
-                  goal: float) -> float | None:
-    """The binned route's best value on the grids of :data:`~dpopt.accounting._binned.
-    POINTS_TRIED` in turn (``None`` when it does not fit): the finer grid only while the
-    coarser fell short of ``goal`` and its one-step pmfs were small (the finer one has about
-    four times their cells; decided from sizes, not from the clock)."""
+                  goal: float, grids: Sequence[int] | None = None
+                  ) -> tuple[float | None, dict[int, float]]:
+    """The binned route's best value on the grids ``grids`` (default :data:`~dpopt.accounting.
+    _binned.POINTS_TRIED`) in turn (``None`` when it does not fit), and the CPU seconds of each
+    grid computed: the finer grid only while the coarser fell short of ``goal`` and its
+    one-step pmfs were small (the finer one has about four times their cells; decided from
+    sizes, not from the clock)."""
+    import time
+
     from dpopt.accounting import _binned
 
     pairs = _binned_groups(run)
     got: float | None = None
-    for points in _binned.POINTS_TRIED:
+    costs: dict[int, float] = {}
+    for points in (_binned.POINTS_TRIED if grids is None else grids):
+        c0 = time.process_time()
         found = compute(pairs, points)
         if found is None:
             break
+        costs[points] = time.process_time() - c0
         got = found if got is None else max(got, found)
         if got >= goal or _binned.pmf_cells(pairs, points) > _binned.RETRY_BINS:
             break
-    return got
+    return got, costs
 
 
+@single_blas_thread
 def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: float, *,
                   upper: float = math.inf, eps_error: float | None = None,
                   scale: float | None = None, enough: float | None = None
@@ -409,8 +418,16 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
     parameter: each is a proof). Never negative, never NaN; ``(0, "none")`` only when none of
     them applies.
     """
-    run = _as_run(releases)
-    d = _delta(delta)
+    del eps_error
+    value, how, _ = _lower_epsilon(_as_run(releases), _delta(delta), upper, scale, enough)
+    return value, how
+
+
+def _lower_epsilon(run: tuple[GaussianSteps, ...], d: float, upper: float, scale: float | None,
+                   enough: float | None, grids: Sequence[int] | None = None
+                   ) -> tuple[float, str, dict[int, float]]:
+    """:func:`lower_epsilon` on a validated run, with the binned route's grids ``grids`` and
+    the CPU seconds of each binned grid it computed (none: empty)."""
     if not any(r.subsampled for r in run):
         total = _total_bound(run)
         ld = math.log(d)
@@ -419,25 +436,25 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
         for _ in range(30):
             lo = max(e * (1.0 - shave) - 1e-12, 0.0)
             if lo == 0.0:
-                return 0.0, "gdp-exact"
+                return 0.0, "gdp-exact", {}
             got = float(bw.log_delta(np.asarray(lo), np.asarray(total)))
             if got > ld + abs(float(bw.safety_margin(ld))):
-                return lo, "gdp-exact"
+                return lo, "gdp-exact", {}
             shave *= 10.0
-        return 0.0, "none"
+        return 0.0, "none", {}
     from dpopt.accounting import _binned, _lower
     from dpopt.accounting import _dp_accounting as lib
 
-    del eps_error
     groups = _groups(run)
     if scale is None:
         scale = upper if math.isfinite(upper) else 50.0
     goal = enough if enough is not None else (
         upper * (1.0 - 2e-3) if math.isfinite(upper) else math.inf)
     best, how = _lower.sum_test_epsilon_lower(groups, d), "sum-test"
+    costs: dict[int, float] = {}
     if best < goal:
-        found = _binned_lower(run, lambda g, n: _binned.binned_epsilon_lower(g, d, points=n),
-                              goal)
+        found, costs = _binned_lower(
+            run, lambda g, n: _binned.binned_epsilon_lower(g, d, points=n), goal, grids)
         fits = found is not None
         if found is not None and found > best:
             best, how = found, "binned"
@@ -447,10 +464,11 @@ def lower_epsilon(releases: GaussianSteps | Sequence[GaussianSteps], delta: floa
             if opt is not None and opt > best:
                 best, how = opt, "pld-optimistic"
     if not best > 0.0:
-        return 0.0, "none"
-    return (min(best, upper), how)
+        return 0.0, "none", costs
+    return min(best, upper), how, costs
 
 
+@single_blas_thread
 def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: float, *,
                 upper: float = 1.0, eps_error: float = 0.01) -> tuple[float, str]:
     """A proven lower bound on the run's true δ at ε (the counterpart of :func:`lower_epsilon`:
@@ -469,7 +487,7 @@ def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: floa
     groups = _groups(run)
     best, how = _lower.sum_test_delta_lower(groups, e), "sum-test"
     if best < upper * (1.0 - 2e-3):
-        found = _binned_lower(run, lambda g, n: _binned.binned_delta_lower(g, e, points=n),
+        found, _ = _binned_lower(run, lambda g, n: _binned.binned_delta_lower(g, e, points=n),
                               upper * (1.0 - 2e-3))
         fits = found is not None
         if found is not None and found > best:
@@ -485,6 +503,7 @@ def lower_delta(releases: GaussianSteps | Sequence[GaussianSteps], epsilon: floa
     return (min(best, upper), how)
 
 
+@single_blas_thread
 def composed_epsilon(releases: GaussianSteps | Sequence[GaussianSteps] | object, delta: float,
                      *, accountants: str | Sequence[str] = ACCOUNTANTS,
                      discretization: float = 1e-4,
@@ -566,6 +585,7 @@ def _replace_one(run: tuple[GaussianSteps, ...]) -> bool:
     return any(r.subsampled and r.relation is NeighbouringRelation.REPLACEMENT for r in run)
 
 
+@single_blas_thread
 def composed_delta(releases: GaussianSteps | Sequence[GaussianSteps] | object, epsilon: float,
                    *, accountants: str | Sequence[str] = ACCOUNTANTS,
                    discretization: float = 1e-4,
@@ -792,14 +812,66 @@ class NoiseCalibration:
         return ("pld",) if self.accountant == "pld" else acc
 
 
-def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, slope: float,
+class _LowerBounds:
+    """The calibration's proven lower bounds on ε as q varies (:func:`lower_epsilon` routes),
+    with what a refutation search needs to spend little on them: once a try's coarse binned
+    grid fell short (and the finer one was computed), later tries open on the finer grid;
+    bisection steps use the coarse grid alone, and the search is told their expected cost and
+    whether the coarse grid is known to fall short here."""
+
+    def __init__(self, run_of: Callable[[float], GaussianSteps], delta: float, epsilon: float,
+                 tick: Callable[[], None]) -> None:
+        self._run_of, self._delta, self._epsilon, self._tick = run_of, delta, epsilon, tick
+        self._grids: Sequence[int] | None = None
+        self.how: dict[float, str] = {}
+        self.last_cost = 0.0
+        self._coarse_cost: float | None = None
+
+    @property
+    def coarse_short(self) -> bool:
+        """Whether a try needed the finer binned grid (the coarse one fell short there)."""
+        return self._grids is not None
+
+    @property
+    def bisect_cost(self) -> float:
+        """The expected CPU seconds of one bisection step (the last coarse-only bound's cost,
+        else the last bound's)."""
+        return self.last_cost if self._coarse_cost is None else self._coarse_cost
+
+    def __call__(self, q: float, bisecting: bool = False) -> float:
+        import time
+
+        from dpopt.accounting import _binned
+
+        self._tick()
+        c0 = time.process_time()
+        # only "above the target" matters here: stop at the first bound that shows it
+        coarse, fine = _binned.POINTS_TRIED[0], _binned.POINTS_TRIED[-1]
+        value, how, costs = _lower_epsilon(
+            _as_run(self._run_of(q)), self._delta, math.inf, self._epsilon,
+            self._epsilon * (1.0 + 1e-9), (coarse,) if bisecting else self._grids)
+        self.last_cost = time.process_time() - c0
+        if coarse in costs:  # a bisection step's cost: the sum test's and the coarse grid's
+            self._coarse_cost = self.last_cost - sum(c for p, c in costs.items() if p != coarse)
+        elif bisecting:  # the sum test sufficed
+            self._coarse_cost = self.last_cost
+        if fine in costs and fine != coarse and not bisecting:
+            self._grids = (fine,)
+        self.how[q] = how
+        return value
+
+
+def _refute(eps_lower_of: _LowerBounds, q: float, epsilon: float, slope: float,
             deadline: float, rel_gap: float, tries: int = 6) -> float | None:
     """A q above ``q`` whose proven lower ε exceeds the target (None if none is found in
     ``tries`` attempts or before ``deadline``); the first try moves ε up by about ``rel_gap``
-    (the lower bound's own error, relative) along the slope d log ε / d log q. While one lower
-    bound costs under 0.05 s of CPU (the sum test), the refuted q is then bisected (in log q,
-    at most five times) towards the last q that was not refuted. After a miss the next try
-    moves past the deficit seen (along the slope, with room), at least three times as far."""
+    (the lower bound's own error, relative) along the slope d log ε / d log q. The refuted q
+    is then bisected (in log q, at most five times) towards the last q that was not refuted,
+    while a bisection step is expected to cost under 0.08 s of CPU (the sum test, the coarse
+    binned grid), and not past a miss of the coarse grid where a try found it short. After a
+    miss the next try moves past the deficit seen (along the slope, with room), at least three
+    times as far. A bisection step may use a cheaper bound than a try: only a q it refutes is
+    returned."""
     import time
 
     step = max(1.25 * math.log1p(rel_gap) / max(slope, 0.05), 1e-6)
@@ -808,17 +880,17 @@ def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, sl
         if time.perf_counter() > deadline:
             return None
         cand = min(q * math.exp(step), MAX_BOUND * 1e3)
-        c0 = time.process_time()
         got = eps_lower_of(cand)
         if got > epsilon:
             above = math.log(cand)
             for _ in range(5):
-                if time.process_time() - c0 > 0.05 or time.perf_counter() > deadline:
+                if eps_lower_of.bisect_cost > 0.08 or time.perf_counter() > deadline:
                     break
                 mid = 0.5 * (below + above)
-                c0 = time.process_time()
-                if eps_lower_of(math.exp(mid)) > epsilon:
+                if eps_lower_of(math.exp(mid), True) > epsilon:
                     above = mid
+                elif eps_lower_of.coarse_short:
+                    break  # the coarse grid falls short here: its misses say nothing
                 else:
                     below = mid
             return cand if above == math.log(cand) else math.exp(above)
@@ -830,6 +902,7 @@ def _refute(eps_lower_of: Callable[[float], float], q: float, epsilon: float, sl
 
 
 @lru_cache(maxsize=256)
+@single_blas_thread
 def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: SamplingScheme,
                rtol: float, discretization: float, accountants: tuple[str, ...],
                time_budget: float, two_sided: bool, progress: bool | None) -> NoiseCalibration:
@@ -866,18 +939,9 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
     def run_of(q: float) -> GaussianSteps:
         return GaussianSteps(q, steps, rate, sampling)
 
-    # the lower bound's error: 2 % of the target (as for the ε intervals; finer costs time)
-    lower_error = _eps_error(epsilon, None)
 
-    lower_how: dict[float, str] = {}
-
-    def lower_of(q: float) -> float:
-        bar.update(lower_units[0])
-        # only "above the target" matters here: stop at the first bound that shows it
-        value, how = lower_epsilon(run_of(q), delta, upper=math.inf, eps_error=lower_error,
-                                   scale=epsilon, enough=epsilon * (1.0 + 1e-9))
-        lower_how[q] = how
-        return value
+    lower_of = _LowerBounds(run_of, _delta(delta), epsilon,
+                            lambda: bar.update(lower_units[0]))
 
     q_gdp = 0.0
     if "gdp-exact" in accountants:
@@ -1027,7 +1091,7 @@ def _calibrate(epsilon: float, delta: float, steps: int, rate: float, sampling: 
         gap = 0.012 if epsilon > 0.0 else 0.05
         refuted = _refute(lower_of, best_q, epsilon, slope, deadline + time_budget, gap)
     return done(best_q, best_how, refuted,
-                lower_how.get(refuted, "none") if refuted is not None else "none")
+                lower_of.how.get(refuted, "none") if refuted is not None else "none")
 
 
 @dataclass

@@ -40,6 +40,7 @@ from dpopt.accounting.composition import (
 )
 from dpopt.errors import InvalidParameterError, InvalidTypeError, SolverError
 from dpopt.relation import NeighbouringRelation, SamplingScheme, as_sampling
+from solvers.threads import single_blas_thread
 
 if TYPE_CHECKING:  # pragma: no cover
     from dp_accounting import DpEvent
@@ -217,6 +218,7 @@ def _has_laplace(event: Any) -> bool:
     return _walk(event, "event")[1]
 
 
+@single_blas_thread
 def event_epsilon(event: DpEvent, delta: float, *, discretization: float = 1e-4,
                   two_sided: bool = True) -> AccountingResult:
     """Certified ε at δ of a dp-accounting event tree (see the module docstring)."""
@@ -228,6 +230,7 @@ def event_epsilon(event: DpEvent, delta: float, *, discretization: float = 1e-4,
                             two_sided=two_sided)
 
 
+@single_blas_thread
 def event_delta(event: DpEvent, epsilon: float, *, discretization: float = 1e-4,
                 two_sided: bool = True) -> AccountingResult:
     """Certified δ at ε of a dp-accounting event tree."""

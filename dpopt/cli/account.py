@@ -55,21 +55,23 @@ BUDGET_HELP = (
 # ----------------------------------------------------------------------------- argument parsers
 
 
-def _positive(text: str) -> float:
+def _number(text: str) -> float:
+    """A command-line number (``inf`` and ``nan`` parse here; each option checks its range)."""
     try:
-        x = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _positive(text: str) -> float:
+    x = _number(text)
     if not (x > 0 and math.isfinite(x)):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return x
 
 
 def _whole(text: str) -> int:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    x = _number(text)
     if not math.isfinite(x) or x != math.floor(x) or x < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
     return int(x)
@@ -90,10 +92,7 @@ def _probability(text: str) -> float:
 
 
 def _nonneg(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    x = _number(text)
     if not (x >= 0 and math.isfinite(x)):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return x
@@ -202,6 +201,7 @@ def add_account_parser(sub: Subparsers) -> None:
             "--sampling poisson\n"
         ),
     )
+    acc.set_defaults(one_blas_thread=True)  # one-dimensional arrays: see cli.main
     asub = acc.add_subparsers(dest="account_command", metavar="SUBCOMMAND")
     asub.required = True
 

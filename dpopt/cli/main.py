@@ -20,6 +20,7 @@ scipy, cvxpy or pandas (``python -X importtime -m dpopt.cli design --help`` show
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 import warnings
@@ -97,6 +98,21 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(lines)
 
 
+#: the thread-count variables of the BLAS libraries numpy and scipy may load
+_BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _one_blas_thread() -> None:
+    """One BLAS thread for a command whose arrays are one-dimensional (the ``account``
+    commands): a threaded BLAS starts its workers when numpy loads and they spin after each
+    dot product, which costs CPU time and no wall time. Set only before numpy is first imported
+    and only where the user has not chosen a value."""
+    if "numpy" in sys.modules:
+        return
+    for name in _BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(name, "1")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dpopt`` command line on ``argv`` (default ``sys.argv[1:]``); return the status."""
     out, err = sys.stdout, sys.stderr
@@ -121,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    if getattr(args, "one_blas_thread", False):
+        _one_blas_thread()
     from dpopt.cli.common import Context
 
     debug = bool(getattr(args, "debug", False))

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -261,6 +261,8 @@ class _Batch:
     rigorous: bool
     relation: NeighbouringRelation
     labels: tuple[int, ...] = ()  # the caller's index of each item (when a subset)
+    # the first program made over ``weight``: the others share its validated W (with_vectors)
+    shared: list[CovarianceProgram] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def solve_tol(self) -> float:
@@ -275,14 +277,19 @@ class _Batch:
         return replace(self, items=[self.items[i] for i in indices],
                        budgets=[self.budgets[i] for i in indices],
                        bounds=[self.bounds[i] for i in indices],
-                       labels=tuple(self.name(i) for i in indices))
+                       labels=tuple(self.name(i) for i in indices), shared=self.shared)
 
     def program(self, index: int, dense: ArrayLike | VectorSource) -> CovarianceProgram:
-        """Item ``index``'s program (its data validated, errors naming the item)."""
+        """Item ``index``'s program (its vectors and bound validated, errors naming the item;
+        the shared W validated by the first program only, the others share it)."""
+        bound = add_remove_bound(self.bounds[index][0], self.relation)
         try:
-            return CovarianceProgram(dense, self.weight,
-                                     add_remove_bound(self.bounds[index][0], self.relation),
-                                     self.eta)
+            if self.weight is None or not self.shared:
+                made = CovarianceProgram(dense, self.weight, bound, self.eta)
+                if self.weight is not None:
+                    self.shared.append(made)
+                return made
+            return self.shared[0].with_vectors(dense, bound, self.eta)
         except InvalidParameterError as exc:  # name the item
             raise InvalidParameterError(f"sensitivities[{self.name(index)}] ({exc.name})",
                                         exc.value,
@@ -329,7 +336,7 @@ def _described(job: _Batch, index: int, problem: CovarianceProgram) -> Covarianc
     item = job.items[index]
     if isinstance(item, np.ndarray) or not isinstance(item, VectorSource):
         return problem
-    return CovarianceProgram(item, problem.weight, problem.bound, problem.noise_floor)
+    return problem.with_vectors(item)  # the item's source, the program's validated W
 
 
 def _waves(job: _Batch, problems: list[CovarianceProgram]) -> list[Design]:
@@ -465,8 +472,8 @@ def _design_one(job: _Batch, index: int, warm: tuple[WarmStart, int] | None,
         return replace(design, path=path), design.solution
     # the design describes the caller's set (a source stays a source: a design does not keep
     # a generated copy of its vectors); solve and certificate read the same vectors in order
-    described = problem if dense is vectors or problem.vectors is vectors else CovarianceProgram(
-        vectors, problem.weight, problem.bound, problem.noise_floor)
+    described = (problem if dense is vectors or problem.vectors is vectors
+                 else problem.with_vectors(vectors))
     form = sol.stats.extra.get("closed_form")
     path = ("structured" + (f", closed form ({form})" if form else "")
             + f" (batch item {job.name(index)}, "

@@ -31,6 +31,7 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -473,30 +474,36 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
     watched = watch_passes(executor)  # a cluster's passes tick the progress line
     options: dict[str, Any] = (
         {"executor": watched} if watched is not None and structured else {})
+    if structured:
+        options["blas_threads"] = None  # the solve runs inside the one limit entered below
     # solvers.api owns the plan, the fallbacks' time budget and the tol mapping; here each
     # answer is certified and the best certified one kept; the plan stops at the first
     # certified answer (the fallbacks then never start)
-    for att in attempts(problem, solver, tol=tol, **options):
-        if att.solution is None:
-            errors.append(f"{att.step.label}: {att.error}")
-            tried.append(f"{att.step.label} (failed)")
-            continue
-        sol = att.solution
-        progress.phase("certificate", total=1)  # the check's own pass over the vectors
-        with blas_limits(1):  # small matrices: threaded BLAS only adds contention
-            cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
-        if _better(cert, best[0] if best is not None else None):
-            best = (cert, att)
-        if strongest is None or cert.lower > strongest[0].lower:
-            strongest = (cert, att)
-        tried.append(f"{att.label} ({'certified' if cert.certified else f'gap {cert.gap:.2g}'}"
-                     f", {att.seconds:.3g} s)")
-        if cert.certified:
-            break
-        # every dual bounds the same program: the best covariance with the strongest dual
-        mixed = _mixed(problem, best, strongest, tol, rigorous) or mixed
-        if mixed is not None and mixed[0].certified:
-            break
+    # one BLAS thread-limit context for the plan and every check (small matrices: threaded
+    # BLAS only adds contention), entered here once; a named cvxpy backend solves under its
+    # own settings and only its checks are limited
+    with blas_limits(1) if structured else nullcontext():
+        for att in attempts(problem, solver, tol=tol, **options):
+            if att.solution is None:
+                errors.append(f"{att.step.label}: {att.error}")
+                tried.append(f"{att.step.label} (failed)")
+                continue
+            sol = att.solution
+            progress.phase("certificate", total=1)  # the check's own pass over the vectors
+            with nullcontext() if structured else blas_limits(1):
+                cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=rigorous)
+            if _better(cert, best[0] if best is not None else None):
+                best = (cert, att)
+            if strongest is None or cert.lower > strongest[0].lower:
+                strongest = (cert, att)
+            tried.append(f"{att.label} ({'certified' if cert.certified else f'gap {cert.gap:.2g}'}"
+                         f", {att.seconds:.3g} s)")
+            if cert.certified:
+                break
+            # every dual bounds the same program: the best covariance with the strongest dual
+            mixed = _mixed(problem, best, strongest, tol, rigorous, limited=structured) or mixed
+            if mixed is not None and mixed[0].certified:
+                break
     # arrays were range-checked by CovarianceProgram; a source's largest norm was recorded by the
     # first pass over it, so this costs no pass of its own
     check_norm_range(problem.max_norm())
@@ -542,16 +549,16 @@ def _design(sensitivity: ArrayLike | VectorSource | PrunedSet, budgets: Budget |
 
 def _mixed(problem: CovarianceProgram, best: tuple[CovarianceCertificate, Attempt] | None,
            strongest: tuple[CovarianceCertificate, Attempt] | None, tol: float,
-           rigorous: bool) -> tuple[CovarianceCertificate, Solution] | None:
+           rigorous: bool, limited: bool = False) -> tuple[CovarianceCertificate, Solution] | None:
     """The covariance of the best attempt certified with the dual of the attempt with the best
     lower bound (a certificate is any covariance with any dual of the program), when those are
-    two attempts; ``None`` otherwise."""
+    two attempts; ``None`` otherwise. ``limited``: the caller holds the BLAS limit already."""
     if best is None or strongest is None or best[1] is strongest[1]:
         return None
     sol, other = best[1].solution, strongest[1].solution
     if sol is None or other is None or other.dual is None:
         return None
-    with blas_limits(1):
+    with nullcontext() if limited else blas_limits(1):
         cert = check(problem, sol.covariance, other.dual, tol=tol, rigorous=rigorous)
     return cert, replace(sol, dual=other.dual)
 

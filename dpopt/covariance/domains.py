@@ -62,6 +62,15 @@ def _bounds(lower: Any, upper: Any) -> tuple[NDArray[np.float64], NDArray[np.flo
     return lo, hi
 
 
+def _store_read_only(obj: object, **arrays: NDArray[np.float64]) -> None:
+    """Store a read-only float64 copy of each array on the frozen dataclass ``obj`` (a caller's
+    array can then neither alias nor edit a domain's fields)."""
+    for name, value in arrays.items():
+        arr = np.array(value, dtype=np.float64)
+        arr.setflags(write=False)
+        object.__setattr__(obj, name, arr)
+
+
 def _records(records: Any, dim: int) -> NDArray[np.float64]:
     """Validate records as a finite ``(n, d)`` array (a 1-D array is n records when d = 1)."""
     arr = as_float_array("records", records)
@@ -164,9 +173,7 @@ class FinitePoints:
             raise InvalidParameterError(
                 "points", self.points, f"must be an (m, d) array, got shape {arr.shape}"
             )
-        arr = np.array(arr, dtype=np.float64)
-        arr.setflags(write=False)
-        object.__setattr__(self, "points", arr)
+        _store_read_only(self, points=arr)
 
     @property
     def dim(self) -> int:
@@ -253,11 +260,7 @@ class Box:
 
     def __post_init__(self) -> None:
         lo, hi = _bounds(self.lower, self.upper)
-        lo, hi = np.array(lo), np.array(hi)
-        lo.setflags(write=False)
-        hi.setflags(write=False)
-        object.__setattr__(self, "lower", lo)
-        object.__setattr__(self, "upper", hi)
+        _store_read_only(self, lower=lo, upper=hi)
 
     @property
     def dim(self) -> int:
@@ -337,11 +340,7 @@ class Grid:
             raise InvalidParameterError(
                 "shape", self.shape, f"the grid must have at most {MAX_GRID_POINTS} points"
             )
-        lo, hi = np.array(lo), np.array(hi)
-        lo.setflags(write=False)
-        hi.setflags(write=False)
-        object.__setattr__(self, "lower", lo)
-        object.__setattr__(self, "upper", hi)
+        _store_read_only(self, lower=lo, upper=hi)
         object.__setattr__(self, "shape", tuple(int(s) for s in shp))
 
     @property
@@ -465,11 +464,7 @@ class Ellipsoid:
         if not sv[-1] > 1e-12 * sv[0]:
             raise InvalidParameterError("shape", shape, "must be non-singular (a flat ellipsoid: "
                                                         "drop the degenerate axes first)")
-        c, e = np.array(c, dtype=np.float64), np.array(e, dtype=np.float64)
-        c.setflags(write=False)
-        e.setflags(write=False)
-        object.__setattr__(self, "centre", c)
-        object.__setattr__(self, "shape", e)
+        _store_read_only(self, centre=c, shape=e)
 
     @property
     def dim(self) -> int:

@@ -309,10 +309,11 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
     exact = Fraction(0)
     worst = 0.0
     bar = tqdm(total=k * t, desc="re-checking releases", unit="release", disable=not progress)
-    from threadpoolctl import threadpool_limits
+    from solvers.threads import blas_limits
 
     # thousands of tiny triangular solves: a multi-threaded BLAS only adds contention
-    limits = threadpool_limits(limits=1)
+    limits = blas_limits(1)
+    limits.__enter__()  # restored in the finally below
     try:
         for j in range(k):
             state = starts[j].copy()
@@ -372,7 +373,7 @@ def verify_record(record: dict[str, Any] | str | os.PathLike[str], *, full: bool
                 bar.update(1)
     finally:
         bar.close()
-        limits.restore_original_limits()
+        limits.__exit__(None, None, None)
     if not exact <= Fraction(budget_q):
         reasons.append(f"composition: sum of q_t = {float(exact)!r} exceeds the budget's bound "
                        f"Q = {budget_q!r}")

@@ -592,9 +592,8 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
          w: NDArray[np.float64], start: NDArray[np.float64], sampler: str, prediction: str,
          noise: str, gen: np.random.Generator, progress: bool, solver: str,
          tol: float) -> list[dict[str, Any]]:
-    from threadpoolctl import threadpool_limits
-
     from dpopt.progress import Progress
+    from solvers.threads import blas_limits
 
     k, d = start.shape
     state = start.copy()
@@ -608,7 +607,8 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
                    enabled=None if progress else False, uneven=noise == "optimal",
                    max_spread=SAMPLER_MAX_SPREAD)
     # thousands of 2 x 2 designs: a multi-threaded BLAS only adds contention
-    limits = threadpool_limits(limits=1)
+    limits = blas_limits(1)
+    limits.__enter__()  # restored in the finally below
     try:
         for s in range(sched.steps):
             a = float(sched.alpha_bar[s])
@@ -646,7 +646,7 @@ def _run(x: NDArray[np.float64], dom: Domain, sched: Schedule, q: NDArray[np.flo
             bar.update(1)
     finally:
         bar.close()
-        limits.restore_original_limits()
+        limits.__exit__(None, None, None)
     return out
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from certificates.covariance import check
 from certificates.errors import CertificateError, InvalidParameterError
-from certificates.io import _canonical, read_certificate, verify_file, write_certificate
+from certificates.io import read_certificate, verify_file, write_certificate
 from certificates.problem import CovarianceProgram, FactoredDual
+from certificates.strict_json import digest
 from tests.canonical import F1, ChunkedArray
 from tests.certificates.closed_form import kkt_dual
 
@@ -82,7 +83,7 @@ def test_edited_digit_rejected_by_recheck(tmp_path: Path, solved, key: str) -> N
         content["problem"]["vectors_sha256"] = vectors_digest(
             np.asarray(content["problem"]["vectors"])
         )
-    content["sha256"] = _canonical(content)
+    content["sha256"] = digest(content)
     path.write_text(json.dumps(content))
     with pytest.raises(CertificateError, match="rejected"):
         verify_file(path)

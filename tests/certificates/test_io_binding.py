@@ -15,7 +15,6 @@ from certificates.covariance import check
 from certificates.errors import CertificateError
 from certificates.io import (
     CLAIM_MARGIN,
-    _canonical,
     parse_certificate,
     read_certificate,
     vectors_digest,
@@ -23,6 +22,7 @@ from certificates.io import (
     write_certificate,
 )
 from certificates.problem import CovarianceProgram, FactoredDual
+from certificates.strict_json import digest
 from tests.canonical import F1
 from tests.certificates.closed_form import pair
 
@@ -42,7 +42,7 @@ def _rewrite(tmp: Path, content: dict[str, Any], *, vectors: bool = False) -> Pa
     if vectors:
         content["problem"]["vectors_sha256"] = vectors_digest(
             np.asarray(content["problem"]["vectors"], dtype=np.float64))
-    content["sha256"] = _canonical(content)
+    content["sha256"] = digest(content)
     out = tmp / "edited.json"
     out.write_text(json.dumps(content))
     return out
@@ -134,7 +134,7 @@ def test_certified_must_be_a_boolean(written, tmp_path: Path, value: Any) -> Non
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400", "-1e999"])
 @pytest.mark.parametrize("field", ['"tol": ', '"bound": ', '"lower": '])
 def test_nonfinite_numbers_rejected(written, tmp_path: Path, token: str, field: str) -> None:  # type: ignore[no-untyped-def]
-    """A NaN made `_canonical` raise a raw ValueError (CLI exit 3); now a named rejection."""
+    """A NaN made the digest raise a raw ValueError (CLI exit 3); now a named rejection."""
     text = json.dumps(written[1])
     start = text.index(field) + len(field)
     end = min(i for i in (text.find(",", start), text.find("}", start)) if i >= 0)

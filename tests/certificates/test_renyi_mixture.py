@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from certificates.errors import CertificateError, InvalidParameterError
 from certificates.renyi_mixture import (
-    _canonical,
     check_calibration,
     divergence_bounds,
     verify_mixture_file,
     write_mixture_certificate,
 )
+from certificates.strict_json import digest
 from tests.mixture_files import MIXED_SPELLINGS, PAIRS, mixed_spelling_file, to_v1
 
 
@@ -261,14 +261,14 @@ def test_certificate_file_round_trip_and_tampering(tmp_path: Path) -> None:
     with pytest.raises(CertificateError, match="sha256"):
         verify_mixture_file(bad)
     # an edited scale *with* a recomputed hash: the re-derived bound exposes it
-    edited["sha256"] = _canonical(edited)
+    edited["sha256"] = digest(edited)
     bad.write_text(json.dumps(edited))
     with pytest.raises(CertificateError, match="rejected"):
         verify_mixture_file(bad)
     # an edited law (more mass on a far atom) with a recomputed hash
     forged = json.loads(path.read_text())
     forged["pairs"][0]["p"]["atoms"] = [0.0, 1.0, 4.0]
-    forged["sha256"] = _canonical(forged)
+    forged["sha256"] = digest(forged)
     bad.write_text(json.dumps(forged))
     with pytest.raises(CertificateError, match="rejected"):
         verify_mixture_file(bad)

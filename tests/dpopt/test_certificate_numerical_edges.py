@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 
 from certificates.errors import CertificateError
 from certificates.renyi_mixture import (
-    _canonical,
     check_calibration,
     divergence_bounds,
     verify_mixture_file,
 )
+from certificates.strict_json import digest
 from dpopt.cli.main import main
 from dpopt.pufferfish import Scenario, calibrate, calibrate_tight, make_cost
 
@@ -217,14 +217,14 @@ def test_tampered_offset_and_lowered_scale_rejected(tmp_path: Path, noise: str,
         for side in ("p", "q"):
             pair[side]["atoms"] = [v + 1e15 for v in pair[side]["atoms"]]
     shifted = dict(content, sha256=None)
-    shifted["sha256"] = _canonical(shifted)
+    shifted["sha256"] = digest(shifted)
     ok = tmp_path / "shifted.json"
     ok.write_text(json.dumps(shifted))
     assert verify_mixture_file(ok).certified  # same laws up to a shift: still true
     for factor in (0.97, 0.9):
         forged = dict(content, scale=content["scale"] * factor)
         forged["refuted_scale"] = forged["scale"] * 0.99
-        forged["sha256"] = _canonical(forged)
+        forged["sha256"] = digest(forged)
         bad = tmp_path / f"forged-{factor}.json"
         bad.write_text(json.dumps(forged))
         pair = forged["pairs"][0]

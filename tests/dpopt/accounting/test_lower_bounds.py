@@ -153,6 +153,77 @@ def test_laplace_event_trees_get_a_lower_end() -> None:
     assert np.isfinite(d.lower)
 
 
+class _StubPld:
+    """A PLD stand-in that records the δ (or ε) it is asked at and answers a fixed value."""
+
+    def __init__(self, answer: float | Exception) -> None:
+        self.answer = answer
+        self.asked: list[float] = []
+
+    def _reply(self, x: float) -> float:
+        self.asked.append(x)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def get_epsilon_for_delta(self, delta: float) -> float:
+        return self._reply(delta)
+
+    def get_delta_for_epsilon(self, epsilon: float) -> float:
+        return self._reply(epsilon)
+
+
+@pytest.mark.parametrize("answer", [0.7, 3.0, 1e-6])
+def test_optimistic_epsilon_reading_is_moved_to_the_safe_side(answer: float) -> None:
+    """The one reading of ε(δ) from an optimistic PLD (groups and event trees): it asks at a δ
+    widened by the FFT's round-off (never below the δ asked for) and returns a value below the
+    PLD's, by exactly 1e-9 relative and 1e-12 absolute."""
+    pld = _StubPld(answer)
+    got = lib._epsilon_lower_of(pld, 1e-5)
+    assert pld.asked == [min(1e-5 * (1 + lib._PLD_REL) + lib._PLD_ABS, 1.0)]
+    assert pld.asked[0] > 1e-5
+    assert got == max(answer * (1 - 1e-9) - 1e-12, 0.0)
+    assert got is not None and got < answer
+
+
+@pytest.mark.parametrize("answer", [0.3, 1e-7, 1.0])
+def test_optimistic_delta_reading_is_moved_to_the_safe_side(answer: float) -> None:
+    pld = _StubPld(answer)
+    got = lib._delta_lower_of(pld, 1.5)
+    assert pld.asked == [1.5]
+    assert got == min(max(answer * (1 - lib._PLD_REL) - lib._PLD_ABS, 0.0), 1.0)
+    assert got is not None and got < answer
+
+
+@pytest.mark.parametrize("answer", [math.nan, math.inf, 0.0, -1.0, RuntimeError("boom")])
+def test_optimistic_readings_without_a_finite_answer_give_none(answer: float | Exception) -> None:
+    """No finite positive ε (or finite δ), or a failure inside dp-accounting: no lower end."""
+    assert lib._epsilon_lower_of(_StubPld(answer), 1e-5) is None
+    if not (isinstance(answer, float) and math.isfinite(answer)):
+        assert lib._delta_lower_of(_StubPld(answer), 1.0) is None
+
+
+@pytest.mark.parametrize("sigma, count, epsilon", [(2.0, 1, 0.5), (5.0, 10, 1.0), (1.0, 3, 2.0)])
+def test_gaussian_event_tree_lower_delta_against_the_exact_gdp_curve(
+        sigma: float, count: int, epsilon: float) -> None:
+    """k Gaussian releases of noise multiplier σ are exactly μ-GDP with μ = √k/σ (Dong, Roth &
+    Su, "Gaussian Differential Privacy", Corollary 2.13), whose
+    δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2) (scipy here). The event tree's optimistic lower
+    end must lie below it, and close to it."""
+    import dp_accounting as dpa
+
+    mu = math.sqrt(count) / sigma
+    exact = (stats.norm.cdf(-epsilon / mu + mu / 2)
+             - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2))
+    event = dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(sigma), count)
+    low = lib.optimistic_event_delta(event, epsilon, 1e-4)
+    assert low is not None
+    assert low <= exact
+    assert low >= 0.9 * exact
+    eps_low = lib.optimistic_event_epsilon(event, exact, 1e-4)
+    assert eps_low is not None and 0.9 * epsilon <= eps_low <= epsilon
+
+
 # ----------------------------------------------------------------------------- progress line
 
 

@@ -83,3 +83,41 @@ def test_import_certificates_errors_stays_light() -> None:
     assert callable(certificates.check) and "check" in dir(certificates)
     with pytest.raises(AttributeError, match="no_such_name"):
         certificates.no_such_name  # noqa: B018
+
+
+def _blas_after(argv: list[str], env_extra: dict[str, str]) -> dict[str, object]:
+    """A fresh interpreter runs ``main(argv)``: the BLAS variables and thread counts after it."""
+    code = (
+        "import contextlib, io, json, os\n"
+        "from dpopt.cli import main\n"
+        "sink = io.StringIO()\n"
+        "with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):\n"
+        f"    main({argv!r})\n"
+        "import numpy\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(json.dumps({'env': os.environ.get('OPENBLAS_NUM_THREADS'),\n"
+        "                  'threads': [i['num_threads'] for i in threadpool_info()\n"
+        "                              if i['user_api'] == 'blas']}))\n"
+    )
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")}
+    env.update({"PYTHONPATH": str(ROOT), **env_extra})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=True)
+    out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_account_commands_run_on_one_blas_thread() -> None:
+    """``dpopt account …`` works on one-dimensional arrays: it starts numpy with one BLAS
+    thread (worker threads would only spin), unless the user chose a count."""
+    got = _blas_after(["account", "convert", "gdp:mu=1"], {})
+    assert got["env"] == "1"
+    assert got["threads"] and set(got["threads"]) == {1}  # type: ignore[arg-type]
+    mine = _blas_after(["account", "convert", "gdp:mu=1"], {"OPENBLAS_NUM_THREADS": "2"})
+    assert mine["env"] == "2"
+
+
+def test_other_commands_leave_the_blas_threads_alone() -> None:
+    got = _blas_after(["verify", str(ROOT / "no-such-file.json")], {})
+    assert got["env"] is None

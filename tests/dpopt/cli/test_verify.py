@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from certificates.errors import CertificateError
-from certificates.io import _canonical
+from certificates.strict_json import digest
 from dpopt.cli import main
 from dpopt.covariance.design import Design
 
@@ -35,7 +35,7 @@ def design(tmp: Path, name: str, *args: str) -> Path:
 def rewrite(path: Path, content: dict[str, Any], desc: dict[str, Any] | None = None) -> Path:
     if desc is not None:
         content["problem"]["vectors_description"] = json.dumps(desc, sort_keys=True)
-    content["sha256"] = _canonical(content)
+    content["sha256"] = digest(content)
     out = path.with_name("edited-" + path.name)
     out.write_text(json.dumps(content))
     return out

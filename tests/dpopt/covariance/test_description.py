@@ -218,7 +218,7 @@ def test_design_save_writes_a_description_verify_regenerates(tmp_path: Path,
 
 def test_a_saved_description_binds_the_design(tmp_path: Path) -> None:
     """Editing the description's sigma (a different set) or budget (a looser one) is caught."""
-    from certificates.io import _canonical
+    from certificates.strict_json import digest
 
     src = sens.add_remove_set(Grid([0.0, 0.0], [1.0, 1.0], (3, 3)), [0.5, 0.5], 0.5)
     path = tmp_path / "d.json"
@@ -229,7 +229,7 @@ def test_a_saved_description_binds_the_design(tmp_path: Path) -> None:
         raw[key] = value
         edited = json.loads(json.dumps(content))
         edited["problem"]["vectors_description"] = json.dumps(raw, sort_keys=True)
-        edited["sha256"] = _canonical(edited)
+        edited["sha256"] = digest(edited)
         out = tmp_path / f"edited-{key}.json"
         out.write_text(json.dumps(edited))
         with pytest.raises(CertificateError, match="rejected"):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from dpopt.covariance.domains import Box, FinitePoints, Grid, as_domain
+from dpopt.covariance.domains import Ball, Box, Ellipsoid, FinitePoints, Grid, as_domain
 from dpopt.errors import InvalidParameterError, InvalidTypeError
 
 
@@ -79,3 +80,29 @@ def test_bad_types() -> None:
     with pytest.raises(InvalidTypeError):
         as_domain("points")
     assert isinstance(as_domain([[0.0, 1.0], [1.0, 1.0]]), FinitePoints)
+
+
+@pytest.mark.parametrize("build, fields", [
+    (lambda a, b: FinitePoints(np.stack([a, b])), ("points",)),
+    (lambda a, b: Box(a, b), ("lower", "upper")),
+    (lambda a, b: Grid(a, b, (3, 4)), ("lower", "upper")),
+    (lambda a, b: Ellipsoid(a, np.diag(b)), ("centre", "shape")),
+    (lambda a, b: Ball(a, 2.0), ("centre", "shape")),
+])
+def test_domain_arrays_are_read_only_copies(
+    build: Callable[[np.ndarray, np.ndarray], object], fields: tuple[str, ...]
+) -> None:
+    """Every array a domain stores is float64, read-only, and a copy: editing the caller's array
+    afterwards changes nothing (a domain that changed after its design was certified would make
+    the certificate speak of another domain)."""
+    lo, hi = np.array([0, 1]), np.array([2.0, 3.0])  # integer input on purpose
+    dom = build(lo, hi)
+    before = {f: getattr(dom, f).copy() for f in fields}
+    lo[:] = -7
+    hi[:] = 9.0
+    for f in fields:
+        arr = getattr(dom, f)
+        assert arr.dtype == np.float64 and not arr.flags.writeable
+        np.testing.assert_array_equal(arr, before[f])
+        with pytest.raises(ValueError):
+            arr[...] = 0.0
