@@ -275,7 +275,10 @@ def log_value_upper(
     s_neg = 0.0
     if residual == 0.0 and neg.any():
         s_neg = math.fsum((mass_down[neg] * -np.expm1(lc[neg])).tolist())
-        s_neg *= 1.0 - 4.0 * _EPS  # each product rounded: shrink (a smaller s_neg is safe)
+        # each product rounded: shrink (a smaller s_neg is safe) by a relative 4u and, for the
+        # products that underflow (where a relative margin vanishes), half an ulp of the
+        # subnormals each
+        s_neg = max(0.0, s_neg * (1.0 - 4.0 * _EPS) - int(neg.sum()) * _TINY)
     k = int(pos.sum()) + int(res_term) + 16
     top = max(float(np.max(lpos)) if lpos.size else 0.0, residual_log_cost if res_term else 0.0)
     if top < 700.0:

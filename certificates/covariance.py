@@ -246,12 +246,14 @@ def _refined_bound(weight: NDArray[np.float64], q: float, eta: float,
 
 def _trace_upper(weight: NDArray[np.float64], sigma: NDArray[np.float64]) -> float:
     """An upper bound on tr(W Sigma) in float: the float sum plus its error bound
-    gamma_n sum |W_ik Sigma_ik| (n = d^2 products summed), rounded up."""
+    gamma_n sum |W_ik Sigma_ik| (n = d^2 products summed) plus n * 2^-1074 for the products that
+    underflow (a relative bound does not cover them), rounded up."""
     products = weight * sigma
     n = products.size + 1
     unit = 2.0**-53
     gamma = n * unit / (1.0 - n * unit) * (1.0 + 1e-6)
     total = float(np.sum(products)) + gamma * float(np.sum(np.abs(products))) * (1.0 + 4 * unit)
+    total += n * 5e-324
     return float(np.nextafter(total, math.inf))
 
 

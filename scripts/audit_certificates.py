@@ -24,7 +24,9 @@ Suites, and what each counts:
     composition for a run record).
 ``malformed``
     Random text edits of the same files (characters replaced, spans deleted or repeated) run
-    through ``dpopt verify`` itself: the exit status must be 0 or 1, never a traceback.
+    through ``dpopt verify`` itself: the exit status must be 0 or 1, never a traceback. A draw
+    that leaves the text as it was (a character replaced by itself) is not an edit: it is drawn
+    again.
 ``ill_conditioned``
     ``design_covariance`` on rotated weights of condition up to 1e12: the relative gap proven by
     the independent check in rigorous mode, and the privacy of Σ (max sᵀΣ⁻¹s <= q in exact
@@ -300,16 +302,17 @@ def _text_edits(text: str, rng: np.random.Generator, n: int) -> Iterator[str]:
     alphabet = list('0123456789-+.eE"{}[],: ntruefalsNI')
     for _ in range(n):
         t = text
-        for _ in range(int(rng.integers(1, 4))):
-            i = int(rng.integers(0, max(1, len(t))))
-            op = int(rng.integers(0, 3))
-            if op == 0:
-                t = t[:i] + str(rng.choice(alphabet)) + t[i + 1:]
-            elif op == 1:
-                t = t[:i] + t[i + int(rng.integers(1, 40)):]
-            else:
-                j = i + int(rng.integers(1, 40))
-                t = t[:j] + t[i:j] + t[j:]
+        while t == text:  # an unchanged file is no edit (verify rightly accepts it)
+            for _ in range(int(rng.integers(1, 4))):
+                i = int(rng.integers(0, max(1, len(t))))
+                op = int(rng.integers(0, 3))
+                if op == 0:
+                    t = t[:i] + str(rng.choice(alphabet)) + t[i + 1:]
+                elif op == 1:
+                    t = t[:i] + t[i + int(rng.integers(1, 40)):]
+                else:
+                    j = i + int(rng.integers(1, 40))
+                    t = t[:j] + t[i:j] + t[j:]
         yield t
 
 

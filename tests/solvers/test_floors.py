@@ -4,6 +4,12 @@ duality by the independent certificate, and the block's derivatives by finite di
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +20,7 @@ from certificates.covariance import check
 from certificates.problem import CovarianceProgram
 from solvers._types import Solution
 from solvers.cvx import solve_cvx
-from solvers.floor_block import FloorBlock, floor_block_solve
+from solvers.floor_block import _STALL_ITER, FloorBlock, _stalled, floor_block_solve
 from solvers.structured import solve_structured
 
 
@@ -383,6 +389,45 @@ def test_floor_quantile_instances_up_to_dimension_60(d: int, count: int, kind: s
     rng = np.random.default_rng(7919 * d + count)
     s, problem, _ = _quantile_instance(rng, count, d, cond, kind, quantile)
     _solved_and_certified(problem, s)
+
+
+def test_a_one_step_spike_of_the_gap_is_no_stall() -> None:
+    """The stall rule compares the best gaps: halving over the window, then one spike (the
+    d = 60 solve's history: 0.37 down to 0.042, then 92) is progress; a plateau is a stall."""
+    halving = list(np.geomspace(0.37, 0.042, _STALL_ITER + 1))
+    assert not _stalled([*halving, 92.0])
+    assert not _stalled([1.0] * _STALL_ITER)  # too short to judge
+    assert _stalled([1.0] * (_STALL_ITER + 1))
+    assert _stalled([0.4] + [0.3] * _STALL_ITER + [92.0])  # best 0.3 > half of 0.4
+
+
+_KERNEL_SCRIPT = """
+import numpy as np
+from tests.solvers.test_floors import _quantile_instance, _solved_and_certified
+rng = np.random.default_rng(7919 * 60 + 40)
+s, problem, _ = _quantile_instance(rng, 40, 60, 1e6, "rot", 0.5)
+_solved_and_certified(problem, s)
+"""
+
+
+def _uses_openblas() -> bool:
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]  # type: ignore[func-returns-value]
+    return "openblas" in str(blas.get("name", "")).lower()
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not _uses_openblas(),
+                    reason="OpenBLAS x86-64 kernels")
+@pytest.mark.parametrize("kernel", ["Sandybridge", "Prescott"])
+def test_the_dimension_60_floor_is_certified_under_other_blas_kernels(kernel: str) -> None:
+    """The d = 60, cond 1e6 instance rounds differently under each OpenBLAS kernel; with the
+    Haswell/Zen kernels it ended optimal_inaccurate (gap 92 after a spike read as a stall),
+    with Sandybridge at gap 1.7 and Prescott at 69; SkylakeX's rounding was certified. Each
+    kernel runs in its own process (OPENBLAS_CORETYPE is read at load)."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", _KERNEL_SCRIPT], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -103,14 +103,36 @@ def test_the_declared_psd_matrix_is_psd(ill: tuple) -> None:
 
 def test_rigorous_gap_at_condition_1e12(ill: tuple) -> None:
     """Rigorous mode used to pay ||E||_F / lambda_min(W) ~ u cond(W) (gap ~1e-4 .. 1e-3 here);
-    in the W-metric it reaches what the stored dual carries (~4e-8 for this solver output)."""
-    problem, sol, _, _ = ill
-    cert = check(problem, sol.covariance, sol.dual, tol=1e-6, rigorous=True)
+    in the W-metric it reaches what the stored dual carries, and better where the recomputed
+    dual helps.
+
+    With eta = 0 the recomputation solves for every part of the dual (3e-11 here). With a
+    binding floor it keeps the file's floor factor G, so the proof can promise only what the
+    stored dual carries, 1 - 1/lambda_max(S, W) (computed here in mpmath, independently of the
+    check) plus the solver's own tolerance: for this instance the proven gap is 9.7e-7 under
+    OpenBLAS's Haswell/Zen kernels, 2.0e-6 under Sandybridge's and 3.9e-8 under SkylakeX's
+    (the 1e-7 this test once asserted held only for the last one's rounding), each still far
+    below the residual bound's ||W - S||_F / lambda_min(W) (1.3e-4), so the floor case is
+    asked to certify to 1e-5 only."""
+    problem, sol, weight, eta = ill
+    tol = 1e-6 if eta == 0 else 1e-5
+    cert = check(problem, sol.covariance, sol.dual, tol=tol, rigorous=True)
     assert cert.certified and cert.rigorous
-    assert cert.gap < 1e-7
-    assert cert.gap < 1e-3 * UNIT * 1e12  # far below the residual bound's u cond(W)
-    floatc = check(problem, sol.covariance, sol.dual, tol=1e-6)
+    floatc = check(problem, sol.covariance, sol.dual, tol=tol)
     assert floatc.gap <= cert.gap + 1e-12  # float mode keeps the better of its bounds
+    if eta == 0:
+        assert cert.gap < 1e-7
+        assert cert.gap < 1e-3 * UNIT * 1e12  # far below the residual bound's u cond(W)
+        return
+    d = weight.shape[0]
+    with mp.workdps(60):
+        w = _mp_matrix(weight)
+        s = _mp_s(sol.dual, d, with_floor=True)
+        li = mp.inverse(mp.cholesky(w))
+        carried = 1 - 1 / max(mp.eigsy(li * s * li.T, eigvals_only=True))
+        residual = mp.mnorm(w - s, "F") / min(mp.eigsy(w, eigvals_only=True))
+    assert cert.gap <= float(carried) + 2e-8  # the solver ran at tol = 1e-8
+    assert cert.gap <= 1e-2 * float(residual)
 
 
 def test_dual_carried_exactly_reaches_the_margin() -> None:
