@@ -200,13 +200,13 @@ def _bench_range(
         f"\n{label}: eps in [{10**e_lo:.0e}, {10**e_hi:.0f}], delta in "
         f"[{10**d_lo:.0e}, {10**d_hi:.0e}] (points/s)"
     )
-    head = f"{'function':<19}{'wall':>9}{'cpu':>9}{'/fwd':>7}{'loop':>8}{'×loop':>7}"
+    head = f"{'function':<19}{'wall':>9}{'cpu':>9}{'/fwd':>7}{'loop':>10}{'×loop':>7}"
     head += f"{'dp-acc.':>9}{'×dp-acc.':>9}" if peers else "  (dp-accounting not installed)"
     print(head + f"{'target':>9}")
     for name in NAMES:
         wall, cpu = _rates(vector[name], args.n, args.repeat)
         loop = _rates(_loop(single[name], k), k, 1)[0]
-        line = f"{name:<19}{wall:>9.3g}{cpu:>9.3g}{cpu / fwd_cpu:>7.2f}{loop:>8.3g}"
+        line = f"{name:<19}{wall:>9.3g}{cpu:>9.3g}{cpu / fwd_cpu:>7.2f}{loop:>10.3g}"
         line += f"{wall / loop:>7.0f}"
         if peers:
             peer = peers[name]
