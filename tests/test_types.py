@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -210,3 +211,26 @@ def test_scalar_in_gives_float_out_to_the_type_checker(tmp_path: Path,
     revealed = re.findall(r'Revealed type is "([^"]+)"', out)
     assert revealed[:-1] == ["float"] * 7, out + err
     assert revealed[-1].startswith("float | numpy.ndarray"), out + err
+
+
+def test_domain_constructors_accept_array_likes_for_a_type_checker(tmp_path: Path) -> None:
+    """The documented ``Box([0.0], [1.0])`` and ``Grid([0.0], [1.0], [3])`` type-check under
+    ``mypy --strict`` (the constructors take array-likes; the stored fields are arrays)."""
+    pytest.importorskip("mypy")
+    snippet = tmp_path / "uses_domains.py"
+    snippet.write_text(textwrap.dedent("""
+        from dpopt.covariance.domains import Ball, Box, Ellipsoid, FinitePoints, Grid
+
+        Box([0.0, 0.0], [1.0, 2.0])
+        Box(lower=(0.0,), upper=(1.0,))
+        Grid([0.0], [1.0], [3])
+        Grid(lower=(0.0, 0.0), upper=(1.0, 1.0), shape=(2, 3))
+        FinitePoints([[0.0], [1.0]])
+        Ellipsoid([0.0], [[1.0]])
+        Ball([0.0, 0.0], 1.0)
+    """))
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                           "--follow-imports=silent", str(snippet)], capture_output=True,
+                          text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -240,7 +240,7 @@ class FinitePoints:
         return _report(x, snapped, idx, outside)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Box:
     r"""The axis-aligned box :math:`K = \prod_{i=1}^d [\ell_i, u_i]`.
 
@@ -257,6 +257,11 @@ class Box:
 
     lower: NDArray[np.float64]
     upper: NDArray[np.float64]
+
+    def __init__(self, lower: ArrayLike, upper: ArrayLike) -> None:
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         lo, hi = _bounds(self.lower, self.upper)
@@ -305,7 +310,7 @@ class Box:
         return _report(x, snapped, None, _outside(x, self.lower, self.upper))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Grid:
     r"""Regular grid in the box :math:`\prod_i [\ell_i, u_i]` with ``shape[i]`` points per axis.
 
@@ -322,6 +327,12 @@ class Grid:
     lower: NDArray[np.float64]
     upper: NDArray[np.float64]
     shape: tuple[int, ...]
+
+    def __init__(self, lower: ArrayLike, upper: ArrayLike, shape: ArrayLike) -> None:
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+        object.__setattr__(self, "shape", shape)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         lo, hi = _bounds(self.lower, self.upper)
