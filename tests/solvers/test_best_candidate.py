@@ -28,29 +28,13 @@ from certificates.problem import CovarianceProgram
 from solvers._types import Solution
 from solvers.floored import FlooredPoint, floored_evaluate
 from solvers.restricted import Restricted, RestrictedPoint, evaluate
+from tests.canonical import ChunkedArray
 
 
-class _Rows:
+def _rows(array: NDArray[np.float64]) -> ChunkedArray:
     """A VectorSource over an array that is not an ``ArrayVectors`` (the general path, with
-    its pricing passes, rather than the in-memory one)."""
-
-    def __init__(self, array: NDArray[np.float64]) -> None:
-        self.array = array
-
-    @property
-    def count(self) -> int:
-        return int(self.array.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.array.shape[1])
-
-    def chunks(self, size: int = 65536) -> Iterator[tuple[int, NDArray[np.float64]]]:
-        for start in range(0, self.count, size):
-            yield start, self.array[start:start + size]
-
-    def take(self, indices: NDArray[np.intp]) -> NDArray[np.float64]:
-        return np.asarray(self.array[np.asarray(indices, dtype=np.intp)], dtype=np.float64)
+    its pricing passes, rather than the in-memory one), in one chunk at these sizes."""
+    return ChunkedArray(array, chunk=65536)
 
 
 def _two_record(m: int, d: int, rng: np.random.Generator) -> NDArray[np.float64]:
@@ -106,7 +90,7 @@ def _feasible_as_returned(problem: CovarianceProgram, sol: Solution) -> Any:
 
 def _general_problem() -> CovarianceProgram:
     rng = np.random.default_rng(11)
-    return CovarianceProgram(_Rows(_two_record(24, 5, rng)), _spd(5, rng, 100.0), 1.0)
+    return CovarianceProgram(_rows(_two_record(24, 5, rng)), _spd(5, rng, 100.0), 1.0)
 
 
 def test_a_worse_later_candidate_is_not_returned(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,7 +232,7 @@ def test_returned_objective_is_at_most_every_certified_candidate(
     s = _two_record(d + extra, d, rng)
     w = _spd(d, rng, 10.0**log_cond)
     eta = floor * float(np.mean(np.einsum("ij,ij->i", s, s)))
-    problem = CovarianceProgram(_Rows(s) if general else s, w, 1.0, eta)
+    problem = CovarianceProgram(_rows(s) if general else s, w, 1.0, eta)
     with _recording() as seen:
         try:
             sol = structured.solve_structured(problem, tol=tol, max_passes=max_passes)
